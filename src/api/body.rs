@@ -1,0 +1,324 @@
+//! JSON request bodies that validate every field and report every problem at once
+//! (CONTRACT: Conventions — 400 lists one message per problem; unknown fields, malformed JSON
+//! and wrong types are 400; too large is 413; a wrong content type is 415).
+//!
+//! poem-openapi's own `Json<T>` stops at the first problem and words it for programmers, so
+//! request types implement [`FromJsonBody`] with a [`Fields`] reader instead. The type's
+//! `Object` derive still documents the schema in the OpenAPI document.
+
+use std::ops::RangeInclusive;
+
+use poem::{Request, RequestBody};
+use poem_openapi::impl_apirequest_for_payload;
+use poem_openapi::payload::{ParsePayload, Payload};
+use poem_openapi::registry::{MetaSchemaRef, Registry};
+use poem_openapi::types::Type;
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+
+/// Largest JSON body accepted.
+pub const MAX_JSON_BODY: usize = 64 * 1024;
+
+/// A request type read from a JSON object.
+pub trait FromJsonBody: Sized {
+    /// Reads every field (recording problems in `f`). The result is only used when `f` holds
+    /// no problems, so a reader may return placeholders for fields that failed.
+    fn from_fields(f: &mut Fields) -> Self;
+}
+
+/// A JSON body of type `T`.
+pub struct JsonBody<T>(pub T);
+
+impl<T: Type> Payload for JsonBody<T> {
+    const CONTENT_TYPE: &'static str = "application/json";
+
+    fn check_content_type(content_type: &str) -> bool {
+        matches!(content_type.parse::<mime::Mime>(), Ok(m) if m.type_() == "application"
+            && (m.subtype() == "json" || m.suffix().is_some_and(|s| s == "json")))
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+}
+
+impl<T: FromJsonBody + Send> ParsePayload for JsonBody<T> {
+    const IS_REQUIRED: bool = true;
+
+    async fn from_request(_request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
+        let body = body.take()?;
+        let bytes = body
+            .into_bytes_limit(MAX_JSON_BODY)
+            .await
+            .map_err(|e| match e {
+                poem::error::ReadBodyError::PayloadTooLarge => {
+                    ApiError::too_large(format!("request body exceeds {MAX_JSON_BODY} bytes"))
+                }
+                other => ApiError::bad_request(vec![format!("body could not be read: {other}")]),
+            })?;
+        Ok(JsonBody(parse_body::<T>(&bytes)?))
+    }
+}
+
+impl_apirequest_for_payload!(JsonBody<T>, T: FromJsonBody + Send + Type);
+
+/// Parses and validates a body; all problems at once.
+pub fn parse_body<T: FromJsonBody>(bytes: &[u8]) -> Result<T, ApiError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(vec![format!("body must be valid JSON: {e}")]))?;
+    let Value::Object(map) = value else {
+        return Err(ApiError::bad_request(vec![
+            "body must be a JSON object".into()
+        ]));
+    };
+    let mut fields = Fields {
+        map,
+        errors: Vec::new(),
+    };
+    let parsed = T::from_fields(&mut fields);
+    fields.finish()?;
+    Ok(parsed)
+}
+
+/// Reads fields out of a JSON object, collecting one message per problem.
+pub struct Fields {
+    map: Map<String, Value>,
+    errors: Vec<String>,
+}
+
+impl Fields {
+    pub fn error(&mut self, field: &str, problem: impl std::fmt::Display) {
+        self.errors.push(format!("{field} {problem}"));
+    }
+
+    /// Takes a field; `null` counts as absent.
+    fn take(&mut self, name: &str) -> Option<Value> {
+        self.map.remove(name).filter(|v| !v.is_null())
+    }
+
+    fn check_len(&mut self, name: &str, s: &str, len: &RangeInclusive<usize>) -> bool {
+        let n = s.chars().count();
+        if len.contains(&n) {
+            return true;
+        }
+        self.error(
+            name,
+            format!("must be {} to {} characters long", len.start(), len.end()),
+        );
+        false
+    }
+
+    /// An optional string of `len` characters.
+    pub fn opt_string(&mut self, name: &str, len: RangeInclusive<usize>) -> Option<String> {
+        match self.take(name)? {
+            Value::String(s) => self.check_len(name, &s, &len).then_some(s),
+            _ => {
+                self.error(name, "must be a string");
+                None
+            }
+        }
+    }
+
+    /// A required string of `len` characters.
+    pub fn string(&mut self, name: &str, len: RangeInclusive<usize>) -> String {
+        if !self.map.get(name).is_some_and(|v| !v.is_null()) {
+            self.error(name, "is required");
+        }
+        self.opt_string(name, len).unwrap_or_default()
+    }
+
+    /// An optional value parsed from a string by `parse` (whose error names the rule).
+    pub fn opt_parsed<T>(
+        &mut self,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        match self.take(name)? {
+            Value::String(s) => match parse(&s) {
+                Ok(v) => Some(v),
+                Err(problem) => {
+                    self.error(name, problem);
+                    None
+                }
+            },
+            _ => {
+                self.error(name, "must be a string");
+                None
+            }
+        }
+    }
+
+    /// A required value parsed from a string.
+    pub fn parsed<T>(
+        &mut self,
+        name: &str,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<T> {
+        if !self.map.get(name).is_some_and(|v| !v.is_null()) {
+            self.error(name, "is required");
+            return None;
+        }
+        self.opt_parsed(name, parse)
+    }
+
+    /// An optional boolean.
+    pub fn opt_bool(&mut self, name: &str) -> Option<bool> {
+        match self.take(name)? {
+            Value::Bool(b) => Some(b),
+            _ => {
+                self.error(name, "must be a boolean");
+                None
+            }
+        }
+    }
+
+    /// An optional integer within `range`.
+    pub fn opt_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
+        match self.take(name)? {
+            Value::Number(n) => match n.as_i64() {
+                Some(i) if range.contains(&i) => Some(i),
+                _ => {
+                    self.error(
+                        name,
+                        format!(
+                            "must be an integer from {} to {}",
+                            range.start(),
+                            range.end()
+                        ),
+                    );
+                    None
+                }
+            },
+            _ => {
+                self.error(name, "must be an integer");
+                None
+            }
+        }
+    }
+
+    /// An optional array of strings, each parsed by `parse`; `len` bounds the element count.
+    pub fn opt_list<T>(
+        &mut self,
+        name: &str,
+        len: RangeInclusive<usize>,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<Vec<T>> {
+        let Value::Array(items) = self.take(name)? else {
+            self.error(name, "must be an array");
+            return None;
+        };
+        if !len.contains(&items.len()) {
+            self.error(
+                name,
+                format!("must have {} to {} elements", len.start(), len.end()),
+            );
+            return None;
+        }
+        let mut out = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let field = format!("{name}.{i}");
+            match item.as_str().map(&parse) {
+                Some(Ok(v)) => out.push(v),
+                Some(Err(problem)) => {
+                    self.error(&field, problem);
+                    ok = false;
+                }
+                None => {
+                    self.error(&field, "must be a string");
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(out)
+    }
+
+    /// Unknown fields are problems too.
+    fn finish(mut self) -> Result<(), ApiError> {
+        let unknown: Vec<String> = self.map.keys().cloned().collect();
+        for name in unknown {
+            self.errors
+                .push(format!("property {name} should not exist"));
+        }
+        if self.errors.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::bad_request(self.errors))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Probe {
+        name: String,
+        tags: Option<Vec<u8>>,
+        on: Option<bool>,
+    }
+
+    impl FromJsonBody for Probe {
+        fn from_fields(f: &mut Fields) -> Self {
+            Probe {
+                name: f.string("name", 1..=5),
+                tags: f.opt_list("tags", 1..=3, |s| {
+                    s.parse::<u8>().map_err(|_| "must be a small number".into())
+                }),
+                on: f.opt_bool("on"),
+            }
+        }
+    }
+
+    fn messages(err: ApiError) -> Vec<String> {
+        match err {
+            ApiError::BadRequest(b) => b.0.message,
+            other => panic!("expected 400, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_field() {
+        let err =
+            parse_body::<Probe>(br#"{"name":"toolong","tags":["1","x"],"on":1,"extra":true}"#)
+                .err()
+                .unwrap();
+        assert_eq!(
+            messages(err),
+            vec![
+                "name must be 1 to 5 characters long",
+                "tags.1 must be a small number",
+                "on must be a boolean",
+                "property extra should not exist",
+            ]
+        );
+    }
+
+    #[test]
+    fn valid_bodies_parse_and_null_is_absent() {
+        let p = parse_body::<Probe>(br#"{"name":"ok","tags":null}"#)
+            .ok()
+            .unwrap();
+        assert_eq!(p.name, "ok");
+        assert!(p.tags.is_none() && p.on.is_none());
+    }
+
+    #[test]
+    fn malformed_json_and_non_objects_are_400() {
+        assert!(messages(parse_body::<Probe>(b"{").err().unwrap())[0]
+            .starts_with("body must be valid JSON"));
+        assert_eq!(
+            messages(parse_body::<Probe>(b"[]").err().unwrap()),
+            vec!["body must be a JSON object"]
+        );
+        assert_eq!(
+            messages(parse_body::<Probe>(b"{}").err().unwrap()),
+            vec!["name is required"]
+        );
+    }
+}

@@ -1,0 +1,48 @@
+//! The REST API (poem-openapi). Every operation lives under `/v1` and documents its summary,
+//! tag, security scheme and error statuses; the OpenAPI document is generated from this code.
+
+pub mod api_keys;
+pub mod auth;
+pub mod body;
+pub mod error;
+pub mod pagination;
+pub mod projects;
+pub mod security;
+
+use poem_openapi::{OpenApiService, Tags};
+
+#[derive(Tags)]
+pub enum ApiTags {
+    /// Sign-in sessions for people (cookies).
+    Auth,
+    /// Projects and their members.
+    Projects,
+    /// Project-scoped bearer credentials.
+    #[oai(rename = "API keys")]
+    ApiKeys,
+}
+
+pub type Apis = (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi);
+
+const DESCRIPTION: &str = "Sluice: self-hostable live streaming and video on demand. \
+Every project endpoint takes `Authorization: Bearer svc_…` (an API key of that project) or the \
+session cookie of a signed-in member. Errors are `{statusCode, error, message}`; for 400, \
+`message` is an array with one entry per problem.";
+
+/// The API service. The document does not depend on settings, so `sluice openapi`, the committed
+/// `openapi/openapi.json` and `GET /v1/openapi.json` are the same bytes.
+pub fn service() -> OpenApiService<Apis, ()> {
+    OpenApiService::new(
+        (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi),
+        "Sluice",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .description(DESCRIPTION)
+}
+
+/// The OpenAPI document as served and committed (with a final newline).
+pub fn spec_json(service: &OpenApiService<Apis, ()>) -> String {
+    let mut spec = service.spec();
+    spec.push('\n');
+    spec
+}

@@ -1,0 +1,277 @@
+//! Builds the App (settings, database, limiters, metrics) and serves HTTP.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use poem::http::{Method, StatusCode};
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::middleware::{CatchPanic, CookieJarManager};
+use poem::web::Data;
+use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
+
+use crate::api::error::{to_json_error, ApiError};
+use crate::api::security::SESSION_COOKIE;
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::ratelimit::RateLimiter;
+use crate::store::Db;
+
+/// Everything a request handler or background worker needs.
+pub struct App {
+    pub settings: Settings,
+    pub db: Db,
+    /// Per API key (and per signed-in user): sustained rate and burst of the contract.
+    pub request_limiter: RateLimiter,
+    /// Per client IP: failed authentications a minute.
+    pub auth_failures: RateLimiter,
+    pub metrics: Metrics,
+    /// When each key's `lastUsedAt` was last written by this process.
+    pub(crate) key_uses: Mutex<HashMap<String, i64>>,
+}
+
+impl App {
+    /// Connects to the database (applying migrations) and prepares the data dir.
+    pub async fn build(settings: Settings) -> anyhow::Result<Arc<App>> {
+        std::fs::create_dir_all(&settings.data_dir)
+            .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
+        if let Some(path) = local_storage_path(&settings.storage_url) {
+            std::fs::create_dir_all(&path)
+                .with_context(|| format!("creating storage folder {path}"))?;
+        }
+        let db = Db::connect(&settings.database_url).await?;
+        Ok(Arc::new(App {
+            request_limiter: RateLimiter::new(
+                settings.rate_limit_per_key,
+                settings.rate_limit_burst,
+            ),
+            auth_failures: RateLimiter::new(
+                f64::from(settings.auth_failures_per_min) / 60.0,
+                settings.auth_failures_per_min,
+            ),
+            metrics: Metrics::new(),
+            key_uses: Mutex::new(HashMap::new()),
+            settings,
+            db,
+        }))
+    }
+
+    /// The whole HTTP surface.
+    pub fn routes(self: &Arc<Self>) -> impl Endpoint<Output = Response> {
+        let service = crate::api::service();
+        let spec = crate::api::spec_json(&service);
+        let docs = service.swagger_ui();
+        let (guard_app, metrics_app) = (self.clone(), self.clone());
+        Route::new()
+            .nest("/", service)
+            .at("/v1/openapi.json", get(openapi_json).data(Arc::new(spec)))
+            .nest("/docs", docs)
+            .at("/healthz", get(healthz))
+            .at("/readyz", get(readyz))
+            .at("/metrics", get(metrics))
+            .with(CookieJarManager::new())
+            .with(CatchPanic::new())
+            .data(self.clone())
+            .catch_all_error(|err| async move { to_json_error(err) })
+            .around(move |ep, req| guard(guard_app.clone(), ep, req))
+            .around(move |ep, req| observe(metrics_app.clone(), ep, req))
+    }
+
+    /// Serves on `settings.http_addr` until `shutdown` resolves. Returns once bound, with the
+    /// bound address (port 0 picks a free port) and the server task.
+    pub async fn start(
+        self: &Arc<Self>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
+        let acceptor = TcpListener::bind(self.settings.http_addr)
+            .into_acceptor()
+            .await
+            .with_context(|| format!("binding {}", self.settings.http_addr))?;
+        let addr = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().copied())
+            .context("listener has no address")?;
+        let routes = self.routes();
+        self.spawn_housekeeping();
+        let server = tokio::spawn(async move {
+            poem::Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
+                .await
+        });
+        Ok((addr, server))
+    }
+
+    fn spawn_housekeeping(self: &Arc<Self>) {
+        let db = self.db.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(600));
+            loop {
+                tick.tick().await;
+                if let Err(e) = db.purge_expired_sessions().await {
+                    tracing::warn!(error = %e, "purging expired sessions");
+                }
+            }
+        });
+    }
+}
+
+fn local_storage_path(storage_url: &str) -> Option<String> {
+    storage_url.strip_prefix("file://").map(str::to_string)
+}
+
+fn client_ip(req: &Request) -> Option<IpAddr> {
+    req.remote_addr().as_socket_addr().map(|a| a.ip())
+}
+
+/// Cross-cutting rules of `/v1`: a client IP that failed authentication too often gets 429 for
+/// a while; mutating requests authenticated by cookie must come from our own origin (CSRF).
+async fn guard<E: Endpoint<Output = Response>>(
+    app: Arc<App>,
+    ep: Arc<E>,
+    req: Request,
+) -> poem::Result<Response> {
+    if !req.uri().path().starts_with("/v1/") {
+        return ep.call(req).await;
+    }
+    let ip = client_ip(&req).map(|ip| ip.to_string()).unwrap_or_default();
+    if let Some(retry_after) = app.auth_failures.exhausted(&ip) {
+        return Ok(ApiError::too_many(retry_after).into_response());
+    }
+    if let Some(refusal) = csrf_refusal(&app.settings, &req) {
+        return Ok(ApiError::forbidden(refusal).into_response());
+    }
+    let resp = ep.call(req).await?;
+    if resp.status() == StatusCode::UNAUTHORIZED {
+        app.auth_failures.record(&ip);
+        tracing::info!(%ip, "failed authentication");
+    }
+    Ok(resp)
+}
+
+/// Why a request must be refused as possibly cross-site, if it must.
+fn csrf_refusal(settings: &Settings, req: &Request) -> Option<&'static str> {
+    let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let has_bearer = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer "));
+    let has_session = req
+        .headers()
+        .get_all("cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| {
+            v.split(';')
+                .any(|c| c.trim().starts_with(&format!("{SESSION_COOKIE}=")))
+        });
+    let login = req.uri().path() == "/v1/auth/login";
+    if !mutating || has_bearer || !(has_session || login) {
+        return None;
+    }
+    let origin = req
+        .headers()
+        .get("origin")
+        .or_else(|| req.headers().get("referer"))
+        .and_then(|v| v.to_str().ok());
+    match origin {
+        Some(origin) if same_origin(settings, req, origin) => None,
+        Some(_) => Some("cross-site request refused: Origin does not match this service"),
+        // A first sign-in from a tool (curl) sends no Origin and carries no cookie to abuse.
+        None if login && !has_session => None,
+        None => Some("cookie-authenticated writes need an Origin header"),
+    }
+}
+
+fn same_origin(settings: &Settings, req: &Request, origin: &str) -> bool {
+    let origin_of = |url: &str| -> String {
+        let rest = url.split_once("://").map(|(s, r)| (s, r));
+        match rest {
+            Some((scheme, rest)) => {
+                let host = rest.split('/').next().unwrap_or_default();
+                format!(
+                    "{}://{}",
+                    scheme.to_ascii_lowercase(),
+                    host.to_ascii_lowercase()
+                )
+            }
+            None => String::new(),
+        }
+    };
+    let origin = origin_of(origin);
+    if origin.is_empty() {
+        return false;
+    }
+    if origin == origin_of(&settings.public_url) {
+        return true;
+    }
+    let host = req
+        .headers()
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    !host.is_empty()
+        && (origin == format!("http://{}", host.to_ascii_lowercase())
+            || origin == format!("https://{}", host.to_ascii_lowercase()))
+}
+
+async fn observe<E: Endpoint<Output = Response>>(
+    app: Arc<App>,
+    ep: Arc<E>,
+    req: Request,
+) -> poem::Result<Response> {
+    let started = Instant::now();
+    let method = req.method().to_string();
+    let path = req.uri().path().to_string();
+    let resp = ep.call(req).await?;
+    app.metrics.observe(
+        &method,
+        &path,
+        resp.status().as_u16(),
+        started.elapsed().as_secs_f64(),
+    );
+    Ok(resp)
+}
+
+#[handler]
+fn openapi_json(spec: Data<&Arc<String>>) -> Response {
+    Response::builder()
+        .content_type("application/json; charset=utf-8")
+        .body(spec.0.as_str().to_string())
+}
+
+#[handler]
+fn healthz() -> &'static str {
+    "ok"
+}
+
+/// 200 when the database answers and the storage folder is there; 503 otherwise.
+#[handler]
+async fn readyz(app: Data<&Arc<App>>) -> Response {
+    let mut problems = Vec::new();
+    if let Err(e) = app.db.ping().await {
+        tracing::warn!(error = %e, "readiness: database");
+        problems.push("database unreachable");
+    }
+    if let Some(path) = local_storage_path(&app.settings.storage_url) {
+        if !std::path::Path::new(&path).is_dir() {
+            problems.push("storage folder missing");
+        }
+    }
+    if problems.is_empty() {
+        "ready".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, problems.join("; ")).into_response()
+    }
+}
+
+#[handler]
+fn metrics(app: Data<&Arc<App>>) -> Response {
+    Response::builder()
+        .content_type("text/plain; version=0.0.4")
+        .body(app.metrics.render())
+}

@@ -1,0 +1,260 @@
+//! The `sluice` command line (CONTRACT: The program).
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+
+use crate::app::App;
+use crate::config::{ConfigArgs, LogFormat, Settings};
+use crate::domain::{password, random_token, Email, ProjectSlug, RawApiKey, Scope, ScopeSet};
+use crate::store::{is_unique_violation, Db};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sluice",
+    version,
+    about = "Self-hostable live streaming and video on demand"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run everything in one process: API, playback origin, ingest, workers.
+    Serve,
+    /// Administration on the database named by the settings.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Create a project, its admin user (prints the password) and a `*` API key (prints the key).
+    Bootstrap {
+        #[arg(long)]
+        project: String,
+        /// The admin's e-mail (default admin@<project>.localhost). An existing user is reused.
+        #[arg(long)]
+        email: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an API key for a project and print it.
+    CreateKey {
+        #[arg(long)]
+        project: String,
+        /// Comma-separated scopes (default `*`).
+        #[arg(long, value_delimiter = ',')]
+        scopes: Option<Vec<String>>,
+        #[arg(long)]
+        label: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Openapi => {
+            print!("{}", crate::api::spec_json(&crate::api::service()));
+            Ok(())
+        }
+        Command::Serve => {
+            let settings = Settings::resolve(&cli.config)?;
+            init_logging(settings.log_format);
+            serve(settings).await
+        }
+        Command::Admin { command } => {
+            let settings = Settings::resolve(&cli.config)?;
+            let db = Db::connect(&settings.database_url).await?;
+            let result = match command {
+                AdminCommand::Bootstrap {
+                    project,
+                    email,
+                    json,
+                } => bootstrap(&db, &project, email, json).await,
+                AdminCommand::CreateKey {
+                    project,
+                    scopes,
+                    label,
+                    json,
+                } => create_key(&db, &project, scopes, label, json).await,
+            };
+            db.close().await;
+            result
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    tracing::info!(?settings, "starting");
+    let app = App::build(settings).await?;
+    let (addr, server) = app.start(shutdown_signal()).await?;
+    tracing::info!(%addr, public_url = %app.settings.public_url, "serving HTTP");
+    server
+        .await
+        .context("server task")?
+        .context("HTTP server")?;
+    app.db.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested; draining");
+}
+
+async fn bootstrap(
+    db: &Db,
+    project: &str,
+    email: Option<String>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let slug = ProjectSlug::parse(project).map_err(|e| anyhow::anyhow!("--project {e}"))?;
+    let email =
+        Email::parse(&email.unwrap_or_else(|| format!("admin@{}.localhost", slug.as_str())))
+            .map_err(|e| anyhow::anyhow!("--email {e}"))?;
+    if db.project_by_slug(slug.as_str()).await?.is_some() {
+        bail!("project {} exists already", slug.as_str());
+    }
+    let (user, new_password) = match db.user_by_email(email.as_str()).await? {
+        Some(user) => (user, None),
+        None => {
+            let pw = random_token(24);
+            let user = db
+                .create_user(email.as_str(), &password::hash_async(pw.clone()).await?)
+                .await?;
+            (user, Some(pw))
+        }
+    };
+    let created = match db
+        .create_project(slug.as_str(), slug.as_str(), &user.id)
+        .await
+    {
+        Err(e) if is_unique_violation(&e) => bail!("project {} exists already", slug.as_str()),
+        other => other?,
+    };
+    let key = RawApiKey::generate();
+    let scopes = ScopeSet::all();
+    db.create_api_key(
+        &created.id,
+        "bootstrap",
+        key.prefix(),
+        &key.hash().0,
+        &scopes,
+    )
+    .await?;
+    if as_json {
+        let out = json!({
+            "project": {"slug": created.slug},
+            "user": {"email": user.email, "password": new_password},
+            "apiKey": {"key": key.expose(), "prefix": key.prefix(), "scopes": scope_names(&scopes)},
+        });
+        println!("{out}");
+    } else {
+        println!("project:  {}", created.slug);
+        println!("user:     {}", user.email);
+        match &new_password {
+            Some(pw) => println!("password: {pw}   (shown once)"),
+            None => println!("password: (existing user; unchanged)"),
+        }
+        println!("API key:  {}   (shown once; scopes: *)", key.expose());
+    }
+    Ok(())
+}
+
+async fn create_key(
+    db: &Db,
+    project: &str,
+    scopes: Option<Vec<String>>,
+    label: Option<String>,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let project = db
+        .project_by_slug(project)
+        .await?
+        .with_context(|| format!("no project {project}"))?;
+    let scopes = match scopes {
+        None => ScopeSet::all(),
+        Some(names) => ScopeSet::new(
+            names
+                .iter()
+                .map(|n| {
+                    n.trim()
+                        .parse::<Scope>()
+                        .map_err(|e| anyhow::anyhow!("--scopes {n}: {e}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ),
+    };
+    if scopes.as_slice().is_empty() {
+        bail!("--scopes needs at least one scope");
+    }
+    let label = label.unwrap_or_default();
+    if label.chars().count() > 100 {
+        bail!("--label must be at most 100 characters");
+    }
+    let key = RawApiKey::generate();
+    db.create_api_key(&project.id, &label, key.prefix(), &key.hash().0, &scopes)
+        .await?;
+    if as_json {
+        println!(
+            "{}",
+            json!({"apiKey": {"key": key.expose(), "prefix": key.prefix(), "scopes": scope_names(&scopes), "label": label}})
+        );
+    } else {
+        println!(
+            "API key: {}   (shown once; scopes: {})",
+            key.expose(),
+            scope_names(&scopes).join(",")
+        );
+    }
+    Ok(())
+}
+
+fn scope_names(scopes: &ScopeSet) -> Vec<&'static str> {
+    scopes.as_slice().iter().map(|s| s.as_str()).collect()
+}
+
+/// Keeps `Arc` in the public signature of `serve` callers simple.
+pub type SharedApp = Arc<App>;

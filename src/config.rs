@@ -1,0 +1,338 @@
+//! Layered settings: command-line flags, then `SLUICE_*` environment variables (clap reads both),
+//! then an optional `sluice.toml`, then the defaults of `shared/CONTRACT.md` ("The program").
+//!
+//! Nothing here that can carry a secret (the database URL may hold a password) is printed whole:
+//! `Debug` goes through [`redact_url`].
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde::Deserialize;
+
+/// Flags shared by every subcommand. Each one can also be set by its environment variable.
+#[derive(Args, Debug, Default, Clone)]
+pub struct ConfigArgs {
+    /// Settings file (TOML, same names as the flags with `_`); optional.
+    #[arg(long, global = true, env = "SLUICE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Where the embedded defaults keep their files.
+    #[arg(long, global = true, env = "SLUICE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// `sqlite://…` or `postgres://…`.
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_DATABASE_URL",
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
+    /// `file://…` or `s3://bucket?endpoint=…&region=…`.
+    #[arg(
+        long,
+        global = true,
+        env = "SLUICE_STORAGE_URL",
+        hide_env_values = true
+    )]
+    pub storage_url: Option<String>,
+    /// REST API, docs, playback origin, upload target, WHIP/WHEP.
+    #[arg(long, global = true, env = "SLUICE_HTTP_ADDR")]
+    pub http_addr: Option<SocketAddr>,
+    /// RTMP ingest.
+    #[arg(long, global = true, env = "SLUICE_RTMP_ADDR")]
+    pub rtmp_addr: Option<SocketAddr>,
+    /// RTSP egress.
+    #[arg(long, global = true, env = "SLUICE_RTSP_ADDR")]
+    pub rtsp_addr: Option<SocketAddr>,
+    /// `{base_url}`: the address clients use to reach the API.
+    #[arg(long, global = true, env = "SLUICE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// `{playback_base}`: the address playback files are served from.
+    #[arg(long, global = true, env = "SLUICE_PLAYBACK_BASE")]
+    pub playback_base: Option<String>,
+    /// `production` or `development`.
+    #[arg(long, global = true, env = "SLUICE_MODE")]
+    pub mode: Option<Mode>,
+    /// Multiplies webhook retry delays (tests use e.g. 0.01).
+    #[arg(long, global = true, env = "SLUICE_WEBHOOK_RETRY_SCALE")]
+    pub webhook_retry_scale: Option<f64>,
+    /// `text` or `json`.
+    #[arg(long, global = true, env = "SLUICE_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+    /// Sustained requests per second allowed per API key.
+    #[arg(long, global = true, env = "SLUICE_RATE_LIMIT_PER_KEY")]
+    pub rate_limit_per_key: Option<f64>,
+    /// Burst of requests allowed per API key.
+    #[arg(long, global = true, env = "SLUICE_RATE_LIMIT_BURST")]
+    pub rate_limit_burst: Option<u32>,
+    /// Failed authentications allowed per client IP and minute.
+    #[arg(long, global = true, env = "SLUICE_AUTH_FAILURES_PER_MIN")]
+    pub auth_failures_per_min: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Production,
+    Development,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// The optional `sluice.toml`. Same names as the flags.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    database_url: Option<String>,
+    storage_url: Option<String>,
+    http_addr: Option<SocketAddr>,
+    rtmp_addr: Option<SocketAddr>,
+    rtsp_addr: Option<SocketAddr>,
+    public_url: Option<String>,
+    playback_base: Option<String>,
+    mode: Option<Mode>,
+    webhook_retry_scale: Option<f64>,
+    log_format: Option<LogFormat>,
+    rate_limit_per_key: Option<f64>,
+    rate_limit_burst: Option<u32>,
+    auth_failures_per_min: Option<u32>,
+}
+
+/// The resolved settings every part of Sluice reads.
+#[derive(Clone)]
+pub struct Settings {
+    pub data_dir: PathBuf,
+    pub database_url: String,
+    pub storage_url: String,
+    pub http_addr: SocketAddr,
+    pub rtmp_addr: SocketAddr,
+    pub rtsp_addr: SocketAddr,
+    pub public_url: String,
+    pub playback_base: String,
+    pub mode: Mode,
+    pub webhook_retry_scale: f64,
+    pub log_format: LogFormat,
+    pub rate_limit_per_key: f64,
+    pub rate_limit_burst: u32,
+    pub auth_failures_per_min: u32,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("data_dir", &self.data_dir)
+            .field("database_url", &redact_url(&self.database_url))
+            .field("storage_url", &redact_url(&self.storage_url))
+            .field("http_addr", &self.http_addr)
+            .field("rtmp_addr", &self.rtmp_addr)
+            .field("rtsp_addr", &self.rtsp_addr)
+            .field("public_url", &self.public_url)
+            .field("playback_base", &self.playback_base)
+            .field("mode", &self.mode)
+            .field("webhook_retry_scale", &self.webhook_retry_scale)
+            .field("rate_limit_per_key", &self.rate_limit_per_key)
+            .field("rate_limit_burst", &self.rate_limit_burst)
+            .field("auth_failures_per_min", &self.auth_failures_per_min)
+            .finish()
+    }
+}
+
+impl Settings {
+    /// Resolves flags/env (already merged by clap) over the settings file over the defaults.
+    pub fn resolve(args: &ConfigArgs) -> anyhow::Result<Self> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None if Path::new("sluice.toml").exists() => read_file(Path::new("sluice.toml"))?,
+            None => FileConfig::default(),
+        };
+        let data_dir = pick(
+            args.data_dir.clone(),
+            file.data_dir,
+            PathBuf::from("./data"),
+        );
+        let http_addr = pick(
+            args.http_addr,
+            file.http_addr,
+            ([127, 0, 0, 1], 8080).into(),
+        );
+        let public_url = pick(
+            args.public_url.clone(),
+            file.public_url,
+            format!("http://{http_addr}"),
+        );
+        let public_url = public_url.trim_end_matches('/').to_string();
+        let playback_base = pick(
+            args.playback_base.clone(),
+            file.playback_base,
+            format!("{public_url}/play"),
+        )
+        .trim_end_matches('/')
+        .to_string();
+        let database_url = pick(
+            args.database_url.clone(),
+            file.database_url,
+            format!("sqlite://{}/sluice.db", data_dir.display()),
+        );
+        let storage_url = pick(
+            args.storage_url.clone(),
+            file.storage_url,
+            format!("file://{}/storage", data_dir.display()),
+        );
+        let settings = Settings {
+            database_url,
+            storage_url,
+            http_addr,
+            rtmp_addr: pick(
+                args.rtmp_addr,
+                file.rtmp_addr,
+                ([127, 0, 0, 1], 1935).into(),
+            ),
+            rtsp_addr: pick(
+                args.rtsp_addr,
+                file.rtsp_addr,
+                ([127, 0, 0, 1], 8554).into(),
+            ),
+            public_url,
+            playback_base,
+            mode: pick(args.mode, file.mode, Mode::Production),
+            webhook_retry_scale: pick(args.webhook_retry_scale, file.webhook_retry_scale, 1.0),
+            log_format: pick(args.log_format, file.log_format, LogFormat::Text),
+            rate_limit_per_key: pick(args.rate_limit_per_key, file.rate_limit_per_key, 50.0),
+            rate_limit_burst: pick(args.rate_limit_burst, file.rate_limit_burst, 100),
+            auth_failures_per_min: pick(args.auth_failures_per_min, file.auth_failures_per_min, 20),
+            data_dir,
+        };
+        settings.check()?;
+        Ok(settings)
+    }
+
+    fn check(&self) -> anyhow::Result<()> {
+        if !(self.database_url.starts_with("sqlite:") || self.database_url.starts_with("postgres"))
+        {
+            bail!("database URL must start with sqlite:// or postgres://");
+        }
+        if !(self.webhook_retry_scale.is_finite() && self.webhook_retry_scale >= 0.0) {
+            bail!("webhook retry scale must be a number >= 0");
+        }
+        if !(self.rate_limit_per_key.is_finite() && self.rate_limit_per_key > 0.0) {
+            bail!("rate limit per key must be a number > 0");
+        }
+        if self.rate_limit_burst == 0 || self.auth_failures_per_min == 0 {
+            bail!("rate limit burst and auth failures per minute must be at least 1");
+        }
+        for (name, url) in [
+            ("public URL", &self.public_url),
+            ("playback base", &self.playback_base),
+        ] {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                bail!("{name} must start with http:// or https://");
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether cookies must carry `Secure`: only when the public address is https.
+    pub fn secure_cookies(&self) -> bool {
+        self.public_url.starts_with("https://")
+    }
+}
+
+fn pick<T>(flag_or_env: Option<T>, file: Option<T>, default: T) -> T {
+    flag_or_env.or(file).unwrap_or(default)
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading settings file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("parsing settings file {}", path.display()))
+}
+
+/// Hides the password part of a URL (`postgres://user:secret@host/db` → `postgres://user:***@host/db`)
+/// and any query string (S3 URLs may carry credentials there).
+pub fn redact_url(url: &str) -> String {
+    let without_query = url.split('?').next().unwrap_or(url);
+    let shown = match (without_query.find("://"), without_query.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &without_query[scheme_end + 3..at];
+            match userinfo.find(':') {
+                Some(colon) => format!(
+                    "{}{}:***{}",
+                    &without_query[..scheme_end + 3],
+                    &userinfo[..colon],
+                    &without_query[at..]
+                ),
+                None => without_query.to_string(),
+            }
+        }
+        _ => without_query.to_string(),
+    };
+    if shown.len() < url.len() && without_query.len() < url.len() {
+        format!("{shown}?…")
+    } else {
+        shown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords_and_queries() {
+        assert_eq!(
+            redact_url("postgres://u:secret@127.0.0.1:5432/test"),
+            "postgres://u:***@127.0.0.1:5432/test"
+        );
+        assert_eq!(
+            redact_url("sqlite://./data/sluice.db"),
+            "sqlite://./data/sluice.db"
+        );
+        assert_eq!(redact_url("s3://b?endpoint=x&secret=y"), "s3://b?…");
+    }
+
+    #[test]
+    fn flags_win_over_file_over_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sluice.toml");
+        std::fs::write(
+            &file,
+            "http_addr = \"127.0.0.1:9000\"\nmode = \"development\"\n",
+        )
+        .unwrap();
+        let args = ConfigArgs {
+            config: Some(file),
+            data_dir: Some(dir.path().to_path_buf()),
+            mode: Some(Mode::Production),
+            ..Default::default()
+        };
+        let s = Settings::resolve(&args).unwrap();
+        assert_eq!(s.http_addr.port(), 9000);
+        assert_eq!(s.mode, Mode::Production);
+        assert_eq!(s.public_url, "http://127.0.0.1:9000");
+        assert_eq!(s.playback_base, "http://127.0.0.1:9000/play");
+        assert!(s.database_url.ends_with("/sluice.db"));
+        assert_eq!(s.rate_limit_burst, 100);
+    }
+
+    #[test]
+    fn unknown_file_keys_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sluice.toml");
+        std::fs::write(&file, "htp_addr = \"127.0.0.1:9000\"\n").unwrap();
+        let args = ConfigArgs {
+            config: Some(file),
+            ..Default::default()
+        };
+        assert!(Settings::resolve(&args).is_err());
+    }
+}

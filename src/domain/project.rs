@@ -1,0 +1,75 @@
+//! Project slugs and user e-mail addresses.
+
+/// A project's slug: 3–40 characters of `a-z`, `0-9` and `-`, not starting or ending with `-`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectSlug(String);
+
+impl ProjectSlug {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let ok_chars = s
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !(3..=40).contains(&s.len()) {
+            return Err("must be 3 to 40 characters long".into());
+        }
+        if !ok_chars || s.starts_with('-') || s.ends_with('-') {
+            return Err("must be lowercase letters, digits and inner dashes".into());
+        }
+        Ok(ProjectSlug(s.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A user's e-mail address, kept lowercase. Only its shape is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Email(String);
+
+impl Email {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim().to_ascii_lowercase();
+        let valid = s.len() <= 254
+            && match s.split_once('@') {
+                Some((local, domain)) => {
+                    !local.is_empty()
+                        && !domain.is_empty()
+                        && !domain.contains('@')
+                        && !s.contains(' ')
+                }
+                None => false,
+            };
+        if valid {
+            Ok(Email(s))
+        } else {
+            Err("must be an e-mail address".into())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs() {
+        assert!(ProjectSlug::parse("demo").is_ok());
+        assert!(ProjectSlug::parse("my-project-2").is_ok());
+        assert!(ProjectSlug::parse("ab").is_err());
+        assert!(ProjectSlug::parse("-abc").is_err());
+        assert!(ProjectSlug::parse("Abc").is_err());
+        assert!(ProjectSlug::parse("a/bc").is_err());
+    }
+
+    #[test]
+    fn emails() {
+        assert_eq!(Email::parse(" A@B.io ").unwrap().as_str(), "a@b.io");
+        assert!(Email::parse("nope").is_err());
+        assert!(Email::parse("a@b@c").is_err());
+    }
+}

@@ -1,0 +1,10 @@
+//! Sluice: self-hostable live streaming and video on demand on GStreamer.
+
+pub mod api;
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod metrics;
+pub mod ratelimit;
+pub mod store;

@@ -1,0 +1,154 @@
+//! Prometheus metrics: requests by route and status, and a latency histogram.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    latency: HistogramVec,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "sluice_http_requests_total",
+                "HTTP requests by method, route and status",
+            ),
+            &["method", "route", "status"],
+        )
+        .expect("static metric definition");
+        let latency = HistogramVec::new(
+            HistogramOpts::new(
+                "sluice_http_request_duration_seconds",
+                "HTTP request latency",
+            )
+            .buckets(vec![
+                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ]),
+            &["method", "route"],
+        )
+        .expect("static metric definition");
+        registry
+            .register(Box::new(requests.clone()))
+            .expect("unique metric");
+        registry
+            .register(Box::new(latency.clone()))
+            .expect("unique metric");
+        Metrics {
+            registry,
+            requests,
+            latency,
+        }
+    }
+
+    pub fn observe(&self, method: &str, path: &str, status: u16, seconds: f64) {
+        let route = route_of(path);
+        self.requests
+            .with_label_values(&[method, &route, &status.to_string()])
+            .inc();
+        self.latency
+            .with_label_values(&[method, &route])
+            .observe(seconds);
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for the text format.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The route template of a path, so that labels stay few: identifiers become `:slug` / `:id`,
+/// and paths outside the known surface collapse to `other`.
+pub fn route_of(path: &str) -> String {
+    const COLLECTIONS: [&str; 8] = [
+        "streams",
+        "vod",
+        "webhooks",
+        "api-keys",
+        "members",
+        "deliveries",
+        "live",
+        "projects",
+    ];
+    const FIXED: [&str; 10] = [
+        "events",
+        "scopes",
+        "deliveries",
+        "uploaded",
+        "heartbeat",
+        "rotate-push",
+        "playback-ticket",
+        "signed-playback",
+        "redeliver",
+        "test",
+    ];
+    let segments: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let top = segments.first().copied().unwrap_or("");
+    if !matches!(
+        top,
+        "v1" | "play" | "healthz" | "readyz" | "metrics" | "docs"
+    ) {
+        return "other".into();
+    }
+    if top == "docs" {
+        return "/docs".into();
+    }
+    let mut out = Vec::with_capacity(segments.len());
+    let mut prev = "";
+    for seg in segments {
+        let shown = if prev == "projects" {
+            ":slug"
+        } else if COLLECTIONS.contains(&prev) && !FIXED.contains(&seg) {
+            ":id"
+        } else {
+            seg
+        };
+        out.push(shown);
+        prev = seg;
+    }
+    format!("/{}", out.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_of;
+
+    #[test]
+    fn ids_and_slugs_become_placeholders() {
+        assert_eq!(
+            route_of("/v1/projects/demo/api-keys"),
+            "/v1/projects/:slug/api-keys"
+        );
+        assert_eq!(
+            route_of("/v1/projects/demo/api-keys/abc123"),
+            "/v1/projects/:slug/api-keys/:id"
+        );
+        assert_eq!(
+            route_of("/v1/projects/demo/api-keys/scopes"),
+            "/v1/projects/:slug/api-keys/scopes"
+        );
+        assert_eq!(
+            route_of("/v1/projects/demo/webhooks/deliveries"),
+            "/v1/projects/:slug/webhooks/deliveries"
+        );
+        assert_eq!(route_of("/healthz"), "/healthz");
+        assert_eq!(route_of("/wp-admin/x.php"), "other");
+        assert_eq!(route_of("/docs/swagger.js"), "/docs");
+    }
+}

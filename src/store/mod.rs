@@ -1,0 +1,126 @@
+//! The database: SQLite (default, one file in the data dir, WAL, foreign keys on) or Postgres,
+//! through sqlx's `Any` driver so that one set of portable queries and migrations serves both.
+//! Queries use `$n` placeholders, which both backends accept.
+
+pub mod accounts;
+pub mod api_keys;
+pub mod sessions;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::pool::PoolConnectionMetadata;
+use sqlx::{AnyConnection, AnyPool, Executor};
+
+pub use sqlx::Error as DbError;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/migrations");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A handle to the database; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Db {
+    /// Connects and applies the migrations. For SQLite the file (and its folder) is created.
+    pub async fn connect(url: &str) -> anyhow::Result<Db> {
+        sqlx::any::install_default_drivers();
+        let (url, backend, max) = if url.starts_with("sqlite:") {
+            let path = url
+                .trim_start_matches("sqlite://")
+                .trim_start_matches("sqlite:")
+                .split('?')
+                .next()
+                .unwrap_or_default();
+            if let Some(parent) = Path::new(path).parent() {
+                if !parent.as_os_str().is_empty() {
+                    std::fs::create_dir_all(parent)
+                        .with_context(|| format!("creating {}", parent.display()))?;
+                }
+            }
+            let url = if url.contains('?') {
+                url.to_string()
+            } else {
+                format!("{url}?mode=rwc")
+            };
+            (url, Backend::Sqlite, 8)
+        } else {
+            (url.to_string(), Backend::Postgres, 16)
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn: &mut AnyConnection, _: PoolConnectionMetadata| {
+                Box::pin(async move {
+                    if backend == Backend::Sqlite {
+                        conn.execute("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL;")
+                            .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect(&url)
+            .await
+            .with_context(|| format!("connecting to {}", crate::config::redact_url(&url)))?;
+        if backend == Backend::Sqlite {
+            // WAL is a property of the database file; set once, it persists.
+            sqlx::query("PRAGMA journal_mode = WAL")
+                .execute(&pool)
+                .await?;
+        }
+        MIGRATOR
+            .run(&pool)
+            .await
+            .context("applying database migrations")?;
+        Ok(Db { pool, backend })
+    }
+
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Round-trips a trivial query (readiness).
+    pub async fn ping(&self) -> Result<(), DbError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Whether the error is a unique-constraint violation (→ 409 at the API).
+pub fn is_unique_violation(err: &DbError) -> bool {
+    err.as_database_error()
+        .is_some_and(|e| e.is_unique_violation())
+}
+
+/// Reads a `COUNT(*)` row.
+pub(crate) fn count(row: &AnyRow) -> Result<i64, DbError> {
+    use sqlx::Row;
+    row.try_get::<i64, _>(0)
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+}
