@@ -39,15 +39,11 @@ impl App {
         std::fs::create_dir_all(&settings.data_dir)
             .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
         if let Some(path) = local_storage_path(&settings.storage_url) {
-            std::fs::create_dir_all(&path)
-                .with_context(|| format!("creating storage folder {path}"))?;
+            std::fs::create_dir_all(&path).with_context(|| format!("creating storage folder {path}"))?;
         }
         let db = Db::connect(&settings.database_url).await?;
         Ok(Arc::new(App {
-            request_limiter: RateLimiter::new(
-                settings.rate_limit_per_key,
-                settings.rate_limit_burst,
-            ),
+            request_limiter: RateLimiter::new(settings.rate_limit_per_key, settings.rate_limit_burst),
             auth_failures: RateLimiter::new(
                 f64::from(settings.auth_failures_per_min) / 60.0,
                 settings.auth_failures_per_min,
@@ -165,19 +161,13 @@ fn csrf_refusal(settings: &Settings, req: &Request) -> Option<&'static str> {
         .get_all("cookie")
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .any(|v| {
-            v.split(';')
-                .any(|c| c.trim().starts_with(&format!("{SESSION_COOKIE}=")))
-        });
+        .any(|v| v.split(';').any(|c| c.trim().starts_with(&format!("{SESSION_COOKIE}="))));
     let login = req.uri().path() == "/v1/auth/login";
     if !mutating || has_bearer || !(has_session || login) {
         return None;
     }
-    let origin = req
-        .headers()
-        .get("origin")
-        .or_else(|| req.headers().get("referer"))
-        .and_then(|v| v.to_str().ok());
+    let origin =
+        req.headers().get("origin").or_else(|| req.headers().get("referer")).and_then(|v| v.to_str().ok());
     match origin {
         Some(origin) if same_origin(settings, req, origin) => None,
         Some(_) => Some("cross-site request refused: Origin does not match this service"),
@@ -189,15 +179,10 @@ fn csrf_refusal(settings: &Settings, req: &Request) -> Option<&'static str> {
 
 fn same_origin(settings: &Settings, req: &Request, origin: &str) -> bool {
     let origin_of = |url: &str| -> String {
-        let rest = url.split_once("://").map(|(s, r)| (s, r));
-        match rest {
+        match url.split_once("://") {
             Some((scheme, rest)) => {
                 let host = rest.split('/').next().unwrap_or_default();
-                format!(
-                    "{}://{}",
-                    scheme.to_ascii_lowercase(),
-                    host.to_ascii_lowercase()
-                )
+                format!("{}://{}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
             }
             None => String::new(),
         }
@@ -209,11 +194,7 @@ fn same_origin(settings: &Settings, req: &Request, origin: &str) -> bool {
     if origin == origin_of(&settings.public_url) {
         return true;
     }
-    let host = req
-        .headers()
-        .get("host")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+    let host = req.headers().get("host").and_then(|v| v.to_str().ok()).unwrap_or_default();
     !host.is_empty()
         && (origin == format!("http://{}", host.to_ascii_lowercase())
             || origin == format!("https://{}", host.to_ascii_lowercase()))
@@ -228,20 +209,13 @@ async fn observe<E: Endpoint<Output = Response>>(
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let resp = ep.call(req).await?;
-    app.metrics.observe(
-        &method,
-        &path,
-        resp.status().as_u16(),
-        started.elapsed().as_secs_f64(),
-    );
+    app.metrics.observe(&method, &path, resp.status().as_u16(), started.elapsed().as_secs_f64());
     Ok(resp)
 }
 
 #[handler]
 fn openapi_json(spec: Data<&Arc<String>>) -> Response {
-    Response::builder()
-        .content_type("application/json; charset=utf-8")
-        .body(spec.0.as_str().to_string())
+    Response::builder().content_type("application/json; charset=utf-8").body(spec.0.as_str().to_string())
 }
 
 #[handler]
@@ -271,7 +245,5 @@ async fn readyz(app: Data<&Arc<App>>) -> Response {
 
 #[handler]
 fn metrics(app: Data<&Arc<App>>) -> Response {
-    Response::builder()
-        .content_type("text/plain; version=0.0.4")
-        .body(app.metrics.render())
+    Response::builder().content_type("text/plain; version=0.0.4").body(app.metrics.render())
 }

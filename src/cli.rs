@@ -1,7 +1,5 @@
 //! The `sluice` command line (CONTRACT: The program).
 
-use std::sync::Arc;
-
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -12,11 +10,7 @@ use crate::domain::{password, random_token, Email, ProjectSlug, RawApiKey, Scope
 use crate::store::{is_unique_violation, Db};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "sluice",
-    version,
-    about = "Self-hostable live streaming and video on demand"
-)]
+#[command(name = "sluice", version, about = "Self-hostable live streaming and video on demand")]
 pub struct Cli {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -78,17 +72,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let settings = Settings::resolve(&cli.config)?;
             let db = Db::connect(&settings.database_url).await?;
             let result = match command {
-                AdminCommand::Bootstrap {
-                    project,
-                    email,
-                    json,
-                } => bootstrap(&db, &project, email, json).await,
-                AdminCommand::CreateKey {
-                    project,
-                    scopes,
-                    label,
-                    json,
-                } => create_key(&db, &project, scopes, label, json).await,
+                AdminCommand::Bootstrap { project, email, json } => {
+                    bootstrap(&db, &project, email, json).await
+                }
+                AdminCommand::CreateKey { project, scopes, label, json } => {
+                    create_key(&db, &project, scopes, label, json).await
+                }
             };
             db.close().await;
             result
@@ -99,9 +88,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),
@@ -113,10 +100,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let app = App::build(settings).await?;
     let (addr, server) = app.start(shutdown_signal()).await?;
     tracing::info!(%addr, public_url = %app.settings.public_url, "serving HTTP");
-    server
-        .await
-        .context("server task")?
-        .context("HTTP server")?;
+    server.await.context("server task")?.context("HTTP server")?;
     app.db.close().await;
     tracing::info!("stopped");
     Ok(())
@@ -144,61 +128,62 @@ async fn shutdown_signal() {
     tracing::info!("shutdown requested; draining");
 }
 
-async fn bootstrap(
+/// What `admin bootstrap` made. The password is `None` when the user existed already.
+pub struct Bootstrapped {
+    pub project_slug: String,
+    pub email: String,
+    pub password: Option<String>,
+    pub key: RawApiKey,
+    pub scopes: ScopeSet,
+}
+
+/// Creates a project, its admin (reusing an existing account of that e-mail) and a `*` key.
+pub async fn bootstrap_project(
     db: &Db,
     project: &str,
     email: Option<String>,
-    as_json: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Bootstrapped> {
     let slug = ProjectSlug::parse(project).map_err(|e| anyhow::anyhow!("--project {e}"))?;
-    let email =
-        Email::parse(&email.unwrap_or_else(|| format!("admin@{}.localhost", slug.as_str())))
-            .map_err(|e| anyhow::anyhow!("--email {e}"))?;
+    let email = Email::parse(&email.unwrap_or_else(|| format!("admin@{}.localhost", slug.as_str())))
+        .map_err(|e| anyhow::anyhow!("--email {e}"))?;
     if db.project_by_slug(slug.as_str()).await?.is_some() {
         bail!("project {} exists already", slug.as_str());
     }
-    let (user, new_password) = match db.user_by_email(email.as_str()).await? {
+    let (user, password) = match db.user_by_email(email.as_str()).await? {
         Some(user) => (user, None),
         None => {
             let pw = random_token(24);
-            let user = db
-                .create_user(email.as_str(), &password::hash_async(pw.clone()).await?)
-                .await?;
+            let user = db.create_user(email.as_str(), &password::hash_async(pw.clone()).await?).await?;
             (user, Some(pw))
         }
     };
-    let created = match db
-        .create_project(slug.as_str(), slug.as_str(), &user.id)
-        .await
-    {
+    let created = match db.create_project(slug.as_str(), slug.as_str(), &user.id).await {
         Err(e) if is_unique_violation(&e) => bail!("project {} exists already", slug.as_str()),
         other => other?,
     };
     let key = RawApiKey::generate();
     let scopes = ScopeSet::all();
-    db.create_api_key(
-        &created.id,
-        "bootstrap",
-        key.prefix(),
-        &key.hash().0,
-        &scopes,
-    )
-    .await?;
+    db.create_api_key(&created.id, "bootstrap", key.prefix(), &key.hash().0, &scopes).await?;
+    Ok(Bootstrapped { project_slug: created.slug, email: user.email, password, key, scopes })
+}
+
+async fn bootstrap(db: &Db, project: &str, email: Option<String>, as_json: bool) -> anyhow::Result<()> {
+    let b = bootstrap_project(db, project, email).await?;
     if as_json {
         let out = json!({
-            "project": {"slug": created.slug},
-            "user": {"email": user.email, "password": new_password},
-            "apiKey": {"key": key.expose(), "prefix": key.prefix(), "scopes": scope_names(&scopes)},
+            "project": {"slug": b.project_slug},
+            "user": {"email": b.email, "password": b.password},
+            "apiKey": {"key": b.key.expose(), "prefix": b.key.prefix(), "scopes": scope_names(&b.scopes)},
         });
         println!("{out}");
     } else {
-        println!("project:  {}", created.slug);
-        println!("user:     {}", user.email);
-        match &new_password {
+        println!("project:  {}", b.project_slug);
+        println!("user:     {}", b.email);
+        match &b.password {
             Some(pw) => println!("password: {pw}   (shown once)"),
             None => println!("password: (existing user; unchanged)"),
         }
-        println!("API key:  {}   (shown once; scopes: *)", key.expose());
+        println!("API key:  {}   (shown once; scopes: *)", b.key.expose());
     }
     Ok(())
 }
@@ -210,20 +195,13 @@ async fn create_key(
     label: Option<String>,
     as_json: bool,
 ) -> anyhow::Result<()> {
-    let project = db
-        .project_by_slug(project)
-        .await?
-        .with_context(|| format!("no project {project}"))?;
+    let project = db.project_by_slug(project).await?.with_context(|| format!("no project {project}"))?;
     let scopes = match scopes {
         None => ScopeSet::all(),
         Some(names) => ScopeSet::new(
             names
                 .iter()
-                .map(|n| {
-                    n.trim()
-                        .parse::<Scope>()
-                        .map_err(|e| anyhow::anyhow!("--scopes {n}: {e}"))
-                })
+                .map(|n| n.trim().parse::<Scope>().map_err(|e| anyhow::anyhow!("--scopes {n}: {e}")))
                 .collect::<anyhow::Result<Vec<_>>>()?,
         ),
     };
@@ -235,19 +213,14 @@ async fn create_key(
         bail!("--label must be at most 100 characters");
     }
     let key = RawApiKey::generate();
-    db.create_api_key(&project.id, &label, key.prefix(), &key.hash().0, &scopes)
-        .await?;
+    db.create_api_key(&project.id, &label, key.prefix(), &key.hash().0, &scopes).await?;
     if as_json {
         println!(
             "{}",
             json!({"apiKey": {"key": key.expose(), "prefix": key.prefix(), "scopes": scope_names(&scopes), "label": label}})
         );
     } else {
-        println!(
-            "API key: {}   (shown once; scopes: {})",
-            key.expose(),
-            scope_names(&scopes).join(",")
-        );
+        println!("API key: {}   (shown once; scopes: {})", key.expose(), scope_names(&scopes).join(","));
     }
     Ok(())
 }
@@ -255,6 +228,3 @@ async fn create_key(
 fn scope_names(scopes: &ScopeSet) -> Vec<&'static str> {
     scopes.as_slice().iter().map(|s| s.as_str()).collect()
 }
-
-/// Keeps `Arc` in the public signature of `serve` callers simple.
-pub type SharedApp = Arc<App>;

@@ -22,20 +22,10 @@ pub struct ConfigArgs {
     #[arg(long, global = true, env = "SLUICE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// `sqlite://…` or `postgres://…`.
-    #[arg(
-        long,
-        global = true,
-        env = "SLUICE_DATABASE_URL",
-        hide_env_values = true
-    )]
+    #[arg(long, global = true, env = "SLUICE_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// `file://…` or `s3://bucket?endpoint=…&region=…`.
-    #[arg(
-        long,
-        global = true,
-        env = "SLUICE_STORAGE_URL",
-        hide_env_values = true
-    )]
+    #[arg(long, global = true, env = "SLUICE_STORAGE_URL", hide_env_values = true)]
     pub storage_url: Option<String>,
     /// REST API, docs, playback origin, upload target, WHIP/WHEP.
     #[arg(long, global = true, env = "SLUICE_HTTP_ADDR")]
@@ -155,29 +145,14 @@ impl Settings {
             None if Path::new("sluice.toml").exists() => read_file(Path::new("sluice.toml"))?,
             None => FileConfig::default(),
         };
-        let data_dir = pick(
-            args.data_dir.clone(),
-            file.data_dir,
-            PathBuf::from("./data"),
-        );
-        let http_addr = pick(
-            args.http_addr,
-            file.http_addr,
-            ([127, 0, 0, 1], 8080).into(),
-        );
-        let public_url = pick(
-            args.public_url.clone(),
-            file.public_url,
-            format!("http://{http_addr}"),
-        );
+        let data_dir = pick(args.data_dir.clone(), file.data_dir, PathBuf::from("./data"));
+        let http_addr = pick(args.http_addr, file.http_addr, ([127, 0, 0, 1], 8080).into());
+        let public_url = pick(args.public_url.clone(), file.public_url, format!("http://{http_addr}"));
         let public_url = public_url.trim_end_matches('/').to_string();
-        let playback_base = pick(
-            args.playback_base.clone(),
-            file.playback_base,
-            format!("{public_url}/play"),
-        )
-        .trim_end_matches('/')
-        .to_string();
+        let playback_base =
+            pick(args.playback_base.clone(), file.playback_base, format!("{public_url}/play"))
+                .trim_end_matches('/')
+                .to_string();
         let database_url = pick(
             args.database_url.clone(),
             file.database_url,
@@ -192,16 +167,8 @@ impl Settings {
             database_url,
             storage_url,
             http_addr,
-            rtmp_addr: pick(
-                args.rtmp_addr,
-                file.rtmp_addr,
-                ([127, 0, 0, 1], 1935).into(),
-            ),
-            rtsp_addr: pick(
-                args.rtsp_addr,
-                file.rtsp_addr,
-                ([127, 0, 0, 1], 8554).into(),
-            ),
+            rtmp_addr: pick(args.rtmp_addr, file.rtmp_addr, ([127, 0, 0, 1], 1935).into()),
+            rtsp_addr: pick(args.rtsp_addr, file.rtsp_addr, ([127, 0, 0, 1], 8554).into()),
             public_url,
             playback_base,
             mode: pick(args.mode, file.mode, Mode::Production),
@@ -217,8 +184,7 @@ impl Settings {
     }
 
     fn check(&self) -> anyhow::Result<()> {
-        if !(self.database_url.starts_with("sqlite:") || self.database_url.starts_with("postgres"))
-        {
+        if !(self.database_url.starts_with("sqlite:") || self.database_url.starts_with("postgres")) {
             bail!("database URL must start with sqlite:// or postgres://");
         }
         if !(self.webhook_retry_scale.is_finite() && self.webhook_retry_scale >= 0.0) {
@@ -230,10 +196,7 @@ impl Settings {
         if self.rate_limit_burst == 0 || self.auth_failures_per_min == 0 {
             bail!("rate limit burst and auth failures per minute must be at least 1");
         }
-        for (name, url) in [
-            ("public URL", &self.public_url),
-            ("playback base", &self.playback_base),
-        ] {
+        for (name, url) in [("public URL", &self.public_url), ("playback base", &self.playback_base)] {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 bail!("{name} must start with http:// or https://");
             }
@@ -252,8 +215,8 @@ fn pick<T>(flag_or_env: Option<T>, file: Option<T>, default: T) -> T {
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading settings file {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading settings file {}", path.display()))?;
     toml::from_str(&text).with_context(|| format!("parsing settings file {}", path.display()))
 }
 
@@ -293,10 +256,7 @@ mod tests {
             redact_url("postgres://u:secret@127.0.0.1:5432/test"),
             "postgres://u:***@127.0.0.1:5432/test"
         );
-        assert_eq!(
-            redact_url("sqlite://./data/sluice.db"),
-            "sqlite://./data/sluice.db"
-        );
+        assert_eq!(redact_url("sqlite://./data/sluice.db"), "sqlite://./data/sluice.db");
         assert_eq!(redact_url("s3://b?endpoint=x&secret=y"), "s3://b?…");
     }
 
@@ -304,11 +264,7 @@ mod tests {
     fn flags_win_over_file_over_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sluice.toml");
-        std::fs::write(
-            &file,
-            "http_addr = \"127.0.0.1:9000\"\nmode = \"development\"\n",
-        )
-        .unwrap();
+        std::fs::write(&file, "http_addr = \"127.0.0.1:9000\"\nmode = \"development\"\n").unwrap();
         let args = ConfigArgs {
             config: Some(file),
             data_dir: Some(dir.path().to_path_buf()),
@@ -329,10 +285,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sluice.toml");
         std::fs::write(&file, "htp_addr = \"127.0.0.1:9000\"\n").unwrap();
-        let args = ConfigArgs {
-            config: Some(file),
-            ..Default::default()
-        };
+        let args = ConfigArgs { config: Some(file), ..Default::default() };
         assert!(Settings::resolve(&args).is_err());
     }
 }

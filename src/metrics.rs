@@ -1,8 +1,6 @@
 //! Prometheus metrics: requests by route and status, and a latency histogram.
 
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
-};
+use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder};
 
 pub struct Metrics {
     registry: Registry,
@@ -14,45 +12,25 @@ impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
         let requests = IntCounterVec::new(
-            Opts::new(
-                "sluice_http_requests_total",
-                "HTTP requests by method, route and status",
-            ),
+            Opts::new("sluice_http_requests_total", "HTTP requests by method, route and status"),
             &["method", "route", "status"],
         )
         .expect("static metric definition");
         let latency = HistogramVec::new(
-            HistogramOpts::new(
-                "sluice_http_request_duration_seconds",
-                "HTTP request latency",
-            )
-            .buckets(vec![
-                0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-            ]),
+            HistogramOpts::new("sluice_http_request_duration_seconds", "HTTP request latency")
+                .buckets(vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
             &["method", "route"],
         )
         .expect("static metric definition");
-        registry
-            .register(Box::new(requests.clone()))
-            .expect("unique metric");
-        registry
-            .register(Box::new(latency.clone()))
-            .expect("unique metric");
-        Metrics {
-            registry,
-            requests,
-            latency,
-        }
+        registry.register(Box::new(requests.clone())).expect("unique metric");
+        registry.register(Box::new(latency.clone())).expect("unique metric");
+        Metrics { registry, requests, latency }
     }
 
     pub fn observe(&self, method: &str, path: &str, status: u16, seconds: f64) {
         let route = route_of(path);
-        self.requests
-            .with_label_values(&[method, &route, &status.to_string()])
-            .inc();
-        self.latency
-            .with_label_values(&[method, &route])
-            .observe(seconds);
+        self.requests.with_label_values(&[method, &route, &status.to_string()]).inc();
+        self.latency.with_label_values(&[method, &route]).observe(seconds);
     }
 
     pub fn render(&self) -> String {
@@ -72,16 +50,8 @@ impl Default for Metrics {
 /// The route template of a path, so that labels stay few: identifiers become `:slug` / `:id`,
 /// and paths outside the known surface collapse to `other`.
 pub fn route_of(path: &str) -> String {
-    const COLLECTIONS: [&str; 8] = [
-        "streams",
-        "vod",
-        "webhooks",
-        "api-keys",
-        "members",
-        "deliveries",
-        "live",
-        "projects",
-    ];
+    const COLLECTIONS: [&str; 8] =
+        ["streams", "vod", "webhooks", "api-keys", "members", "deliveries", "live", "projects"];
     const FIXED: [&str; 10] = [
         "events",
         "scopes",
@@ -94,16 +64,9 @@ pub fn route_of(path: &str) -> String {
         "redeliver",
         "test",
     ];
-    let segments: Vec<&str> = path
-        .trim_matches('/')
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .collect();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let top = segments.first().copied().unwrap_or("");
-    if !matches!(
-        top,
-        "v1" | "play" | "healthz" | "readyz" | "metrics" | "docs"
-    ) {
+    if !matches!(top, "v1" | "play" | "healthz" | "readyz" | "metrics" | "docs") {
         return "other".into();
     }
     if top == "docs" {
@@ -131,18 +94,9 @@ mod tests {
 
     #[test]
     fn ids_and_slugs_become_placeholders() {
-        assert_eq!(
-            route_of("/v1/projects/demo/api-keys"),
-            "/v1/projects/:slug/api-keys"
-        );
-        assert_eq!(
-            route_of("/v1/projects/demo/api-keys/abc123"),
-            "/v1/projects/:slug/api-keys/:id"
-        );
-        assert_eq!(
-            route_of("/v1/projects/demo/api-keys/scopes"),
-            "/v1/projects/:slug/api-keys/scopes"
-        );
+        assert_eq!(route_of("/v1/projects/demo/api-keys"), "/v1/projects/:slug/api-keys");
+        assert_eq!(route_of("/v1/projects/demo/api-keys/abc123"), "/v1/projects/:slug/api-keys/:id");
+        assert_eq!(route_of("/v1/projects/demo/api-keys/scopes"), "/v1/projects/:slug/api-keys/scopes");
         assert_eq!(
             route_of("/v1/projects/demo/webhooks/deliveries"),
             "/v1/projects/:slug/webhooks/deliveries"

@@ -22,11 +22,7 @@ const PRUNE_ABOVE: usize = 10_000;
 
 impl RateLimiter {
     pub fn new(rate_per_sec: f64, burst: u32) -> Self {
-        RateLimiter {
-            rate: rate_per_sec,
-            burst: f64::from(burst),
-            buckets: Mutex::new(HashMap::new()),
-        }
+        RateLimiter { rate: rate_per_sec, burst: f64::from(burst), buckets: Mutex::new(HashMap::new()) }
     }
 
     fn with_bucket<R>(&self, key: &str, now: Instant, f: impl FnOnce(&mut Bucket) -> R) -> R {
@@ -35,12 +31,9 @@ impl RateLimiter {
             let (rate, burst) = (self.rate, self.burst);
             buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
         }
-        let bucket = buckets.entry(key.to_string()).or_insert(Bucket {
-            tokens: self.burst,
-            at: now,
-        });
-        bucket.tokens = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * self.rate)
-            .min(self.burst);
+        let bucket = buckets.entry(key.to_string()).or_insert(Bucket { tokens: self.burst, at: now });
+        bucket.tokens =
+            (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * self.rate).min(self.burst);
         bucket.at = now;
         f(bucket)
     }
@@ -67,9 +60,7 @@ impl RateLimiter {
 
     /// Whether the bucket is empty now (without taking), with the seconds to wait.
     pub fn exhausted(&self, key: &str) -> Option<u64> {
-        self.with_bucket(key, Instant::now(), |b| {
-            (b.tokens < 1.0).then(|| self.retry_after(b.tokens))
-        })
+        self.with_bucket(key, Instant::now(), |b| (b.tokens < 1.0).then(|| self.retry_after(b.tokens)))
     }
 
     /// Takes a token if there is one (used to count failures after the fact).

@@ -93,30 +93,19 @@ pub struct ApiKeysApi;
 #[OpenApi(tag = "ApiTags::ApiKeys")]
 impl ApiKeysApi {
     /// List every supported scope
-    #[oai(
-        path = "/v1/projects/:slug/api-keys/scopes",
-        method = "get",
-        operation_id = "listScopes"
-    )]
+    #[oai(path = "/v1/projects/:slug/api-keys/scopes", method = "get", operation_id = "listScopes")]
     async fn scopes(
         &self,
         app: Data<&Arc<App>>,
         auth: Auth,
         slug: Path<String>,
     ) -> ApiResult<Json<ScopeList>> {
-        app.authorize(&auth, &slug, Some(Scope::ApiKeysRead))
-            .await?;
-        Ok(Json(ScopeList {
-            scopes: Scope::ALL.to_vec(),
-        }))
+        app.authorize(&auth, &slug, Some(Scope::ApiKeysRead)).await?;
+        Ok(Json(ScopeList { scopes: Scope::ALL.to_vec() }))
     }
 
     /// List the project's API keys, newest first
-    #[oai(
-        path = "/v1/projects/:slug/api-keys",
-        method = "get",
-        operation_id = "listApiKeys"
-    )]
+    #[oai(path = "/v1/projects/:slug/api-keys", method = "get", operation_id = "listApiKeys")]
     async fn list(
         &self,
         app: Data<&Arc<App>>,
@@ -127,27 +116,14 @@ impl ApiKeysApi {
         /// Page size (default 20, at most 100).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<Paginated<ApiKeyRecord>>> {
-        let p = app
-            .authorize(&auth, &slug, Some(Scope::ApiKeysRead))
-            .await?;
+        let p = app.authorize(&auth, &slug, Some(Scope::ApiKeysRead)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
-        let rows = app
-            .db
-            .list_api_keys(&p.project.id, page.skip, page.limit)
-            .await?;
-        Ok(Json(Paginated::new(
-            rows.items.into_iter().map(Into::into).collect(),
-            rows.total,
-            page,
-        )))
+        let rows = app.db.list_api_keys(&p.project.id, page.skip, page.limit).await?;
+        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
     }
 
     /// Create an API key; the raw key is returned only in this response
-    #[oai(
-        path = "/v1/projects/:slug/api-keys",
-        method = "post",
-        operation_id = "createApiKey"
-    )]
+    #[oai(path = "/v1/projects/:slug/api-keys", method = "post", operation_id = "createApiKey")]
     async fn create(
         &self,
         app: Data<&Arc<App>>,
@@ -155,15 +131,11 @@ impl ApiKeysApi {
         slug: Path<String>,
         body: JsonBody<CreateApiKey>,
     ) -> ApiResult<CreateApiKeyResponse> {
-        let p = app
-            .authorize(&auth, &slug, Some(Scope::ApiKeysWrite))
-            .await?;
+        let p = app.authorize(&auth, &slug, Some(Scope::ApiKeysWrite)).await?;
         let body = body.0;
         let wanted = ScopeSet::new(body.scopes.unwrap_or_else(|| vec![Scope::All]));
         if !p.scopes.covers(&wanted) {
-            return Err(ApiError::forbidden(
-                "a key cannot be given a scope that its creator does not hold",
-            ));
+            return Err(ApiError::forbidden("a key cannot be given a scope that its creator does not hold"));
         }
         let raw = RawApiKey::generate();
         let row = app
@@ -184,11 +156,7 @@ impl ApiKeysApi {
     }
 
     /// Revoke an API key; effective on the next request, and permanent
-    #[oai(
-        path = "/v1/projects/:slug/api-keys/:id",
-        method = "delete",
-        operation_id = "revokeApiKey"
-    )]
+    #[oai(path = "/v1/projects/:slug/api-keys/:id", method = "delete", operation_id = "revokeApiKey")]
     async fn revoke(
         &self,
         app: Data<&Arc<App>>,
@@ -196,9 +164,7 @@ impl ApiKeysApi {
         slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<ApiKeyRecord>> {
-        let p = app
-            .authorize(&auth, &slug, Some(Scope::ApiKeysWrite))
-            .await?;
+        let p = app.authorize(&auth, &slug, Some(Scope::ApiKeysWrite)).await?;
         let row = app
             .db
             .revoke_api_key(&p.project.id, &id)

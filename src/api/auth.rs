@@ -32,11 +32,7 @@ pub struct User {
 
 impl From<UserRow> for User {
     fn from(u: UserRow) -> Self {
-        User {
-            id: u.id,
-            email: u.email,
-            created_at: iso(u.created_at),
-        }
+        User { id: u.id, email: u.email, created_at: iso(u.created_at) }
     }
 }
 
@@ -49,10 +45,7 @@ pub struct Login {
 
 impl FromJsonBody for Login {
     fn from_fields(f: &mut Fields) -> Self {
-        Login {
-            email: f.string("email", 3..=254),
-            password: f.string("password", 1..=1024),
-        }
+        Login { email: f.string("email", 3..=254), password: f.string("password", 1..=1024) }
     }
 }
 
@@ -109,14 +102,12 @@ impl AuthApi {
                 AuthApi::issue(&app, jar, &user.id, &family_id).await?;
                 Ok(Json(user.into()))
             }
-            RefreshOutcome::Invalid => Err(ApiError::unauthorized(
-                "refresh token expired or invalid; sign in",
-            )),
+            RefreshOutcome::Invalid => {
+                Err(ApiError::unauthorized("refresh token expired or invalid; sign in"))
+            }
             RefreshOutcome::Reused => {
                 tracing::warn!("a used refresh token was presented again; its family is revoked");
-                Err(ApiError::unauthorized(
-                    "refresh token already used; sign in",
-                ))
+                Err(ApiError::unauthorized("refresh token already used; sign in"))
             }
         }
     }
@@ -125,16 +116,10 @@ impl AuthApi {
     #[oai(path = "/v1/auth/logout", method = "post", operation_id = "logout")]
     async fn logout(&self, app: Data<&Arc<App>>, jar: &CookieJar) -> ApiResult<Json<LoggedOut>> {
         if let Some(c) = jar.get(SESSION_COOKIE) {
-            app.db
-                .delete_session(&ApiKeyHash::of(c.value_str()).0)
-                .await?;
+            app.db.delete_session(&ApiKeyHash::of(c.value_str()).0).await?;
         }
         if let Some(c) = jar.get(REFRESH_COOKIE) {
-            if let Some(family) = app
-                .db
-                .refresh_family(&ApiKeyHash::of(c.value_str()).0)
-                .await?
-            {
+            if let Some(family) = app.db.refresh_family(&ApiKeyHash::of(c.value_str()).0).await? {
                 app.db.revoke_refresh_family(&family).await?;
             }
         }
@@ -158,26 +143,14 @@ impl AuthApi {
     async fn issue(app: &App, jar: &CookieJar, user_id: &str, family_id: &str) -> ApiResult<()> {
         let session = random_token(48);
         let refresh = random_token(48);
+        app.db.create_session(&ApiKeyHash::of(&session).0, user_id, SESSION_TTL.as_millis() as i64).await?;
         app.db
-            .create_session(
-                &ApiKeyHash::of(&session).0,
-                user_id,
-                SESSION_TTL.as_millis() as i64,
-            )
-            .await?;
-        app.db
-            .create_refresh(
-                &ApiKeyHash::of(&refresh).0,
-                user_id,
-                family_id,
-                REFRESH_TTL.as_millis() as i64,
-            )
+            .create_refresh(&ApiKeyHash::of(&refresh).0, user_id, family_id, REFRESH_TTL.as_millis() as i64)
             .await?;
         let secure = app.settings.secure_cookies();
-        for (name, value, ttl) in [
-            (SESSION_COOKIE, session, SESSION_TTL),
-            (REFRESH_COOKIE, refresh, REFRESH_TTL),
-        ] {
+        for (name, value, ttl) in
+            [(SESSION_COOKIE, session, SESSION_TTL), (REFRESH_COOKIE, refresh, REFRESH_TTL)]
+        {
             let mut c = Cookie::new_with_str(name, value);
             c.set_http_only(true);
             c.set_path("/");

@@ -52,15 +52,12 @@ impl<T: FromJsonBody + Send> ParsePayload for JsonBody<T> {
 
     async fn from_request(_request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
         let body = body.take()?;
-        let bytes = body
-            .into_bytes_limit(MAX_JSON_BODY)
-            .await
-            .map_err(|e| match e {
-                poem::error::ReadBodyError::PayloadTooLarge => {
-                    ApiError::too_large(format!("request body exceeds {MAX_JSON_BODY} bytes"))
-                }
-                other => ApiError::bad_request(vec![format!("body could not be read: {other}")]),
-            })?;
+        let bytes = body.into_bytes_limit(MAX_JSON_BODY).await.map_err(|e| match e {
+            poem::error::ReadBodyError::PayloadTooLarge => {
+                ApiError::too_large(format!("request body exceeds {MAX_JSON_BODY} bytes"))
+            }
+            other => ApiError::bad_request(vec![format!("body could not be read: {other}")]),
+        })?;
         Ok(JsonBody(parse_body::<T>(&bytes)?))
     }
 }
@@ -72,14 +69,9 @@ pub fn parse_body<T: FromJsonBody>(bytes: &[u8]) -> Result<T, ApiError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(vec![format!("body must be valid JSON: {e}")]))?;
     let Value::Object(map) = value else {
-        return Err(ApiError::bad_request(vec![
-            "body must be a JSON object".into()
-        ]));
+        return Err(ApiError::bad_request(vec!["body must be a JSON object".into()]));
     };
-    let mut fields = Fields {
-        map,
-        errors: Vec::new(),
-    };
+    let mut fields = Fields { map, errors: Vec::new() };
     let parsed = T::from_fields(&mut fields);
     fields.finish()?;
     Ok(parsed)
@@ -106,10 +98,7 @@ impl Fields {
         if len.contains(&n) {
             return true;
         }
-        self.error(
-            name,
-            format!("must be {} to {} characters long", len.start(), len.end()),
-        );
+        self.error(name, format!("must be {} to {} characters long", len.start(), len.end()));
         false
     }
 
@@ -133,11 +122,7 @@ impl Fields {
     }
 
     /// An optional value parsed from a string by `parse` (whose error names the rule).
-    pub fn opt_parsed<T>(
-        &mut self,
-        name: &str,
-        parse: impl Fn(&str) -> Result<T, String>,
-    ) -> Option<T> {
+    pub fn opt_parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
         match self.take(name)? {
             Value::String(s) => match parse(&s) {
                 Ok(v) => Some(v),
@@ -154,11 +139,7 @@ impl Fields {
     }
 
     /// A required value parsed from a string.
-    pub fn parsed<T>(
-        &mut self,
-        name: &str,
-        parse: impl Fn(&str) -> Result<T, String>,
-    ) -> Option<T> {
+    pub fn parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
         if !self.map.get(name).is_some_and(|v| !v.is_null()) {
             self.error(name, "is required");
             return None;
@@ -183,14 +164,7 @@ impl Fields {
             Value::Number(n) => match n.as_i64() {
                 Some(i) if range.contains(&i) => Some(i),
                 _ => {
-                    self.error(
-                        name,
-                        format!(
-                            "must be an integer from {} to {}",
-                            range.start(),
-                            range.end()
-                        ),
-                    );
+                    self.error(name, format!("must be an integer from {} to {}", range.start(), range.end()));
                     None
                 }
             },
@@ -213,10 +187,7 @@ impl Fields {
             return None;
         };
         if !len.contains(&items.len()) {
-            self.error(
-                name,
-                format!("must have {} to {} elements", len.start(), len.end()),
-            );
+            self.error(name, format!("must have {} to {} elements", len.start(), len.end()));
             return None;
         }
         let mut out = Vec::with_capacity(items.len());
@@ -242,8 +213,7 @@ impl Fields {
     fn finish(mut self) -> Result<(), ApiError> {
         let unknown: Vec<String> = self.map.keys().cloned().collect();
         for name in unknown {
-            self.errors
-                .push(format!("property {name} should not exist"));
+            self.errors.push(format!("property {name} should not exist"));
         }
         if self.errors.is_empty() {
             Ok(())
@@ -285,9 +255,7 @@ mod tests {
     #[test]
     fn every_problem_is_reported_with_its_field() {
         let err =
-            parse_body::<Probe>(br#"{"name":"toolong","tags":["1","x"],"on":1,"extra":true}"#)
-                .err()
-                .unwrap();
+            parse_body::<Probe>(br#"{"name":"toolong","tags":["1","x"],"on":1,"extra":true}"#).err().unwrap();
         assert_eq!(
             messages(err),
             vec![
@@ -301,24 +269,15 @@ mod tests {
 
     #[test]
     fn valid_bodies_parse_and_null_is_absent() {
-        let p = parse_body::<Probe>(br#"{"name":"ok","tags":null}"#)
-            .ok()
-            .unwrap();
+        let p = parse_body::<Probe>(br#"{"name":"ok","tags":null}"#).ok().unwrap();
         assert_eq!(p.name, "ok");
         assert!(p.tags.is_none() && p.on.is_none());
     }
 
     #[test]
     fn malformed_json_and_non_objects_are_400() {
-        assert!(messages(parse_body::<Probe>(b"{").err().unwrap())[0]
-            .starts_with("body must be valid JSON"));
-        assert_eq!(
-            messages(parse_body::<Probe>(b"[]").err().unwrap()),
-            vec!["body must be a JSON object"]
-        );
-        assert_eq!(
-            messages(parse_body::<Probe>(b"{}").err().unwrap()),
-            vec!["name is required"]
-        );
+        assert!(messages(parse_body::<Probe>(b"{").err().unwrap())[0].starts_with("body must be valid JSON"));
+        assert_eq!(messages(parse_body::<Probe>(b"[]").err().unwrap()), vec!["body must be a JSON object"]);
+        assert_eq!(messages(parse_body::<Probe>(b"{}").err().unwrap()), vec!["name is required"]);
     }
 }

@@ -98,10 +98,7 @@ impl ApiError {
     }
     pub fn too_many(retry_after_secs: u64) -> Self {
         ApiError::TooManyRequests(
-            body(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate limit exceeded; retry later",
-            ),
+            body(StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded; retry later"),
             retry_after_secs.max(1),
         )
     }
@@ -123,8 +120,7 @@ impl From<DbError> for ApiError {
 /// [`ApiError`] responses pass through unchanged.
 pub fn to_json_error(err: poem::Error) -> Response {
     use poem_openapi::error::{
-        AuthorizationError, ContentTypeError, ParseParamError, ParsePathError,
-        ParseRequestPayloadError,
+        AuthorizationError, ContentTypeError, ParseParamError, ParsePathError, ParseRequestPayloadError,
     };
     if err.is_from_response() {
         return err.into_response();

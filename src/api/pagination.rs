@@ -49,11 +49,6 @@ pub struct Paginated<T: ParseFromJSON + ToJSON + Type + Send + Sync> {
 
 impl<T: ParseFromJSON + ToJSON + Type + Send + Sync> Paginated<T> {
     pub fn new(items: Vec<T>, total: i64, page: PageQuery) -> Self {
-        Paginated {
-            items,
-            total,
-            skip: page.skip,
-            limit: page.limit,
-        }
+        Paginated { items, total, skip: page.skip, limit: page.limit }
     }
 }

@@ -31,13 +31,7 @@ pub struct Project {
 
 impl Project {
     fn new(p: ProjectRow, role: Option<Role>) -> Self {
-        Project {
-            id: p.id,
-            slug: p.slug,
-            name: p.name,
-            created_at: iso(p.created_at),
-            role,
-        }
+        Project { id: p.id, slug: p.slug, name: p.name, created_at: iso(p.created_at), role }
     }
 }
 
@@ -52,13 +46,8 @@ pub struct CreateProject {
 
 impl FromJsonBody for CreateProject {
     fn from_fields(f: &mut Fields) -> Self {
-        let slug = f.parsed("slug", |s| {
-            ProjectSlug::parse(s).map(|s| s.as_str().to_string())
-        });
-        CreateProject {
-            slug: slug.unwrap_or_default(),
-            name: f.opt_string("name", 1..=100),
-        }
+        let slug = f.parsed("slug", |s| ProjectSlug::parse(s).map(|s| s.as_str().to_string()));
+        CreateProject { slug: slug.unwrap_or_default(), name: f.opt_string("name", 1..=100) }
     }
 }
 
@@ -103,10 +92,7 @@ impl FromJsonBody for AddMember {
     fn from_fields(f: &mut Fields) -> Self {
         let email = f.parsed("email", |s| Email::parse(s).map(|e| e.as_str().to_string()));
         let role = f.parsed("role", parse_role);
-        AddMember {
-            email: email.unwrap_or_default(),
-            role: role.unwrap_or(Role::Viewer),
-        }
+        AddMember { email: email.unwrap_or_default(), role: role.unwrap_or(Role::Viewer) }
     }
 }
 
@@ -118,9 +104,7 @@ pub struct UpdateMember {
 
 impl FromJsonBody for UpdateMember {
     fn from_fields(f: &mut Fields) -> Self {
-        UpdateMember {
-            role: f.parsed("role", parse_role).unwrap_or(Role::Viewer),
-        }
+        UpdateMember { role: f.parsed("role", parse_role).unwrap_or(Role::Viewer) }
     }
 }
 
@@ -158,10 +142,7 @@ impl ProjectsApi {
         let body = body.0;
         let name = body.name.unwrap_or_else(|| body.slug.clone());
         match app.db.create_project(&body.slug, &name, &user.id).await {
-            Ok(p) => Ok(CreateProjectResponse::Created(Json(Project::new(
-                p,
-                Some(Role::Admin),
-            )))),
+            Ok(p) => Ok(CreateProjectResponse::Created(Json(Project::new(p, Some(Role::Admin))))),
             Err(e) if is_unique_violation(&e) => Err(ApiError::conflict("slug is taken")),
             Err(e) => Err(e.into()),
         }
@@ -180,22 +161,14 @@ impl ProjectsApi {
     ) -> ApiResult<Json<Paginated<Project>>> {
         let user = app.require_user(&auth).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
-        let rows = app
-            .db
-            .projects_of_user(&user.id, page.skip, page.limit)
-            .await?;
+        let rows = app.db.projects_of_user(&user.id, page.skip, page.limit).await?;
         let items = rows
             .items
             .into_iter()
             .map(|r| {
                 let role = Role::parse_db(&r.role);
                 Project::new(
-                    ProjectRow {
-                        id: r.id,
-                        slug: r.slug,
-                        name: r.name,
-                        created_at: r.created_at,
-                    },
+                    ProjectRow { id: r.id, slug: r.slug, name: r.name, created_at: r.created_at },
                     role,
                 )
             })
@@ -204,35 +177,19 @@ impl ProjectsApi {
     }
 
     /// Get a project
-    #[oai(
-        path = "/v1/projects/:slug",
-        method = "get",
-        operation_id = "getProject"
-    )]
-    async fn get(
-        &self,
-        app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
-    ) -> ApiResult<Json<Project>> {
+    #[oai(path = "/v1/projects/:slug", method = "get", operation_id = "getProject")]
+    async fn get(&self, app: Data<&Arc<App>>, auth: Auth, slug: Path<String>) -> ApiResult<Json<Project>> {
         let p = app.authorize(&auth, &slug, None).await?;
         let row = app
             .db
             .project_by_slug(&p.project.slug)
             .await?
             .ok_or_else(|| ApiError::not_found("project not found"))?;
-        Ok(Json(Project::new(
-            row,
-            ProjectsApi::role_of(&app, &p).await?,
-        )))
+        Ok(Json(Project::new(row, ProjectsApi::role_of(&app, &p).await?)))
     }
 
     /// List the project's members (admin only)
-    #[oai(
-        path = "/v1/projects/:slug/members",
-        method = "get",
-        operation_id = "listMembers"
-    )]
+    #[oai(path = "/v1/projects/:slug/members", method = "get", operation_id = "listMembers")]
     async fn members(
         &self,
         app: Data<&Arc<App>>,
@@ -245,23 +202,12 @@ impl ProjectsApi {
     ) -> ApiResult<Json<Paginated<Member>>> {
         let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
-        let rows = app
-            .db
-            .list_members(&p.project.id, page.skip, page.limit)
-            .await?;
-        Ok(Json(Paginated::new(
-            rows.items.into_iter().map(Into::into).collect(),
-            rows.total,
-            page,
-        )))
+        let rows = app.db.list_members(&p.project.id, page.skip, page.limit).await?;
+        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
     }
 
     /// Add a member by e-mail, creating the account if there is none (admin only)
-    #[oai(
-        path = "/v1/projects/:slug/members",
-        method = "post",
-        operation_id = "addMember"
-    )]
+    #[oai(path = "/v1/projects/:slug/members", method = "post", operation_id = "addMember")]
     async fn add_member(
         &self,
         app: Data<&Arc<App>>,
@@ -275,9 +221,7 @@ impl ProjectsApi {
             Some(user) => (user, None),
             None => {
                 let password = random_token(24);
-                let hash = password::hash_async(password.clone())
-                    .await
-                    .map_err(ApiError::internal)?;
+                let hash = password::hash_async(password.clone()).await.map_err(ApiError::internal)?;
                 match app.db.create_user(&body.email, &hash).await {
                     Ok(user) => (user, Some(password)),
                     // Created concurrently by another request: use that account.
@@ -294,9 +238,7 @@ impl ProjectsApi {
         };
         match app.db.add_member(&p.project.id, &user.id, body.role).await {
             Ok(()) => {}
-            Err(e) if is_unique_violation(&e) => {
-                return Err(ApiError::conflict("user is a member already"))
-            }
+            Err(e) if is_unique_violation(&e) => return Err(ApiError::conflict("user is a member already")),
             Err(e) => return Err(e.into()),
         }
         let member = app
@@ -304,18 +246,11 @@ impl ProjectsApi {
             .member(&p.project.id, &user.id)
             .await?
             .ok_or_else(|| ApiError::internal("member vanished"))?;
-        Ok(AddMemberResponse::Created(Json(AddedMember {
-            member: member.into(),
-            password,
-        })))
+        Ok(AddMemberResponse::Created(Json(AddedMember { member: member.into(), password })))
     }
 
     /// Change a member's role (admin only); the last admin cannot be demoted
-    #[oai(
-        path = "/v1/projects/:slug/members/:user_id",
-        method = "patch",
-        operation_id = "updateMember"
-    )]
+    #[oai(path = "/v1/projects/:slug/members/:user_id", method = "patch", operation_id = "updateMember")]
     async fn update_member(
         &self,
         app: Data<&Arc<App>>,
@@ -329,11 +264,7 @@ impl ProjectsApi {
             .member(&p.project.id, &user_id)
             .await?
             .ok_or_else(|| ApiError::not_found("member not found"))?;
-        if !app
-            .db
-            .set_role(&p.project.id, &user_id, body.0.role)
-            .await?
-        {
+        if !app.db.set_role(&p.project.id, &user_id, body.0.role).await? {
             return Err(ApiError::conflict("a project keeps at least one admin"));
         }
         let member = app
@@ -345,11 +276,7 @@ impl ProjectsApi {
     }
 
     /// Remove a member (admin only); the last admin cannot be removed
-    #[oai(
-        path = "/v1/projects/:slug/members/:user_id",
-        method = "delete",
-        operation_id = "removeMember"
-    )]
+    #[oai(path = "/v1/projects/:slug/members/:user_id", method = "delete", operation_id = "removeMember")]
     async fn remove_member(
         &self,
         app: Data<&Arc<App>>,

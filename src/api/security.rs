@@ -18,10 +18,7 @@ pub const REFRESH_COOKIE: &str = "sluice_refresh";
 
 /// `Authorization: Bearer svc_…` — a project API key.
 #[derive(SecurityScheme)]
-#[oai(
-    ty = "bearer",
-    bearer_format = "svc_ followed by 43 URL-safe characters"
-)]
+#[oai(ty = "bearer", bearer_format = "svc_ followed by 43 URL-safe characters")]
 pub struct ApiKeyAuth(Bearer);
 
 /// The session cookie set by `POST /v1/auth/login`.
@@ -67,32 +64,15 @@ impl Principal {
 impl App {
     /// Authenticates `auth` for project `slug` and checks that it allows `needed`
     /// (`None`: any member of the project).
-    pub async fn authorize(
-        &self,
-        auth: &Auth,
-        slug: &str,
-        needed: Option<Scope>,
-    ) -> ApiResult<Principal> {
+    pub async fn authorize(&self, auth: &Auth, slug: &str, needed: Option<Scope>) -> ApiResult<Principal> {
         let principal = match auth {
             Auth::ApiKey(ApiKeyAuth(bearer)) => self.authorize_key(&bearer.token, slug).await?,
             Auth::Session(SessionAuth(cookie)) => {
                 let user = self.session_user(&cookie.key).await?;
                 self.rate_limit(&format!("user:{}", user.id))?;
-                let project = self
-                    .db
-                    .project_by_slug(slug)
-                    .await?
-                    .ok_or_else(project_not_found)?;
-                let role = self
-                    .db
-                    .role_in(&project.id, &user.id)
-                    .await?
-                    .ok_or_else(project_not_found)?;
-                Principal {
-                    project,
-                    scopes: role.scopes(),
-                    actor: Actor::User { id: user.id },
-                }
+                let project = self.db.project_by_slug(slug).await?.ok_or_else(project_not_found)?;
+                let role = self.db.role_in(&project.id, &user.id).await?.ok_or_else(project_not_found)?;
+                Principal { project, scopes: role.scopes(), actor: Actor::User { id: user.id } }
             }
         };
         if let Some(needed) = needed {
@@ -152,14 +132,12 @@ impl App {
             Auth::ApiKey(ApiKeyAuth(bearer)) => {
                 // Still authenticate, so a bad key is 401 rather than 403.
                 let raw = RawApiKey::parse(&bearer.token).ok_or_else(|| {
-                    ApiError::unauthorized(
-                        "malformed API key: expected svc_ followed by 43 characters",
-                    )
+                    ApiError::unauthorized("malformed API key: expected svc_ followed by 43 characters")
                 })?;
                 match self.db.api_key_by_hash(&raw.hash().0).await? {
-                    Some(k) if k.revoked_at.is_none() => Err(ApiError::forbidden(
-                        "this endpoint needs a signed-in user, not an API key",
-                    )),
+                    Some(k) if k.revoked_at.is_none() => {
+                        Err(ApiError::forbidden("this endpoint needs a signed-in user, not an API key"))
+                    }
                     _ => Err(ApiError::unauthorized("invalid API key")),
                 }
             }
@@ -167,9 +145,7 @@ impl App {
     }
 
     fn rate_limit(&self, bucket: &str) -> ApiResult<()> {
-        self.request_limiter
-            .take(bucket)
-            .map_err(ApiError::too_many)
+        self.request_limiter.take(bucket).map_err(ApiError::too_many)
     }
 
     /// Writes `lastUsedAt` at most once a minute per key, off the request path.

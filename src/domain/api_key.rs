@@ -33,9 +33,7 @@ impl RawApiKey {
     pub fn parse(s: &str) -> Option<Self> {
         let body = s.strip_prefix(PREFIX)?;
         let well_formed = body.len() == BODY_LEN
-            && body
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            && body.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         well_formed.then(|| RawApiKey(s.to_string()))
     }
 

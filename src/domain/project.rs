@@ -6,9 +6,7 @@ pub struct ProjectSlug(String);
 
 impl ProjectSlug {
     pub fn parse(s: &str) -> Result<Self, String> {
-        let ok_chars = s
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        let ok_chars = s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !(3..=40).contains(&s.len()) {
             return Err("must be 3 to 40 characters long".into());
         }
@@ -33,10 +31,7 @@ impl Email {
         let valid = s.len() <= 254
             && match s.split_once('@') {
                 Some((local, domain)) => {
-                    !local.is_empty()
-                        && !domain.is_empty()
-                        && !domain.contains('@')
-                        && !s.contains(' ')
+                    !local.is_empty() && !domain.is_empty() && !domain.contains('@') && !s.contains(' ')
                 }
                 None => false,
             };

@@ -70,11 +70,7 @@ impl Scope {
     }
 
     pub fn names() -> String {
-        Scope::ALL
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        Scope::ALL.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -125,20 +121,12 @@ impl ScopeSet {
 
     /// Stored form: space-separated names.
     pub fn to_db(&self) -> String {
-        self.0
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join(" ")
+        self.0.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
     }
 
     /// Reads the stored form; names this build does not know are dropped (never granted).
     pub fn from_db(text: &str) -> Self {
-        ScopeSet::new(
-            text.split_whitespace()
-                .filter_map(|s| s.parse().ok())
-                .collect(),
-        )
+        ScopeSet::new(text.split_whitespace().filter_map(|s| s.parse().ok()).collect())
     }
 }
 

@@ -46,12 +46,8 @@ impl Db {
         name: &str,
         admin_user_id: &str,
     ) -> Result<ProjectRow, DbError> {
-        let project = ProjectRow {
-            id: new_id(),
-            slug: slug.to_string(),
-            name: name.to_string(),
-            created_at: now_ms(),
-        };
+        let project =
+            ProjectRow { id: new_id(), slug: slug.to_string(), name: name.to_string(), created_at: now_ms() };
         let mut tx = self.pool().begin().await?;
         sqlx::query("INSERT INTO projects (id, slug, name, created_at) VALUES ($1, $2, $3, $4)")
             .bind(&project.id)
@@ -112,15 +108,13 @@ impl Db {
             password_hash: password_hash.to_string(),
             created_at: now_ms(),
         };
-        sqlx::query(
-            "INSERT INTO users (id, email, password_hash, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(&user.id)
-        .bind(&user.email)
-        .bind(&user.password_hash)
-        .bind(user.created_at)
-        .execute(self.pool())
-        .await?;
+        sqlx::query("INSERT INTO users (id, email, password_hash, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(&user.id)
+            .bind(&user.email)
+            .bind(&user.password_hash)
+            .bind(user.created_at)
+            .execute(self.pool())
+            .await?;
         Ok(user)
     }
 
@@ -149,29 +143,18 @@ impl Db {
     }
 
     /// Adds a member; a unique violation means the user is a member already.
-    pub async fn add_member(
-        &self,
-        project_id: &str,
-        user_id: &str,
-        role: Role,
-    ) -> Result<(), DbError> {
-        sqlx::query(
-            "INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(project_id)
-        .bind(user_id)
-        .bind(role.as_str())
-        .bind(now_ms())
-        .execute(self.pool())
-        .await
-        .map(|_| ())
+    pub async fn add_member(&self, project_id: &str, user_id: &str, role: Role) -> Result<(), DbError> {
+        sqlx::query("INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ($1, $2, $3, $4)")
+            .bind(project_id)
+            .bind(user_id)
+            .bind(role.as_str())
+            .bind(now_ms())
+            .execute(self.pool())
+            .await
+            .map(|_| ())
     }
 
-    pub async fn member(
-        &self,
-        project_id: &str,
-        user_id: &str,
-    ) -> Result<Option<MemberRow>, DbError> {
+    pub async fn member(&self, project_id: &str, user_id: &str) -> Result<Option<MemberRow>, DbError> {
         sqlx::query_as(
             "SELECT m.user_id, u.email, m.role, m.created_at FROM memberships m \
              JOIN users u ON u.id = m.user_id WHERE m.project_id = $1 AND m.user_id = $2",
@@ -209,12 +192,7 @@ impl Db {
 
     /// Changes a member's role unless that would leave the project without an admin.
     /// Returns `Ok(false)` when the change was refused for that reason.
-    pub async fn set_role(
-        &self,
-        project_id: &str,
-        user_id: &str,
-        role: Role,
-    ) -> Result<bool, DbError> {
+    pub async fn set_role(&self, project_id: &str, user_id: &str, role: Role) -> Result<bool, DbError> {
         let mut tx = self.pool().begin().await?;
         let admins = count(
             &sqlx::query(

@@ -68,10 +68,7 @@ impl Db {
         Ok(row)
     }
 
-    pub async fn api_key_by_hash(
-        &self,
-        hashed_key: &str,
-    ) -> Result<Option<KeyWithProject>, DbError> {
+    pub async fn api_key_by_hash(&self, hashed_key: &str) -> Result<Option<KeyWithProject>, DbError> {
         sqlx::query_as(
             "SELECT k.id, k.project_id, p.slug AS project_slug, k.hashed_key, k.scopes, k.revoked_at \
              FROM api_keys k JOIN projects p ON p.id = k.project_id WHERE k.hashed_key = $1",
@@ -82,13 +79,11 @@ impl Db {
     }
 
     pub async fn api_key(&self, project_id: &str, id: &str) -> Result<Option<ApiKeyRow>, DbError> {
-        sqlx::query_as(&format!(
-            "SELECT {COLUMNS} FROM api_keys WHERE project_id = $1 AND id = $2"
-        ))
-        .bind(project_id)
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM api_keys WHERE project_id = $1 AND id = $2"))
+            .bind(project_id)
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
     }
 
     pub async fn list_api_keys(
@@ -116,17 +111,15 @@ impl Db {
     }
 
     /// Revokes a key (permanently; a second revoke keeps the first time). Returns the record.
-    pub async fn revoke_api_key(
-        &self,
-        project_id: &str,
-        id: &str,
-    ) -> Result<Option<ApiKeyRow>, DbError> {
-        sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE project_id = $2 AND id = $3 AND revoked_at IS NULL")
-            .bind(now_ms())
-            .bind(project_id)
-            .bind(id)
-            .execute(self.pool())
-            .await?;
+    pub async fn revoke_api_key(&self, project_id: &str, id: &str) -> Result<Option<ApiKeyRow>, DbError> {
+        sqlx::query(
+            "UPDATE api_keys SET revoked_at = $1 WHERE project_id = $2 AND id = $3 AND revoked_at IS NULL",
+        )
+        .bind(now_ms())
+        .bind(project_id)
+        .bind(id)
+        .execute(self.pool())
+        .await?;
         self.api_key(project_id, id).await
     }
 

@@ -48,11 +48,7 @@ impl Db {
                         .with_context(|| format!("creating {}", parent.display()))?;
                 }
             }
-            let url = if url.contains('?') {
-                url.to_string()
-            } else {
-                format!("{url}?mode=rwc")
-            };
+            let url = if url.contains('?') { url.to_string() } else { format!("{url}?mode=rwc") };
             (url, Backend::Sqlite, 8)
         } else {
             (url.to_string(), Backend::Postgres, 16)
@@ -74,14 +70,9 @@ impl Db {
             .with_context(|| format!("connecting to {}", crate::config::redact_url(&url)))?;
         if backend == Backend::Sqlite {
             // WAL is a property of the database file; set once, it persists.
-            sqlx::query("PRAGMA journal_mode = WAL")
-                .execute(&pool)
-                .await?;
+            sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
         }
-        MIGRATOR
-            .run(&pool)
-            .await
-            .context("applying database migrations")?;
+        MIGRATOR.run(&pool).await.context("applying database migrations")?;
         Ok(Db { pool, backend })
     }
 
@@ -95,10 +86,7 @@ impl Db {
 
     /// Round-trips a trivial query (readiness).
     pub async fn ping(&self) -> Result<(), DbError> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
+        sqlx::query("SELECT 1").execute(&self.pool).await.map(|_| ())
     }
 
     pub async fn close(&self) {
@@ -108,8 +96,7 @@ impl Db {
 
 /// Whether the error is a unique-constraint violation (→ 409 at the API).
 pub fn is_unique_violation(err: &DbError) -> bool {
-    err.as_database_error()
-        .is_some_and(|e| e.is_unique_violation())
+    err.as_database_error().is_some_and(|e| e.is_unique_violation())
 }
 
 /// Reads a `COUNT(*)` row.

@@ -15,32 +15,28 @@ pub enum RefreshOutcome {
 }
 
 impl Db {
-    pub async fn create_session(
-        &self,
-        token_hash: &str,
-        user_id: &str,
-        ttl_ms: i64,
-    ) -> Result<(), DbError> {
+    pub async fn create_session(&self, token_hash: &str, user_id: &str, ttl_ms: i64) -> Result<(), DbError> {
         let now = now_ms();
-        sqlx::query("INSERT INTO sessions (token_hash, user_id, expires_at, created_at) VALUES ($1, $2, $3, $4)")
-            .bind(token_hash)
-            .bind(user_id)
-            .bind(now + ttl_ms)
-            .bind(now)
-            .execute(self.pool())
-            .await?;
+        sqlx::query(
+            "INSERT INTO sessions (token_hash, user_id, expires_at, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(token_hash)
+        .bind(user_id)
+        .bind(now + ttl_ms)
+        .bind(now)
+        .execute(self.pool())
+        .await?;
         Ok(())
     }
 
     /// The user of a live session.
     pub async fn session_user(&self, token_hash: &str) -> Result<Option<String>, DbError> {
-        let row: Option<(String,)> = sqlx::query_as(
-            "SELECT user_id FROM sessions WHERE token_hash = $1 AND expires_at > $2",
-        )
-        .bind(token_hash)
-        .bind(now_ms())
-        .fetch_optional(self.pool())
-        .await?;
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT user_id FROM sessions WHERE token_hash = $1 AND expires_at > $2")
+                .bind(token_hash)
+                .bind(now_ms())
+                .fetch_optional(self.pool())
+                .await?;
         Ok(row.map(|(u,)| u))
     }
 
@@ -93,14 +89,13 @@ impl Db {
         if expires_at <= now {
             return Ok(RefreshOutcome::Invalid);
         }
-        let claimed = sqlx::query(
-            "UPDATE refresh_tokens SET used_at = $1 WHERE token_hash = $2 AND used_at IS NULL",
-        )
-        .bind(now)
-        .bind(token_hash)
-        .execute(self.pool())
-        .await?
-        .rows_affected();
+        let claimed =
+            sqlx::query("UPDATE refresh_tokens SET used_at = $1 WHERE token_hash = $2 AND used_at IS NULL")
+                .bind(now)
+                .bind(token_hash)
+                .execute(self.pool())
+                .await?
+                .rows_affected();
         if claimed == 0 {
             self.revoke_refresh_family(&family_id).await?;
             return Ok(RefreshOutcome::Reused);
@@ -129,10 +124,8 @@ impl Db {
     /// Drops expired sessions and refresh tokens.
     pub async fn purge_expired_sessions(&self) -> Result<u64, DbError> {
         let now = now_ms();
-        let a = sqlx::query("DELETE FROM sessions WHERE expires_at <= $1")
-            .bind(now)
-            .execute(self.pool())
-            .await?;
+        let a =
+            sqlx::query("DELETE FROM sessions WHERE expires_at <= $1").bind(now).execute(self.pool()).await?;
         let b = sqlx::query("DELETE FROM refresh_tokens WHERE expires_at <= $1")
             .bind(now)
             .execute(self.pool())

@@ -1,0 +1,9 @@
+//! Black-box tests of the HTTP API: the real server, a real database (SQLite and Postgres).
+
+mod helpers;
+
+mod api_keys;
+mod auth;
+mod errors;
+mod ops;
+mod projects;

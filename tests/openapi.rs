@@ -1,0 +1,61 @@
+//! The committed OpenAPI document matches the code, and documents every operation fully.
+
+use serde_json::Value;
+
+const REFRESH: &str = "cargo run -q -- openapi > openapi/openapi.json";
+
+fn committed() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json"))
+        .unwrap_or_else(|e| panic!("openapi/openapi.json is missing ({e}); create it with `{REFRESH}`"))
+}
+
+#[test]
+fn committed_document_matches_the_code() {
+    let generated = sluice::api::spec_json(&sluice::api::service());
+    assert!(
+        generated == committed(),
+        "openapi/openapi.json has drifted from the code; refresh it with `{REFRESH}` and commit it"
+    );
+}
+
+#[test]
+fn cli_prints_the_same_bytes() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice")).arg("openapi").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout).unwrap() == committed(), "`sluice openapi` differs from the file");
+}
+
+#[test]
+fn every_operation_has_summary_tag_security_and_statuses() {
+    let spec: Value = serde_json::from_str(&committed()).unwrap();
+    let public = ["login", "refresh", "logout"];
+    let mut seen = 0;
+    for (path, ops) in spec["paths"].as_object().unwrap() {
+        assert!(path.starts_with("/v1/"), "{path}");
+        for (method, op) in ops.as_object().unwrap() {
+            seen += 1;
+            let id = op["operationId"].as_str().unwrap_or_else(|| panic!("{method} {path}: operationId"));
+            assert!(op["summary"].as_str().is_some_and(|s| !s.is_empty()), "{id}: summary");
+            assert!(op["tags"].as_array().is_some_and(|t| !t.is_empty()), "{id}: tag");
+            let responses = op["responses"].as_object().unwrap();
+            assert!(responses.keys().any(|k| k.starts_with('2')), "{id}: success status");
+            for status in ["400", "413", "415", "429", "500"] {
+                assert!(responses.contains_key(status), "{id}: documents {status}");
+            }
+            if !public.contains(&id) {
+                let security = op["security"].as_array().unwrap_or_else(|| panic!("{id}: security"));
+                assert!(!security.is_empty(), "{id}: security");
+                for status in ["401", "403", "404"] {
+                    assert!(responses.contains_key(status), "{id}: documents {status}");
+                }
+            }
+            assert!(
+                responses["429"]["headers"].get("RETRY-AFTER").is_some()
+                    || responses["429"]["headers"].get("Retry-After").is_some(),
+                "{id}: 429 documents Retry-After: {}",
+                responses["429"]
+            );
+        }
+    }
+    assert!(seen >= 15, "only {seen} operations");
+}
