@@ -28,7 +28,10 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
 }
 
 async fn start(database_url: Option<String>) -> Server {
@@ -46,7 +49,8 @@ async fn start(database_url: Option<String>) -> Server {
     };
     let mut boot = Command::new(env!("CARGO_BIN_EXE_sluice"));
     env(&mut boot);
-    let out = boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("bootstrap runs");
+    let out =
+        boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("bootstrap runs");
     assert!(out.status.success(), "bootstrap: {}", String::from_utf8_lossy(&out.stderr));
     let boot: Value = serde_json::from_slice(&out.stdout).expect("bootstrap JSON");
     let key = boot["apiKey"]["key"].as_str().expect("key").to_string();
@@ -164,7 +168,8 @@ async fn fresh_postgres() -> Option<(String, String, String)> {
 fn main() {
     // `cargo bench` passes `--bench`; any other argument filters nothing here.
     let seconds: f64 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(8.0);
-    let connections: usize = std::env::var("BENCH_CONNECTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
+    let connections: usize =
+        std::env::var("BENCH_CONNECTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(64);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         bench("SQLite", None, connections, seconds).await;
@@ -172,7 +177,9 @@ fn main() {
             Some((url, admin, name)) => {
                 bench("Postgres", Some(url), connections, seconds).await;
                 if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).execute(&mut c).await;
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                        .execute(&mut c)
+                        .await;
                 }
             }
             None => println!("api bench [Postgres]: skipped, no server at SLUICE_TEST_POSTGRES_URL"),

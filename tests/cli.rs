@@ -37,11 +37,27 @@ fn bootstrap_and_create_key_print_json_once() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("exists already"));
 
     // Another project for the same admin reuses the account: no password printed.
-    let other = sluice(dir.path(), &["admin", "bootstrap", "--project", "other", "--email", "admin@demo.localhost", "--json"]);
+    let other = sluice(
+        dir.path(),
+        &["admin", "bootstrap", "--project", "other", "--email", "admin@demo.localhost", "--json"],
+    );
     let v: Value = serde_json::from_slice(&other.stdout).unwrap();
     assert!(v["user"]["password"].is_null());
 
-    let out = sluice(dir.path(), &["admin", "create-key", "--project", "demo", "--scopes", "vod:read,streams:write", "--label", "ci", "--json"]);
+    let out = sluice(
+        dir.path(),
+        &[
+            "admin",
+            "create-key",
+            "--project",
+            "demo",
+            "--scopes",
+            "vod:read,streams:write",
+            "--label",
+            "ci",
+            "--json",
+        ],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["apiKey"]["scopes"], serde_json::json!(["streams:write", "vod:read"]));
@@ -60,5 +76,9 @@ fn settings_file_and_env_are_layered() {
     std::fs::write(dir.path().join("sluice.toml"), "bogus_key = 1\n").unwrap();
     let out = sluice(dir.path(), &["admin", "create-key", "--project", "x"]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("sluice.toml"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sluice.toml"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

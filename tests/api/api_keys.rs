@@ -58,8 +58,14 @@ async fn revoked_key_is_401_on_the_next_request_and_stays_revoked(app: TestApp) 
         .unwrap()
         .to_string();
 
-    let revoked: Value =
-        app.with_key(Method::DELETE, &app.project_url(&format!("/api-keys/{id}")), &app.key).send().await.unwrap().json().await.unwrap();
+    let revoked: Value = app
+        .with_key(Method::DELETE, &app.project_url(&format!("/api-keys/{id}")), &app.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(revoked["revokedAt"].is_string(), "{revoked}");
     assert!(revoked.get("key").is_none() && revoked.get("hashedKey").is_none());
 
@@ -68,13 +74,20 @@ async fn revoked_key_is_401_on_the_next_request_and_stays_revoked(app: TestApp) 
     assert_eq!(msg, "API key revoked");
 
     // Revoking again keeps the first time; there is no way back.
-    let again: Value =
-        app.with_key(Method::DELETE, &app.project_url(&format!("/api-keys/{id}")), &app.key).send().await.unwrap().json().await.unwrap();
+    let again: Value = app
+        .with_key(Method::DELETE, &app.project_url(&format!("/api-keys/{id}")), &app.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(again["revokedAt"], revoked["revokedAt"]);
     error_message(app.get_with(&app.project_url("/api-keys"), &key).await, 401).await;
 
     // Unknown ids are 404.
-    let resp = app.with_key(Method::DELETE, &app.project_url("/api-keys/nope"), &app.key).send().await.unwrap();
+    let resp =
+        app.with_key(Method::DELETE, &app.project_url("/api-keys/nope"), &app.key).send().await.unwrap();
     error_message(resp, 404).await;
 }
 
@@ -84,7 +97,8 @@ async fn wrong_scope_is_403(app: TestApp) {
         let msg = error_message(app.get_with(&app.project_url(path), &key).await, 403).await;
         assert!(msg.as_str().unwrap().contains("api-keys:read"), "{msg}");
     }
-    let resp = app.post_json_with(&app.project_url("/api-keys"), &key, &json!({"scopes": ["streams:read"]})).await;
+    let resp =
+        app.post_json_with(&app.project_url("/api-keys"), &key, &json!({"scopes": ["streams:read"]})).await;
     error_message(resp, 403).await;
     // Members management is admin only: a key needs `*`.
     error_message(app.get_with(&app.project_url("/members"), &key).await, 403).await;
@@ -98,7 +112,8 @@ async fn key_of_another_project_is_404(app: TestApp) {
     let msg = error_message(app.get_with(&app.project_url("/api-keys"), &other_key).await, 404).await;
     assert_eq!(msg, "project not found");
     // Same answer as for a project that does not exist: existence is not revealed.
-    let msg = error_message(app.get_with(&app.url("/v1/projects/nosuch/api-keys"), &app.key).await, 404).await;
+    let msg =
+        error_message(app.get_with(&app.url("/v1/projects/nosuch/api-keys"), &app.key).await, 404).await;
     assert_eq!(msg, "project not found");
     // And the other project's key works on its own project.
     assert_eq!(app.get_with(&app.url("/v1/projects/other/api-keys"), &other_key).await.status(), 200);
@@ -107,12 +122,19 @@ async fn key_of_another_project_is_404(app: TestApp) {
 async fn escalation_is_403(app: TestApp) {
     let limited = app.create_key(&["api-keys:write", "streams:read"]).await;
     let url = app.project_url("/api-keys");
-    for wanted in [json!({"scopes": ["*"]}), json!({"scopes": ["vod:read"]}), json!({"scopes": ["streams:write"]}), json!({})] {
+    for wanted in [
+        json!({"scopes": ["*"]}),
+        json!({"scopes": ["vod:read"]}),
+        json!({"scopes": ["streams:write"]}),
+        json!({}),
+    ] {
         let resp = app.post_json_with(&url, &limited, &wanted).await;
         let msg = error_message(resp, 403).await;
         assert!(msg.as_str().unwrap().contains("does not hold"), "{wanted}: {msg}");
     }
-    for allowed in [json!({"scopes": ["streams:read"]}), json!({"scopes": ["api-keys:read", "api-keys:write"]})] {
+    for allowed in
+        [json!({"scopes": ["streams:read"]}), json!({"scopes": ["api-keys:read", "api-keys:write"]})]
+    {
         assert_eq!(app.post_json_with(&url, &limited, &allowed).await.status(), 201, "{allowed}");
     }
 }
@@ -146,12 +168,20 @@ async fn created_key_is_shown_once_and_stored_hashed(app: TestApp) {
 }
 
 async fn scopes_endpoint_lists_every_scope(app: TestApp) {
-    let body: Value = app.get_with(&app.project_url("/api-keys/scopes"), &app.key).await.json().await.unwrap();
+    let body: Value =
+        app.get_with(&app.project_url("/api-keys/scopes"), &app.key).await.json().await.unwrap();
     assert_eq!(
         body["scopes"],
         json!([
-            "streams:read", "streams:write", "vod:read", "vod:write", "webhooks:read", "webhooks:write",
-            "api-keys:read", "api-keys:write", "*"
+            "streams:read",
+            "streams:write",
+            "vod:read",
+            "vod:write",
+            "webhooks:read",
+            "webhooks:write",
+            "api-keys:read",
+            "api-keys:write",
+            "*"
         ])
     );
 }
@@ -164,7 +194,9 @@ async fn last_used_at_is_sampled(app: TestApp) {
         let client = app.client.clone();
         async move {
             let list: Value = client.get(url).bearer_auth(admin).send().await.unwrap().json().await.unwrap();
-            list["items"].as_array().unwrap().iter().find(|k| k["prefix"] == prefix.as_str()).unwrap()["lastUsedAt"].clone()
+            list["items"].as_array().unwrap().iter().find(|k| k["prefix"] == prefix.as_str()).unwrap()
+                ["lastUsedAt"]
+                .clone()
         }
     };
     assert!(last_used(&app).await.is_null());
@@ -200,7 +232,9 @@ async fn list_is_paginated_newest_first(app: TestApp) {
     assert_eq!(rest["items"][4]["label"], "bootstrap", "oldest last");
     assert_eq!(rest["limit"], 100);
 
-    for (query, field) in [("limit=101", "limit"), ("limit=0", "limit"), ("skip=-1", "skip"), ("limit=abc", "limit")] {
+    for (query, field) in
+        [("limit=101", "limit"), ("limit=0", "limit"), ("skip=-1", "skip"), ("limit=abc", "limit")]
+    {
         let msg = error_message(app.get_with(&format!("{url}?{query}"), &app.key).await, 400).await;
         let first = msg[0].as_str().unwrap();
         assert!(first.starts_with(field), "{query}: {msg}");

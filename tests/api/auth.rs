@@ -50,7 +50,9 @@ async fn wrong_password_and_unknown_user_are_the_same_401(app: TestApp) {
         assert!(resp.headers().get("set-cookie").is_none());
         assert_eq!(error_message(resp, 401).await, "invalid e-mail or password");
     }
-    let msg = error_message(app.client.post(app.url("/v1/auth/login")).json(&json!({})).send().await.unwrap(), 400).await;
+    let msg =
+        error_message(app.client.post(app.url("/v1/auth/login")).json(&json!({})).send().await.unwrap(), 400)
+            .await;
     assert_eq!(msg, json!(["email is required", "password is required"]));
 }
 
@@ -112,14 +114,21 @@ async fn refresh_rotates_and_a_replay_revokes_the_family(app: TestApp) {
     };
     let first = refresh_of(&resp);
     let post_refresh = |cookie: String| {
-        app.client.post(app.url("/v1/auth/refresh")).header("cookie", cookie).header("origin", &app.base).send()
+        app.client
+            .post(app.url("/v1/auth/refresh"))
+            .header("cookie", cookie)
+            .header("origin", &app.base)
+            .send()
     };
     let resp = post_refresh(first.clone()).await.unwrap();
     assert_eq!(resp.status(), 200);
     let second = refresh_of(&resp);
     assert_ne!(first, second, "the refresh token rotates");
     // Replaying the used token fails and revokes the whole family, including the new token.
-    assert_eq!(error_message(post_refresh(first).await.unwrap(), 401).await, "refresh token already used; sign in");
+    assert_eq!(
+        error_message(post_refresh(first).await.unwrap(), 401).await,
+        "refresh token already used; sign in"
+    );
     error_message(post_refresh(second).await.unwrap(), 401).await;
     error_message(post_refresh("sluice_refresh=garbage".into()).await.unwrap(), 401).await;
     error_message(app.client.post(app.url("/v1/auth/refresh")).send().await.unwrap(), 401).await;
@@ -131,8 +140,10 @@ async fn logout_ends_the_session(app: TestApp) {
     let resp = client.post(app.url("/v1/auth/logout")).header("origin", &app.base).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     error_message(client.get(app.url("/v1/auth/me")).send().await.unwrap(), 401).await;
-    let (sessions,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM sessions").fetch_one(app.db.pool()).await.unwrap();
-    let (refresh,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM refresh_tokens").fetch_one(app.db.pool()).await.unwrap();
+    let (sessions,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM sessions").fetch_one(app.db.pool()).await.unwrap();
+    let (refresh,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM refresh_tokens").fetch_one(app.db.pool()).await.unwrap();
     assert_eq!((sessions, refresh), (0, 0));
 }
 
@@ -151,9 +162,11 @@ async fn sessions_are_stored_hashed(app: TestApp) {
         .map(|v| v.to_str().unwrap().split(';').next().unwrap().split_once('=').unwrap().1.to_string())
         .collect();
     assert_eq!(values.len(), 2);
-    let (stored,): (String,) = sqlx::query_as("SELECT token_hash FROM sessions").fetch_one(app.db.pool()).await.unwrap();
+    let (stored,): (String,) =
+        sqlx::query_as("SELECT token_hash FROM sessions").fetch_one(app.db.pool()).await.unwrap();
     assert!(!values.contains(&stored));
     assert!(values.iter().any(|v| sluice::domain::ApiKeyHash::of(v).0 == stored));
-    let (pw,): (String,) = sqlx::query_as("SELECT password_hash FROM users").fetch_one(app.db.pool()).await.unwrap();
+    let (pw,): (String,) =
+        sqlx::query_as("SELECT password_hash FROM users").fetch_one(app.db.pool()).await.unwrap();
     assert!(pw.starts_with("$argon2id$"), "Argon2id: {pw}");
 }

@@ -17,26 +17,40 @@ both_backends!(
 );
 
 async fn unknown_field_is_400(app: TestApp) {
-    let resp = app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"label": "x", "bogus": 1})).await;
+    let resp =
+        app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"label": "x", "bogus": 1})).await;
     let msg = error_message(resp, 400).await;
     assert_eq!(msg, json!(["property bogus should not exist"]));
 }
 
 async fn every_problem_is_reported_naming_its_field(app: TestApp) {
     let body = json!({"label": 5, "scopes": ["vod:read", "vod:admin", 7]});
-    let msg = error_message(app.post_json_with(&app.project_url("/api-keys"), &app.key, &body).await, 400).await;
+    let msg =
+        error_message(app.post_json_with(&app.project_url("/api-keys"), &app.key, &body).await, 400).await;
     let msg: Vec<&str> = msg.as_array().unwrap().iter().map(|m| m.as_str().unwrap()).collect();
     assert_eq!(msg.len(), 3, "{msg:?}");
     assert_eq!(msg[0], "label must be a string");
     assert!(msg[1].starts_with("scopes.1 must be one of streams:read"), "{msg:?}");
     assert_eq!(msg[2], "scopes.2 must be a string");
 
-    let msg = error_message(app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"scopes": "*"})).await, 400).await;
+    let msg = error_message(
+        app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"scopes": "*"})).await,
+        400,
+    )
+    .await;
     assert_eq!(msg, json!(["scopes must be an array"]));
-    let msg = error_message(app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"scopes": []})).await, 400).await;
+    let msg = error_message(
+        app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"scopes": []})).await,
+        400,
+    )
+    .await;
     assert_eq!(msg, json!(["scopes must have 1 to 9 elements"]));
     let long = "x".repeat(101);
-    let msg = error_message(app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"label": long})).await, 400).await;
+    let msg = error_message(
+        app.post_json_with(&app.project_url("/api-keys"), &app.key, &json!({"label": long})).await,
+        400,
+    )
+    .await;
     assert_eq!(msg, json!(["label must be 0 to 100 characters long"]));
     // Nothing was created by any of these.
     let list: Value = app.get_with(&app.project_url("/api-keys"), &app.key).await.json().await.unwrap();
@@ -59,7 +73,8 @@ async fn malformed_json_is_400(app: TestApp) {
 
 async fn oversize_body_is_413(app: TestApp) {
     let big = json!({"label": "x".repeat(100 * 1024)});
-    let msg = error_message(app.post_json_with(&app.project_url("/api-keys"), &app.key, &big).await, 413).await;
+    let msg =
+        error_message(app.post_json_with(&app.project_url("/api-keys"), &app.key, &big).await, 413).await;
     assert!(msg.as_str().unwrap().contains("exceeds"), "{msg}");
     // Also when the body is streamed without a length.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> = (0..100).map(|_| Ok(vec![b' '; 1024])).collect();
@@ -82,7 +97,8 @@ async fn wrong_content_type_is_415(app: TestApp) {
         .await
         .unwrap();
     error_message(resp, 415).await;
-    let resp = app.with_key(Method::POST, &app.project_url("/api-keys"), &app.key).body("{}").send().await.unwrap();
+    let resp =
+        app.with_key(Method::POST, &app.project_url("/api-keys"), &app.key).body("{}").send().await.unwrap();
     error_message(resp, 415).await;
 }
 
@@ -102,7 +118,8 @@ async fn key_over_its_rate_is_429_with_retry_after(app: TestApp) {
             let mut seen = Vec::new();
             for _ in 0..25 {
                 let resp = client.get(&url).bearer_auth(&key).send().await.unwrap();
-                let retry_after = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+                let retry_after =
+                    resp.headers().get("retry-after").map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
                 seen.push((resp.status().as_u16(), retry_after));
             }
             seen

@@ -49,16 +49,17 @@ pub struct TestApp {
 }
 
 pub fn postgres_admin_url() -> String {
-    std::env::var("SLUICE_TEST_POSTGRES_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    std::env::var("SLUICE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 /// A new, empty Postgres database; databases of earlier runs are dropped once per process.
 pub async fn fresh_postgres_url() -> String {
     static CLEANED: OnceCell<()> = OnceCell::const_new();
     let admin = postgres_admin_url();
-    let mut conn = sqlx::PgConnection::connect(&admin)
-        .await
-        .unwrap_or_else(|e| panic!("Postgres at {admin} is needed for these tests (bash scripts/pg.sh): {e}"));
+    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
+        panic!("Postgres at {admin} is needed for these tests (bash scripts/pg.sh): {e}")
+    });
     CLEANED
         .get_or_init(|| async {
             let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect");
@@ -150,7 +151,11 @@ impl TestApp {
     /// Creates a key with `scopes` using the bootstrap key; returns the raw key.
     pub async fn create_key(&self, scopes: &[&str]) -> String {
         let resp = self
-            .post_json_with(&self.project_url("/api-keys"), &self.key, &serde_json::json!({"label": "t", "scopes": scopes}))
+            .post_json_with(
+                &self.project_url("/api-keys"),
+                &self.key,
+                &serde_json::json!({"label": "t", "scopes": scopes}),
+            )
             .await;
         assert_eq!(resp.status(), 201);
         let body: Value = resp.json().await.expect("json");
@@ -159,7 +164,9 @@ impl TestApp {
 
     /// A second project with its own admin and `*` key.
     pub async fn other_project(&self, slug: &str) -> String {
-        let b = sluice::cli::bootstrap_project(&self.db, slug, Some(format!("admin@{slug}.test"))).await.expect("bootstrap");
+        let b = sluice::cli::bootstrap_project(&self.db, slug, Some(format!("admin@{slug}.test")))
+            .await
+            .expect("bootstrap");
         b.key.expose().to_string()
     }
 

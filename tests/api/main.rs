@@ -7,3 +7,4 @@ mod auth;
 mod errors;
 mod ops;
 mod projects;
+mod store;

@@ -13,7 +13,9 @@ async fn health_readiness_and_metrics(app: TestApp) {
     assert_eq!(app.client.get(app.project_url("/api-keys")).send().await.unwrap().status(), 401);
     let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(
-        metrics.contains(r#"sluice_http_requests_total{method="GET",route="/v1/projects/:slug/api-keys",status="200"} 1"#),
+        metrics.contains(
+            r#"sluice_http_requests_total{method="GET",route="/v1/projects/:slug/api-keys",status="200"} 1"#
+        ),
         "{metrics}"
     );
     assert!(metrics.contains(r#"route="/v1/projects/:slug/api-keys",status="401"} 1"#));
@@ -28,7 +30,8 @@ async fn health_readiness_and_metrics(app: TestApp) {
 
 async fn openapi_is_served_as_committed(app: TestApp) {
     let served = app.client.get(app.url("/v1/openapi.json")).send().await.unwrap().text().await.unwrap();
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json")).unwrap();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json")).unwrap();
     assert!(served == committed, "GET /v1/openapi.json differs from openapi/openapi.json");
     let docs = app.client.get(app.url("/docs")).send().await.unwrap();
     assert_eq!(docs.status(), 200);

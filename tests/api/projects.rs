@@ -13,11 +13,15 @@ both_backends!(
 
 async fn signed_in_user_creates_projects_and_slugs_are_unique(app: TestApp) {
     let client = app.signed_in(&app.email, &app.password).await;
-    let create = |body: Value| client.post(app.url("/v1/projects")).header("origin", &app.base).json(&body).send();
+    let create =
+        |body: Value| client.post(app.url("/v1/projects")).header("origin", &app.base).json(&body).send();
     let resp = create(json!({"slug": "second", "name": "Second"})).await.unwrap();
     assert_eq!(resp.status(), 201);
     let p: Value = resp.json().await.unwrap();
-    assert_eq!((p["slug"].as_str(), p["name"].as_str(), p["role"].as_str()), (Some("second"), Some("Second"), Some("admin")));
+    assert_eq!(
+        (p["slug"].as_str(), p["name"].as_str(), p["role"].as_str()),
+        (Some("second"), Some("Second"), Some("admin"))
+    );
     assert!(p["_id"].is_string() && p["createdAt"].as_str().unwrap().ends_with('Z'));
 
     assert_eq!(error_message(create(json!({"slug": "second"})).await.unwrap(), 409).await, "slug is taken");
@@ -32,7 +36,11 @@ async fn signed_in_user_creates_projects_and_slugs_are_unique(app: TestApp) {
     // A key acts for its project, not for a person: it cannot create projects.
     let resp = app.post_json_with(&app.url("/v1/projects"), &app.key, &json!({"slug": "third"})).await;
     error_message(resp, 403).await;
-    error_message(app.client.post(app.url("/v1/projects")).json(&json!({"slug": "x-y-z"})).send().await.unwrap(), 401).await;
+    error_message(
+        app.client.post(app.url("/v1/projects")).json(&json!({"slug": "x-y-z"})).send().await.unwrap(),
+        401,
+    )
+    .await;
 }
 
 /// Adds `email` with `role` through the API; returns a client signed in as that user.
@@ -96,7 +104,13 @@ async fn roles_map_to_scopes(app: TestApp) {
     let members: Value = admin.get(app.project_url("/members")).send().await.unwrap().json().await.unwrap();
     assert_eq!(members["total"], 2);
     let msg = error_message(
-        admin.post(app.project_url("/members")).header("origin", &app.base).json(&json!({"email": "x", "role": "boss"})).send().await.unwrap(),
+        admin
+            .post(app.project_url("/members"))
+            .header("origin", &app.base)
+            .json(&json!({"email": "x", "role": "boss"}))
+            .send()
+            .await
+            .unwrap(),
         400,
     )
     .await;
@@ -115,17 +129,31 @@ async fn the_last_admin_stays(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(error_message(resp, 409).await, "a project keeps at least one admin");
-    let resp = admin.delete(app.project_url(&format!("/members/{admin_id}"))).header("origin", &app.base).send().await.unwrap();
+    let resp = admin
+        .delete(app.project_url(&format!("/members/{admin_id}")))
+        .header("origin", &app.base)
+        .send()
+        .await
+        .unwrap();
     error_message(resp, 409).await;
 
     // With a second admin, the first can leave; then the project is gone for them.
     let (_, _) = add_member(&app, &admin, "second@example.com", "admin").await;
-    let resp = admin.delete(app.project_url(&format!("/members/{admin_id}"))).header("origin", &app.base).send().await.unwrap();
+    let resp = admin
+        .delete(app.project_url(&format!("/members/{admin_id}")))
+        .header("origin", &app.base)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
     error_message(admin.get(app.project_url("")).send().await.unwrap(), 404).await;
     // A key with `*` manages members too.
     let members: Value = app.get_with(&app.project_url("/members"), &app.key).await.json().await.unwrap();
     assert_eq!(members["total"], 1);
-    let resp = app.with_key(reqwest::Method::DELETE, &app.project_url("/members/nobody"), &app.key).send().await.unwrap();
+    let resp = app
+        .with_key(reqwest::Method::DELETE, &app.project_url("/members/nobody"), &app.key)
+        .send()
+        .await
+        .unwrap();
     error_message(resp, 404).await;
 }

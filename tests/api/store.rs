@@ -1,0 +1,79 @@
+//! The store itself, on SQLite and on Postgres: migrations, constraints, the SQLite pragmas.
+
+use sluice::domain::ScopeSet;
+use sluice::store::{is_unique_violation, Backend, Db};
+
+use crate::helpers::fresh_postgres_url;
+
+async fn fresh(backend: Backend) -> (Db, String, Option<tempfile::TempDir>) {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}/nested/dir/sluice.db", dir.path().display());
+            (Db::connect(&url).await.unwrap(), url, Some(dir))
+        }
+        Backend::Postgres => {
+            let url = fresh_postgres_url().await;
+            (Db::connect(&url).await.unwrap(), url, None)
+        }
+    }
+}
+
+async fn migrations_are_idempotent_and_constraints_hold(backend: Backend) {
+    let (db, url, _dir) = fresh(backend).await;
+    assert_eq!(db.backend(), backend);
+    // A second process connecting applies nothing twice.
+    let again = Db::connect(&url).await.unwrap();
+    let (applied,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM _sqlx_migrations").fetch_one(again.pool()).await.unwrap();
+    assert_eq!(applied, 1);
+
+    // Unique slugs, e-mails and key hashes are enforced by the database.
+    let user = db.create_user("a@example.com", "hash").await.unwrap();
+    let err = db.create_user("a@example.com", "hash").await.unwrap_err();
+    assert!(is_unique_violation(&err), "{err}");
+    let project = db.create_project("alpha", "Alpha", &user.id).await.unwrap();
+    let err = db.create_project("alpha", "Alpha", &user.id).await.unwrap_err();
+    assert!(is_unique_violation(&err), "{err}");
+    db.create_api_key(&project.id, "", "svc_aaaaaaaa", "h1", &ScopeSet::all()).await.unwrap();
+    let err = db.create_api_key(&project.id, "", "svc_aaaaaaaa", "h1", &ScopeSet::all()).await.unwrap_err();
+    assert!(is_unique_violation(&err), "{err}");
+
+    // A failed transaction leaves nothing behind: the project insert was rolled back.
+    let err = db.create_project("beta", "Beta", "no-such-user").await.unwrap_err();
+    assert!(err.as_database_error().is_some(), "foreign key refused: {err}");
+    assert!(db.project_by_slug("beta").await.unwrap().is_none());
+
+    // Foreign keys are on, also on SQLite.
+    let res = sqlx::query(
+        "INSERT INTO memberships (project_id, user_id, role, created_at) VALUES ($1, $2, 'viewer', 0)",
+    )
+    .bind("missing-project")
+    .bind(&user.id)
+    .execute(db.pool())
+    .await;
+    assert!(res.is_err(), "foreign key enforced");
+}
+
+async fn sqlite_runs_in_wal_mode() {
+    let (db, _url, _dir) = fresh(Backend::Sqlite).await;
+    let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode").fetch_one(db.pool()).await.unwrap();
+    assert_eq!(mode, "wal");
+    let (fk,): (i64,) = sqlx::query_as("PRAGMA foreign_keys").fetch_one(db.pool()).await.unwrap();
+    assert_eq!(fk, 1);
+}
+
+#[tokio::test]
+async fn migrations_and_constraints_sqlite() {
+    migrations_are_idempotent_and_constraints_hold(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn migrations_and_constraints_postgres() {
+    migrations_are_idempotent_and_constraints_hold(Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn sqlite_wal_and_foreign_keys() {
+    sqlite_runs_in_wal_mode().await;
+}
