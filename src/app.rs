@@ -12,10 +12,13 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
 use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
+use tokio::sync::Notify;
 
 use crate::api::error::{to_json_error, ApiError};
 use crate::api::security::SESSION_COOKIE;
-use crate::config::Settings;
+use crate::config::{Mode, Settings};
+use crate::events::sender::Sender;
+use crate::events::Event;
 use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::store::Db;
@@ -31,6 +34,10 @@ pub struct App {
     pub metrics: Metrics,
     /// When each key's `lastUsedAt` was last written by this process.
     pub(crate) key_uses: Mutex<HashMap<String, i64>>,
+    /// Wakes the webhook sender when this process queued deliveries.
+    sender_wake: Arc<Notify>,
+    /// This process's identity for leases; kept in the data dir so a restart reclaims them.
+    node_id: String,
 }
 
 impl App {
@@ -42,7 +49,10 @@ impl App {
             std::fs::create_dir_all(&path).with_context(|| format!("creating storage folder {path}"))?;
         }
         let db = Db::connect(&settings.database_url).await?;
+        let node_id = node_id(&settings.data_dir)?;
         Ok(Arc::new(App {
+            sender_wake: Arc::new(Notify::new()),
+            node_id,
             request_limiter: RateLimiter::new(settings.rate_limit_per_key, settings.rate_limit_burst),
             auth_failures: RateLimiter::new(
                 f64::from(settings.auth_failures_per_min) / 60.0,
@@ -53,6 +63,26 @@ impl App {
             settings,
             db,
         }))
+    }
+
+    /// Whether webhook targets may be plain http and private addresses (development mode).
+    pub fn allow_private_webhooks(&self) -> bool {
+        self.settings.mode == Mode::Development
+    }
+
+    /// Tells the webhook sender that deliveries were queued.
+    pub fn wake_sender(&self) {
+        self.sender_wake.notify_one();
+    }
+
+    /// Emits an event in a transaction of its own and wakes the sender. Emitters that change
+    /// state call [`crate::events::emit`] on their own transaction instead.
+    pub async fn emit(&self, project_id: &str, event: &Event) -> Result<usize, crate::store::DbError> {
+        let mut tx = self.db.begin_write().await?;
+        let queued = crate::events::emit(&mut tx, project_id, event).await?;
+        tx.commit().await?;
+        self.wake_sender();
+        Ok(queued)
     }
 
     /// The whole HTTP surface.
@@ -93,12 +123,25 @@ impl App {
             .context("listener has no address")?;
         let routes = self.routes();
         self.spawn_housekeeping();
+        self.spawn_sender()?;
         let server = tokio::spawn(async move {
             poem::Server::new_with_acceptor(acceptor)
                 .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
                 .await
         });
         Ok((addr, server))
+    }
+
+    fn spawn_sender(self: &Arc<Self>) -> anyhow::Result<()> {
+        let sender = Sender::new(
+            self.db.clone(),
+            self.allow_private_webhooks(),
+            self.settings.webhook_retry_scale,
+            self.node_id.clone(),
+            self.sender_wake.clone(),
+        )?;
+        tokio::spawn(Arc::new(sender).run());
+        Ok(())
     }
 
     fn spawn_housekeeping(self: &Arc<Self>) {
@@ -113,6 +156,20 @@ impl App {
             }
         });
     }
+}
+
+/// A stable identity for this process's data dir, created on first start.
+fn node_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = data_dir.join("node-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        let id = id.trim().to_string();
+        if !id.is_empty() {
+            return Ok(id);
+        }
+    }
+    let id = crate::domain::new_id();
+    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    Ok(id)
 }
 
 fn local_storage_path(storage_url: &str) -> Option<String> {

@@ -5,6 +5,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod events;
 pub mod metrics;
 pub mod ratelimit;
 pub mod store;

@@ -209,6 +209,20 @@ impl Fields {
         ok.then_some(out)
     }
 
+    /// A required array of strings, each parsed by `parse`.
+    pub fn list<T>(
+        &mut self,
+        name: &str,
+        len: RangeInclusive<usize>,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<Vec<T>> {
+        if !self.map.get(name).is_some_and(|v| !v.is_null()) {
+            self.error(name, "is required");
+            return None;
+        }
+        self.opt_list(name, len, parse)
+    }
+
     /// Unknown fields are problems too.
     fn finish(mut self) -> Result<(), ApiError> {
         let unknown: Vec<String> = self.map.keys().cloned().collect();

@@ -5,9 +5,11 @@ pub mod api_keys;
 pub mod auth;
 pub mod body;
 pub mod error;
+pub mod outgoing;
 pub mod pagination;
 pub mod projects;
 pub mod security;
+pub mod webhooks;
 
 use poem_openapi::{OpenApiService, Tags};
 
@@ -20,9 +22,12 @@ pub enum ApiTags {
     /// Project-scoped bearer credentials.
     #[oai(rename = "API keys")]
     ApiKeys,
+    /// Signed HTTP callbacks for stream and VOD events, and their delivery log.
+    Webhooks,
 }
 
-pub type Apis = (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi);
+pub type Apis = (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi, webhooks::WebhooksApi);
+pub type Service = OpenApiService<Apis, outgoing::OutgoingWebhooks>;
 
 const DESCRIPTION: &str = "Sluice: self-hostable live streaming and video on demand. \
 Every project endpoint takes `Authorization: Bearer svc_…` (an API key of that project) or the \
@@ -31,17 +36,18 @@ session cookie of a signed-in member. Errors are `{statusCode, error, message}`;
 
 /// The API service. The document does not depend on settings, so `sluice openapi`, the committed
 /// `openapi/openapi.json` and `GET /v1/openapi.json` are the same bytes.
-pub fn service() -> OpenApiService<Apis, ()> {
+pub fn service() -> Service {
     OpenApiService::new(
-        (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi),
+        (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi, webhooks::WebhooksApi),
         "Sluice",
         env!("CARGO_PKG_VERSION"),
     )
     .description(DESCRIPTION)
+    .webhooks::<outgoing::OutgoingWebhooks>()
 }
 
 /// The OpenAPI document as served and committed (with a final newline).
-pub fn spec_json(service: &OpenApiService<Apis, ()>) -> String {
+pub fn spec_json(service: &Service) -> String {
     let mut spec = service.spec();
     spec.push('\n');
     spec

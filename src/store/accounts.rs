@@ -48,7 +48,7 @@ impl Db {
     ) -> Result<ProjectRow, DbError> {
         let project =
             ProjectRow { id: new_id(), slug: slug.to_string(), name: name.to_string(), created_at: now_ms() };
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query("INSERT INTO projects (id, slug, name, created_at) VALUES ($1, $2, $3, $4)")
             .bind(&project.id)
             .bind(&project.slug)
@@ -193,7 +193,7 @@ impl Db {
     /// Changes a member's role unless that would leave the project without an admin.
     /// Returns `Ok(false)` when the change was refused for that reason.
     pub async fn set_role(&self, project_id: &str, user_id: &str, role: Role) -> Result<bool, DbError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let admins = count(
             &sqlx::query(
                 "SELECT COUNT(*) FROM memberships WHERE project_id = $1 AND role = 'admin' AND user_id <> $2",
@@ -218,7 +218,7 @@ impl Db {
 
     /// Removes a member unless they are the last admin. `Ok(false)` when refused for that reason.
     pub async fn remove_member(&self, project_id: &str, user_id: &str) -> Result<bool, DbError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = self.begin_write().await?;
         let admins = count(
             &sqlx::query(
                 "SELECT COUNT(*) FROM memberships WHERE project_id = $1 AND role = 'admin' AND user_id <> $2",

@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod api_keys;
 pub mod sessions;
+pub mod webhooks;
 
 use std::path::Path;
 use std::time::Duration;
@@ -82,6 +83,16 @@ impl Db {
 
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// Begins a transaction that will write. On SQLite it takes the write lock up front
+    /// (`BEGIN IMMEDIATE`): a deferred transaction that reads and then writes fails with
+    /// SQLITE_BUSY_SNAPSHOT when another writer committed in between, and no busy timeout helps.
+    pub async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, DbError> {
+        match self.backend {
+            Backend::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Backend::Postgres => self.pool.begin().await,
+        }
     }
 
     /// Round-trips a trivial query (readiness).

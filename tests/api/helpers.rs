@@ -37,6 +37,8 @@ macro_rules! both_backends {
 pub(crate) use both_backends;
 
 pub struct TestApp {
+    pub app: std::sync::Arc<App>,
+    pub project_id: String,
     pub base: String,
     pub slug: String,
     pub key: String,
@@ -86,6 +88,9 @@ pub fn test_args(dir: &std::path::Path, database_url: String) -> ConfigArgs {
         data_dir: Some(dir.to_path_buf()),
         database_url: Some(database_url),
         http_addr: Some("127.0.0.1:0".parse().expect("addr")),
+        // Tests receive webhooks on loopback over plain http, with retries 100 times faster.
+        mode: Some(sluice::config::Mode::Development),
+        webhook_retry_scale: Some(0.01),
         ..Default::default()
     }
 }
@@ -112,7 +117,10 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut ConfigArgs
         })
         .await
         .expect("server starts");
+    let project_id = app.db.project_by_slug(&boot.project_slug).await.expect("db").expect("project").id;
     TestApp {
+        app: app.clone(),
+        project_id,
         base: format!("http://{addr}"),
         slug: boot.project_slug,
         key: boot.key.expose().to_string(),

@@ -7,4 +7,7 @@ mod auth;
 mod errors;
 mod ops;
 mod projects;
+mod receiver;
 mod store;
+mod webhooks;
+mod webhooks_restart;

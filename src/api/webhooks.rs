@@ -1,0 +1,398 @@
+//! `/v1/projects/<slug>/webhooks` (interface: Webhooks; CONTRACT: Webhooks).
+
+use std::sync::Arc;
+
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+
+use super::body::{Fields, FromJsonBody, JsonBody};
+use super::error::{ApiError, ApiResult};
+use super::pagination::{PageQuery, Paginated};
+use super::security::Auth;
+use super::ApiTags;
+use crate::app::App;
+use crate::domain::{new_id, time::iso, time::now_ms, Scope};
+use crate::events::{guard, signing, EventName};
+use crate::store::webhooks::{DeliveryRow, WebhookRow};
+
+/// A webhook as listed: never its secret.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Webhook {
+    #[oai(rename = "_id")]
+    pub id: String,
+    pub url: String,
+    pub description: String,
+    /// Subscribed event names, or `["*"]` for every event.
+    pub events: Vec<String>,
+    pub enabled: bool,
+    /// Failed attempts in a row; a success resets it.
+    pub consecutive_failures: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<WebhookRow> for Webhook {
+    fn from(w: WebhookRow) -> Self {
+        Webhook {
+            id: w.id,
+            url: w.url,
+            description: w.description,
+            events: w.events.split_whitespace().map(str::to_string).collect(),
+            enabled: w.enabled == 1,
+            consecutive_failures: w.consecutive_failures,
+            created_at: iso(w.created_at),
+            updated_at: iso(w.updated_at),
+        }
+    }
+}
+
+/// The created webhook with its signing secret: shown in this response only.
+#[derive(Debug, Object)]
+pub struct CreatedWebhook {
+    #[oai(flatten)]
+    pub webhook: Webhook,
+    /// 32 hexadecimal characters; signs every delivery (HMAC-SHA256). Never shown again.
+    pub secret: String,
+}
+
+/// Body of `POST /webhooks`.
+#[derive(Debug, Object)]
+pub struct CreateWebhook {
+    /// https URL (plain http only in development mode) that resolves to a public address.
+    pub url: String,
+    /// Optional label, up to 200 characters.
+    pub description: Option<String>,
+    /// Event names from the catalog, or `*`; at least one.
+    pub events: Vec<String>,
+    /// Whether deliveries are sent (default true).
+    pub enabled: Option<bool>,
+}
+
+fn parse_event(s: &str) -> Result<String, String> {
+    if s == "*" || EventName::parse(s).is_some() {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "must be * or one of {}",
+            EventName::ALL.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")
+        ))
+    }
+}
+
+fn normalise_events(mut events: Vec<String>) -> Vec<String> {
+    if events.iter().any(|e| e == "*") {
+        return vec!["*".into()];
+    }
+    events.sort();
+    events.dedup();
+    events
+}
+
+impl FromJsonBody for CreateWebhook {
+    fn from_fields(f: &mut Fields) -> Self {
+        let url = f.string("url", 1..=2048);
+        let description = f.opt_string("description", 0..=200);
+        let events = f.list("events", 1..=32, parse_event).unwrap_or_default();
+        CreateWebhook { url, description, events, enabled: f.opt_bool("enabled") }
+    }
+}
+
+/// Body of `PATCH /webhooks/<id>`: any of the fields.
+#[derive(Debug, Object)]
+pub struct UpdateWebhook {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    pub events: Option<Vec<String>>,
+    pub enabled: Option<bool>,
+}
+
+impl FromJsonBody for UpdateWebhook {
+    fn from_fields(f: &mut Fields) -> Self {
+        UpdateWebhook {
+            url: f.opt_string("url", 1..=2048),
+            description: f.opt_string("description", 0..=200),
+            events: f.opt_list("events", 1..=32, parse_event),
+            enabled: f.opt_bool("enabled"),
+        }
+    }
+}
+
+/// Every event name in the catalog.
+#[derive(Debug, Object)]
+pub struct EventCatalog {
+    pub events: Vec<EventName>,
+}
+
+/// One delivery of an event to a webhook.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Delivery {
+    /// Also the envelope `id` and the `X-Service-Delivery` header; the same on every retry.
+    #[oai(rename = "_id")]
+    pub id: String,
+    pub webhook_id: String,
+    pub event: String,
+    /// pending, success or failed.
+    pub status: String,
+    pub attempts: i64,
+    /// HTTP status of the last attempt, if it got a response.
+    pub response_code: Option<i64>,
+    /// Why the last attempt failed.
+    pub error: Option<String>,
+    pub created_at: String,
+    pub last_attempt_at: Option<String>,
+    /// When the next attempt is due (pending deliveries only).
+    pub next_attempt_at: Option<String>,
+}
+
+impl From<DeliveryRow> for Delivery {
+    fn from(d: DeliveryRow) -> Self {
+        let pending = d.status == "pending";
+        Delivery {
+            id: d.id,
+            webhook_id: d.webhook_id,
+            event: d.event,
+            status: d.status,
+            attempts: d.attempts,
+            response_code: d.response_code,
+            error: d.error,
+            created_at: iso(d.created_at),
+            last_attempt_at: d.last_attempt_at.map(iso),
+            next_attempt_at: pending.then(|| iso(d.next_attempt_at)),
+        }
+    }
+}
+
+/// Recent deliveries, newest first.
+#[derive(Debug, Object)]
+pub struct DeliveryList {
+    pub items: Vec<Delivery>,
+}
+
+#[derive(ApiResponse)]
+pub enum CreateWebhookResponse {
+    /// The webhook was created; `secret` is shown only here.
+    #[oai(status = 201)]
+    Created(Json<CreatedWebhook>),
+}
+
+#[derive(ApiResponse)]
+pub enum TestWebhookResponse {
+    /// A signed `webhook.test` delivery was queued.
+    #[oai(status = 201)]
+    Created(Json<Delivery>),
+}
+
+pub struct WebhooksApi;
+
+#[OpenApi(tag = "ApiTags::Webhooks")]
+impl WebhooksApi {
+    /// List every event name in the catalog
+    #[oai(path = "/v1/projects/:slug/webhooks/events", method = "get", operation_id = "listWebhookEvents")]
+    async fn events(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+    ) -> ApiResult<Json<EventCatalog>> {
+        app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
+        Ok(Json(EventCatalog { events: EventName::ALL.to_vec() }))
+    }
+
+    /// List the project's webhooks, newest first
+    #[oai(path = "/v1/projects/:slug/webhooks", method = "get", operation_id = "listWebhooks")]
+    async fn list(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        /// Items to skip (default 0).
+        skip: Query<Option<i64>>,
+        /// Page size (default 20, at most 100).
+        limit: Query<Option<i64>>,
+    ) -> ApiResult<Json<Paginated<Webhook>>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
+        let page = PageQuery::list(skip.0, limit.0)?;
+        let rows = app.db.list_webhooks(&p.project.id, page.skip, page.limit).await?;
+        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
+    }
+
+    /// Create a webhook; its signing secret is returned only in this response
+    #[oai(path = "/v1/projects/:slug/webhooks", method = "post", operation_id = "createWebhook")]
+    async fn create(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        body: JsonBody<CreateWebhook>,
+    ) -> ApiResult<CreateWebhookResponse> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
+        let body = body.0;
+        let url = guard::check_target(&body.url, app.allow_private_webhooks())
+            .await
+            .map_err(|problem| ApiError::invalid("url", &problem))?;
+        let now = now_ms();
+        let row = WebhookRow {
+            id: new_id(),
+            project_id: p.project.id.clone(),
+            url: url.to_string(),
+            description: body.description.unwrap_or_default(),
+            events: normalise_events(body.events).join(" "),
+            enabled: i64::from(body.enabled.unwrap_or(true)),
+            secret: signing::new_secret(),
+            consecutive_failures: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        app.db.create_webhook(&row).await?;
+        tracing::info!(project = %p.project.slug, webhook = %row.id, "webhook created");
+        let secret = row.secret.clone();
+        Ok(CreateWebhookResponse::Created(Json(CreatedWebhook { webhook: row.into(), secret })))
+    }
+
+    /// Recent deliveries, newest first, optionally of one webhook
+    #[oai(
+        path = "/v1/projects/:slug/webhooks/deliveries",
+        method = "get",
+        operation_id = "listWebhookDeliveries"
+    )]
+    async fn deliveries(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        /// Only deliveries to this webhook.
+        #[oai(name = "webhookId")]
+        webhook_id: Query<Option<String>>,
+        /// How many (default 50, at most 200).
+        limit: Query<Option<i64>>,
+    ) -> ApiResult<Json<DeliveryList>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
+        let page = PageQuery::parse(None, limit.0, 50, 200)?;
+        let rows = app.db.list_deliveries(&p.project.id, webhook_id.0.as_deref(), page.limit).await?;
+        Ok(Json(DeliveryList { items: rows.into_iter().map(Into::into).collect() }))
+    }
+
+    /// Send a finished delivery again: same id and bytes, a fresh set of attempts
+    #[oai(
+        path = "/v1/projects/:slug/webhooks/deliveries/:id/redeliver",
+        method = "post",
+        operation_id = "redeliverWebhookDelivery"
+    )]
+    async fn redeliver(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Delivery>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
+        app.db
+            .delivery(&p.project.id, &id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("delivery not found"))?;
+        if !app.db.requeue_delivery(&p.project.id, &id).await? {
+            return Err(ApiError::conflict("delivery is still pending"));
+        }
+        app.wake_sender();
+        let row = app
+            .db
+            .delivery(&p.project.id, &id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("delivery not found"))?;
+        Ok(Json(row.into()))
+    }
+
+    /// Get a webhook
+    #[oai(path = "/v1/projects/:slug/webhooks/:id", method = "get", operation_id = "getWebhook")]
+    async fn get(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Webhook>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
+        Ok(Json(find(&app, &p.project.id, &id).await?.into()))
+    }
+
+    /// Change a webhook's url, events, description or enabled flag
+    #[oai(path = "/v1/projects/:slug/webhooks/:id", method = "patch", operation_id = "updateWebhook")]
+    async fn update(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+        body: JsonBody<UpdateWebhook>,
+    ) -> ApiResult<Json<Webhook>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
+        let mut row = find(&app, &p.project.id, &id).await?;
+        let body = body.0;
+        if let Some(url) = body.url {
+            row.url = guard::check_target(&url, app.allow_private_webhooks())
+                .await
+                .map_err(|problem| ApiError::invalid("url", &problem))?
+                .to_string();
+        }
+        if let Some(description) = body.description {
+            row.description = description;
+        }
+        if let Some(events) = body.events {
+            row.events = normalise_events(events).join(" ");
+        }
+        if let Some(enabled) = body.enabled {
+            row.enabled = i64::from(enabled);
+        }
+        row.updated_at = now_ms();
+        app.db.update_webhook(&row).await?;
+        Ok(Json(row.into()))
+    }
+
+    /// Delete a webhook and its delivery log
+    #[oai(path = "/v1/projects/:slug/webhooks/:id", method = "delete", operation_id = "deleteWebhook")]
+    async fn delete(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Webhook>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
+        let row = find(&app, &p.project.id, &id).await?;
+        app.db.delete_webhook(&p.project.id, &id).await?;
+        tracing::info!(project = %p.project.slug, webhook = %row.id, "webhook deleted");
+        Ok(Json(row.into()))
+    }
+
+    /// Queue a signed test ping (`webhook.test`) to this webhook
+    #[oai(path = "/v1/projects/:slug/webhooks/:id/test", method = "post", operation_id = "testWebhook")]
+    async fn test(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<TestWebhookResponse> {
+        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
+        let row = find(&app, &p.project.id, &id).await?;
+        if row.enabled != 1 {
+            return Err(ApiError::conflict("webhook is disabled; enable it to send a test"));
+        }
+        let delivery_id = crate::events::queue_test(&app.db, &p.project.id, &row.id).await?;
+        app.wake_sender();
+        let d = app
+            .db
+            .delivery(&p.project.id, &delivery_id)
+            .await?
+            .ok_or_else(|| ApiError::internal("delivery vanished"))?;
+        Ok(TestWebhookResponse::Created(Json(d.into())))
+    }
+}
+
+async fn find(app: &App, project_id: &str, id: &str) -> ApiResult<WebhookRow> {
+    app.db.webhook(project_id, id).await?.ok_or_else(|| ApiError::not_found("webhook not found"))
+}

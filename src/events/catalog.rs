@@ -1,0 +1,205 @@
+//! The event catalog and each event's payload: the one typed place that emitters, the OpenAPI
+//! document (its `webhooks` section) and the docs all read (interface: Events; Resources).
+
+use poem_openapi::types::ToJSON;
+use poem_openapi::{Enum, Object};
+
+/// Every event a webhook can subscribe to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Enum)]
+pub enum EventName {
+    /// A stream was created.
+    #[oai(rename = "stream.created")]
+    StreamCreated,
+    /// The first push opened a session.
+    #[oai(rename = "stream.live")]
+    StreamLive,
+    /// The push disconnected, or the stream was killed.
+    #[oai(rename = "stream.ended")]
+    StreamEnded,
+    /// The stream was disabled (manually, deleted, credit kill or no input); carries `reason`.
+    #[oai(rename = "stream.disabled")]
+    StreamDisabled,
+    /// The source file landed in storage and passed validation.
+    #[oai(rename = "vod.uploaded")]
+    VodUploaded,
+    /// Transcoding started.
+    #[oai(rename = "vod.processing")]
+    VodProcessing,
+    /// Renditions, master playlist and thumbnail are in storage; `playbackUrl` is ready.
+    #[oai(rename = "vod.complete")]
+    VodComplete,
+    /// Transcoding failed; `error` holds the message.
+    #[oai(rename = "vod.failed")]
+    VodFailed,
+    /// The VOD was cancelled.
+    #[oai(rename = "vod.cancelled")]
+    VodCancelled,
+}
+
+impl EventName {
+    pub const ALL: [EventName; 9] = [
+        EventName::StreamCreated,
+        EventName::StreamLive,
+        EventName::StreamEnded,
+        EventName::StreamDisabled,
+        EventName::VodUploaded,
+        EventName::VodProcessing,
+        EventName::VodComplete,
+        EventName::VodFailed,
+        EventName::VodCancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventName::StreamCreated => "stream.created",
+            EventName::StreamLive => "stream.live",
+            EventName::StreamEnded => "stream.ended",
+            EventName::StreamDisabled => "stream.disabled",
+            EventName::VodUploaded => "vod.uploaded",
+            EventName::VodProcessing => "vod.processing",
+            EventName::VodComplete => "vod.complete",
+            EventName::VodFailed => "vod.failed",
+            EventName::VodCancelled => "vod.cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<EventName> {
+        EventName::ALL.into_iter().find(|e| e.as_str() == s)
+    }
+}
+
+/// The name of the signed ping sent by `POST /webhooks/<id>/test`. Not in the catalog: it is
+/// sent only on request, to that one webhook.
+pub const TEST_EVENT: &str = "webhook.test";
+
+/// `data` of the stream events.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StreamEventData {
+    pub id: String,
+    pub name: String,
+    pub stream_key: String,
+    /// live, idle, disabled or pending.
+    pub status: String,
+    pub project_id: String,
+    pub vod_enabled: bool,
+    pub created_at: String,
+    /// Why the stream was disabled (`stream.disabled` only): deleted, manual, no_input,
+    /// insufficient_credits.
+    #[oai(skip_serializing_if_is_none)]
+    pub reason: Option<String>,
+}
+
+/// `data` of the VOD events.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct VodEventData {
+    pub id: String,
+    pub name: String,
+    pub status: String,
+    pub project_id: String,
+    pub output_format: String,
+    /// `{playback_base}/vod/<id>/master.m3u8`
+    pub playback_url: String,
+    /// `{playback_base}/vod/<id>/thumb.jpg`
+    pub thumbnail_url: String,
+    /// Bytes of the source file.
+    pub source_size: Option<i64>,
+    pub completed_at: Option<String>,
+    /// The failure message (`vod.failed` only).
+    #[oai(skip_serializing_if_is_none)]
+    pub error: Option<String>,
+}
+
+/// `data` of the test ping.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct TestEventData {
+    pub webhook_id: String,
+    pub project_id: String,
+    pub message: String,
+}
+
+/// An event with its typed payload.
+#[derive(Debug, Clone)]
+pub enum Event {
+    StreamCreated(StreamEventData),
+    StreamLive(StreamEventData),
+    StreamEnded(StreamEventData),
+    StreamDisabled(StreamEventData),
+    VodUploaded(VodEventData),
+    VodProcessing(VodEventData),
+    VodComplete(VodEventData),
+    VodFailed(VodEventData),
+    VodCancelled(VodEventData),
+}
+
+impl Event {
+    pub fn name(&self) -> EventName {
+        match self {
+            Event::StreamCreated(_) => EventName::StreamCreated,
+            Event::StreamLive(_) => EventName::StreamLive,
+            Event::StreamEnded(_) => EventName::StreamEnded,
+            Event::StreamDisabled(_) => EventName::StreamDisabled,
+            Event::VodUploaded(_) => EventName::VodUploaded,
+            Event::VodProcessing(_) => EventName::VodProcessing,
+            Event::VodComplete(_) => EventName::VodComplete,
+            Event::VodFailed(_) => EventName::VodFailed,
+            Event::VodCancelled(_) => EventName::VodCancelled,
+        }
+    }
+
+    /// The `data` member of the envelope.
+    pub fn data(&self) -> serde_json::Value {
+        let json = match self {
+            Event::StreamCreated(d)
+            | Event::StreamLive(d)
+            | Event::StreamEnded(d)
+            | Event::StreamDisabled(d) => d.to_json(),
+            Event::VodUploaded(d)
+            | Event::VodProcessing(d)
+            | Event::VodComplete(d)
+            | Event::VodFailed(d)
+            | Event::VodCancelled(d) => d.to_json(),
+        };
+        json.unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// Whether a webhook's stored subscription (space-separated names or `*`) takes `event`.
+pub fn subscribed(events: &str, event: &str) -> bool {
+    events.split_whitespace().any(|e| e == "*" || e == event)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_subscriptions_match() {
+        for e in EventName::ALL {
+            assert_eq!(EventName::parse(e.as_str()), Some(e));
+        }
+        assert!(subscribed("stream.live vod.failed", "vod.failed"));
+        assert!(!subscribed("stream.live", "stream.ended"));
+        assert!(subscribed("*", "vod.complete"));
+    }
+
+    #[test]
+    fn reason_appears_only_when_set() {
+        let d = StreamEventData {
+            id: "s".into(),
+            name: "n".into(),
+            stream_key: "k".into(),
+            status: "idle".into(),
+            project_id: "p".into(),
+            vod_enabled: false,
+            created_at: "t".into(),
+            reason: None,
+        };
+        assert!(Event::StreamEnded(d.clone()).data().get("reason").is_none());
+        let v = Event::StreamDisabled(StreamEventData { reason: Some("manual".into()), ..d }).data();
+        assert_eq!(v["reason"], "manual");
+        assert_eq!(v["streamKey"], "k");
+    }
+}

@@ -1,0 +1,276 @@
+//! The delivery sender: leases due deliveries from the outbox and POSTs them
+//! (interface: Delivery; Response handling and retries).
+//!
+//! Each attempt is a new request with the same id and body bytes, a 10 s timeout and no
+//! redirects; a 2xx is success. Failures are retried after 5 s, 30 s, 2 min and 10 min (counted
+//! from the previous attempt, times `SLUICE_WEBHOOK_RETRY_SCALE`); the 5th failure is final.
+//! A lease outlives the timeout, so a row is never sent by two processes at once; a process that
+//! died with leases gets them back when it starts again with the same node id (its data dir).
+//!
+//! Deliveries of one webhook are sent one at a time, in the order they were claimed (event
+//! order), by that webhook's worker; different webhooks are served in parallel, so one slow
+//! receiver holds up only its own deliveries.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use tokio::sync::{mpsc, Notify, Semaphore};
+
+use super::guard::{check_url, GuardedResolver};
+use super::signing::sign;
+use crate::domain::time::now_ms;
+use crate::store::webhooks::{AttemptOutcome, Claimed};
+use crate::store::Db;
+
+/// Attempts in total.
+pub const MAX_ATTEMPTS: i64 = 5;
+/// Delay before attempt n+1 (index n), counted from the previous attempt.
+pub const RETRY_DELAYS: [Duration; 5] = [
+    Duration::from_secs(0),
+    Duration::from_secs(5),
+    Duration::from_secs(30),
+    Duration::from_secs(120),
+    Duration::from_secs(600),
+];
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const USER_AGENT: &str = "service-webhook/1.0";
+/// How long a leased row stays with its sender: well past the attempt timeout.
+const LEASE: Duration = Duration::from_secs(60);
+/// How often to look for due rows when nothing in this process woke the sender (other
+/// processes' events, retries coming due).
+const POLL: Duration = Duration::from_millis(250);
+const BATCH: i64 = 64;
+/// Attempts running at once across all webhooks.
+const IN_FLIGHT: usize = 32;
+/// A webhook worker with nothing to do for this long ends.
+const WORKER_IDLE: Duration = Duration::from_secs(30);
+
+pub struct Sender {
+    db: Db,
+    client: reqwest::Client,
+    allow_private: bool,
+    retry_scale: f64,
+    owner: String,
+    wake: Arc<Notify>,
+    in_flight: Arc<Semaphore>,
+    /// The queue of each webhook that has a worker.
+    workers: Mutex<HashMap<String, mpsc::UnboundedSender<Claimed>>>,
+    /// Deliveries handed to a worker and not yet done (a lease that runs out while a delivery
+    /// waits in its queue must not queue it twice).
+    queued: Mutex<HashSet<String>>,
+}
+
+/// The result of one HTTP attempt.
+struct Attempt {
+    success: bool,
+    response_code: Option<i64>,
+    error: Option<String>,
+}
+
+impl Sender {
+    pub fn new(
+        db: Db,
+        allow_private: bool,
+        retry_scale: f64,
+        owner: String,
+        wake: Arc<Notify>,
+    ) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .user_agent(USER_AGENT)
+            .timeout(ATTEMPT_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(GuardedResolver { allow_private }))
+            .build()?;
+        Ok(Sender {
+            db,
+            client,
+            allow_private,
+            retry_scale,
+            owner,
+            wake,
+            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            workers: Mutex::new(HashMap::new()),
+            queued: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// Runs until the task is dropped.
+    pub async fn run(self: Arc<Self>) {
+        match self.db.release_leases(&self.owner).await {
+            Ok(n) if n > 0 => tracing::info!(deliveries = n, "took back deliveries leased before a restart"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "releasing old leases"),
+        }
+        loop {
+            let now = now_ms();
+            let lease_until = now + LEASE.as_millis() as i64;
+            let claimed = match self.db.claim_deliveries(&self.owner, now, lease_until, BATCH).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "claiming deliveries");
+                    tokio::time::sleep(POLL).await;
+                    continue;
+                }
+            };
+            let full = claimed.len() as i64 == BATCH;
+            for delivery in claimed {
+                self.dispatch(delivery);
+            }
+            if !full {
+                tokio::select! {
+                    _ = self.wake.notified() => {}
+                    _ = tokio::time::sleep(POLL) => {}
+                }
+            }
+        }
+    }
+
+    /// Hands a claimed delivery to its webhook's worker, starting one if needed.
+    fn dispatch(self: &Arc<Self>, d: Claimed) {
+        if !lock(&self.queued).insert(d.id.clone()) {
+            return;
+        }
+        let mut workers = lock(&self.workers);
+        let d = match workers.get(&d.webhook_id) {
+            Some(queue) => match queue.send(d) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(d)) => d,
+            },
+            None => d,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let webhook_id = d.webhook_id.clone();
+        // Cannot fail: the receiver is alive in our hands.
+        let _ = tx.send(d);
+        workers.insert(webhook_id.clone(), tx);
+        tokio::spawn(self.clone().work(webhook_id, rx));
+    }
+
+    /// Sends one webhook's deliveries in order until it has been idle for a while.
+    async fn work(self: Arc<Self>, webhook_id: String, mut rx: mpsc::UnboundedReceiver<Claimed>) {
+        loop {
+            let next = match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
+                Ok(Some(d)) => d,
+                Ok(None) => return,
+                Err(_) => {
+                    // Leave the map first (under its lock), then finish what was queued meanwhile.
+                    lock(&self.workers).remove(&webhook_id);
+                    rx.close();
+                    while let Some(d) = rx.recv().await {
+                        self.deliver_one(d).await;
+                    }
+                    return;
+                }
+            };
+            self.deliver_one(next).await;
+        }
+    }
+
+    async fn deliver_one(&self, d: Claimed) {
+        let id = d.id.clone();
+        match self.in_flight.clone().acquire_owned().await {
+            Ok(_permit) => self.deliver(d).await,
+            Err(_) => return,
+        }
+        lock(&self.queued).remove(&id);
+    }
+
+    async fn deliver(&self, d: Claimed) {
+        let webhook = match self.db.webhook_by_id(&d.webhook_id).await {
+            Ok(Some(w)) if w.enabled == 1 => w,
+            Ok(Some(_)) => return self.abandon(&d, "webhook was disabled before delivery").await,
+            Ok(None) => return self.abandon(&d, "webhook was deleted before delivery").await,
+            Err(e) => {
+                // The lease expires and another pass retries.
+                tracing::warn!(error = %e, delivery = %d.id, "loading webhook");
+                return;
+            }
+        };
+        let attempt = self.post(&webhook.url, &webhook.secret, &d).await;
+        let attempts_done = d.attempts + 1;
+        let give_up = !attempt.success && attempts_done >= MAX_ATTEMPTS;
+        let next_attempt_at = if attempt.success || give_up {
+            now_ms()
+        } else {
+            let delay = RETRY_DELAYS[attempts_done as usize].mul_f64(self.retry_scale);
+            now_ms() + delay.as_millis() as i64
+        };
+        if attempt.success {
+            tracing::debug!(delivery = %d.id, event = %d.event, "delivered");
+        } else {
+            tracing::info!(delivery = %d.id, event = %d.event, attempt = attempts_done, give_up,
+                error = attempt.error.as_deref().unwrap_or(""), "delivery attempt failed");
+        }
+        let outcome = AttemptOutcome {
+            success: attempt.success,
+            give_up,
+            response_code: attempt.response_code,
+            error: attempt.error.as_deref(),
+            next_attempt_at,
+        };
+        if let Err(e) = self.db.record_attempt(&self.owner, &d.id, &d.webhook_id, &outcome).await {
+            tracing::warn!(error = %e, delivery = %d.id, "recording attempt");
+        }
+    }
+
+    async fn abandon(&self, d: &Claimed, why: &str) {
+        if let Err(e) = self.db.abandon_delivery(&self.owner, &d.id, why).await {
+            tracing::warn!(error = %e, delivery = %d.id, "abandoning delivery");
+        }
+    }
+
+    async fn post(&self, url: &str, secret: &str, d: &Claimed) -> Attempt {
+        let failed = |code: Option<i64>, error: String| Attempt {
+            success: false,
+            response_code: code,
+            error: Some(error),
+        };
+        // IP literals never reach the resolver; check them (and the scheme) here.
+        let url = match check_url(url, self.allow_private) {
+            Ok(u) => u,
+            Err(e) => return failed(None, format!("url {e}")),
+        };
+        let result = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("x-service-event", &d.event)
+            .header("x-service-delivery", &d.id)
+            .header("x-service-signature", sign(secret, d.body.as_bytes()))
+            .body(d.body.clone())
+            .send()
+            .await;
+        match result {
+            Ok(resp) if resp.status().is_success() => {
+                Attempt { success: true, response_code: Some(i64::from(resp.status().as_u16())), error: None }
+            }
+            Ok(resp) => {
+                let code = resp.status().as_u16();
+                failed(Some(i64::from(code)), format!("receiver answered {code}"))
+            }
+            Err(e) if e.is_timeout() => {
+                failed(None, format!("no response within {} s", ATTEMPT_TIMEOUT.as_secs()))
+            }
+            Err(e) => failed(None, describe(&e)),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The whole chain of a request error (reqwest's top level says little).
+fn describe(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

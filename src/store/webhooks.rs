@@ -1,0 +1,336 @@
+//! Webhooks and the delivery outbox.
+
+use sqlx::{AnyConnection, FromRow};
+
+use super::{count, Backend, Db, DbError, Page};
+use crate::domain::time::now_ms;
+
+#[derive(Debug, Clone, FromRow)]
+pub struct WebhookRow {
+    pub id: String,
+    pub project_id: String,
+    pub url: String,
+    pub description: String,
+    pub events: String,
+    pub enabled: i64,
+    pub secret: String,
+    pub consecutive_failures: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, FromRow)]
+pub struct DeliveryRow {
+    pub id: String,
+    pub project_id: String,
+    pub webhook_id: String,
+    pub event: String,
+    pub body: String,
+    pub status: String,
+    pub attempts: i64,
+    pub response_code: Option<i64>,
+    pub error: Option<String>,
+    pub created_at: i64,
+    pub last_attempt_at: Option<i64>,
+    pub next_attempt_at: i64,
+    pub seq: i64,
+}
+
+/// A delivery leased for one attempt, with what is needed to send it.
+#[derive(Debug, Clone, FromRow)]
+pub struct Claimed {
+    pub id: String,
+    pub webhook_id: String,
+    pub event: String,
+    pub body: String,
+    pub attempts: i64,
+    pub next_attempt_at: i64,
+    pub seq: i64,
+}
+
+/// A new delivery to write into the outbox.
+pub struct NewDelivery<'a> {
+    pub id: &'a str,
+    pub project_id: &'a str,
+    pub webhook_id: &'a str,
+    pub event: &'a str,
+    pub body: &'a str,
+    pub created_at: i64,
+    pub seq: i64,
+}
+
+/// What an attempt came to.
+pub struct AttemptOutcome<'a> {
+    pub success: bool,
+    /// `failed` when no attempt is left.
+    pub give_up: bool,
+    pub response_code: Option<i64>,
+    pub error: Option<&'a str>,
+    pub next_attempt_at: i64,
+}
+
+const WEBHOOK_COLUMNS: &str =
+    "id, project_id, url, description, events, enabled, secret, consecutive_failures, created_at, updated_at";
+const DELIVERY_COLUMNS: &str =
+    "id, project_id, webhook_id, event, body, status, attempts, response_code, error, \
+     created_at, last_attempt_at, next_attempt_at, seq";
+
+impl Db {
+    pub async fn create_webhook(&self, w: &WebhookRow) -> Result<(), DbError> {
+        sqlx::query(&format!(
+            "INSERT INTO webhooks ({WEBHOOK_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        ))
+        .bind(&w.id)
+        .bind(&w.project_id)
+        .bind(&w.url)
+        .bind(&w.description)
+        .bind(&w.events)
+        .bind(w.enabled)
+        .bind(&w.secret)
+        .bind(w.consecutive_failures)
+        .bind(w.created_at)
+        .bind(w.updated_at)
+        .execute(self.pool())
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn webhook(&self, project_id: &str, id: &str) -> Result<Option<WebhookRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = $1 AND id = $2"))
+            .bind(project_id)
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
+    }
+
+    pub async fn webhook_by_id(&self, id: &str) -> Result<Option<WebhookRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
+    }
+
+    pub async fn list_webhooks(
+        &self,
+        project_id: &str,
+        skip: i64,
+        limit: i64,
+    ) -> Result<Page<WebhookRow>, DbError> {
+        let items = sqlx::query_as(&format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE project_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2 OFFSET $3"
+        ))
+        .bind(project_id)
+        .bind(limit)
+        .bind(skip)
+        .fetch_all(self.pool())
+        .await?;
+        let total = count(
+            &sqlx::query("SELECT COUNT(*) FROM webhooks WHERE project_id = $1")
+                .bind(project_id)
+                .fetch_one(self.pool())
+                .await?,
+        )?;
+        Ok(Page { items, total })
+    }
+
+    pub async fn update_webhook(&self, w: &WebhookRow) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE webhooks SET url = $1, description = $2, events = $3, enabled = $4, updated_at = $5 \
+             WHERE id = $6 AND project_id = $7",
+        )
+        .bind(&w.url)
+        .bind(&w.description)
+        .bind(&w.events)
+        .bind(w.enabled)
+        .bind(w.updated_at)
+        .bind(&w.id)
+        .bind(&w.project_id)
+        .execute(self.pool())
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn delete_webhook(&self, project_id: &str, id: &str) -> Result<(), DbError> {
+        sqlx::query("DELETE FROM webhooks WHERE project_id = $1 AND id = $2")
+            .bind(project_id)
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map(|_| ())
+    }
+
+    /// The enabled webhooks of a project (for fan-out), on the caller's transaction.
+    pub async fn enabled_webhooks(
+        conn: &mut AnyConnection,
+        project_id: &str,
+    ) -> Result<Vec<(String, String)>, DbError> {
+        sqlx::query_as(
+            "SELECT id, events FROM webhooks WHERE project_id = $1 AND enabled = 1 ORDER BY created_at, id",
+        )
+        .bind(project_id)
+        .fetch_all(conn)
+        .await
+    }
+
+    /// Writes a delivery into the outbox, on the caller's transaction.
+    pub async fn insert_delivery(conn: &mut AnyConnection, d: &NewDelivery<'_>) -> Result<(), DbError> {
+        sqlx::query(&format!(
+            "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}, lease_owner, lease_until) \
+             VALUES ($1, $2, $3, $4, $5, 'pending', 0, NULL, NULL, $6, NULL, $6, $7, NULL, NULL)"
+        ))
+        .bind(d.id)
+        .bind(d.project_id)
+        .bind(d.webhook_id)
+        .bind(d.event)
+        .bind(d.body)
+        .bind(d.created_at)
+        .bind(d.seq)
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    /// Leases up to `limit` due deliveries for `owner` until `lease_until`. On Postgres the rows
+    /// are picked with `FOR UPDATE SKIP LOCKED`, so several processes never lease the same row;
+    /// SQLite has one writer at a time, which makes the single UPDATE atomic.
+    pub async fn claim_deliveries(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+        limit: i64,
+    ) -> Result<Vec<Claimed>, DbError> {
+        let lock = match self.backend() {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        let mut rows: Vec<Claimed> = sqlx::query_as(&format!(
+            "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2 WHERE id IN ( \
+               SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $3 \
+               AND (lease_until IS NULL OR lease_until < $3) ORDER BY next_attempt_at, seq LIMIT $4{lock}) \
+             RETURNING id, webhook_id, event, body, attempts, next_attempt_at, seq"
+        ))
+        .bind(owner)
+        .bind(lease_until)
+        .bind(now)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        rows.sort_by_key(|c| (c.next_attempt_at, c.seq));
+        Ok(rows)
+    }
+
+    /// Gives up the leases of `owner` (a restarted process reclaims what it held when it died).
+    pub async fn release_leases(&self, owner: &str) -> Result<u64, DbError> {
+        sqlx::query(
+            "UPDATE webhook_deliveries SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1",
+        )
+        .bind(owner)
+        .execute(self.pool())
+        .await
+        .map(|r| r.rows_affected())
+    }
+
+    /// Records an attempt and the webhook's run of failures, in one transaction.
+    pub async fn record_attempt(
+        &self,
+        owner: &str,
+        delivery_id: &str,
+        webhook_id: &str,
+        outcome: &AttemptOutcome<'_>,
+    ) -> Result<(), DbError> {
+        let now = now_ms();
+        let status = if outcome.success {
+            "success"
+        } else if outcome.give_up {
+            "failed"
+        } else {
+            "pending"
+        };
+        let mut tx = self.begin_write().await?;
+        let updated = sqlx::query(
+            "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, response_code = $2, error = $3, \
+             last_attempt_at = $4, next_attempt_at = $5, lease_owner = NULL, lease_until = NULL \
+             WHERE id = $6 AND lease_owner = $7",
+        )
+        .bind(status)
+        .bind(outcome.response_code)
+        .bind(outcome.error)
+        .bind(now)
+        .bind(outcome.next_attempt_at)
+        .bind(delivery_id)
+        .bind(owner)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if updated == 1 {
+            let sql = if outcome.success {
+                "UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1"
+            } else {
+                "UPDATE webhooks SET consecutive_failures = consecutive_failures + 1 WHERE id = $1"
+            };
+            sqlx::query(sql).bind(webhook_id).execute(&mut *tx).await?;
+        }
+        tx.commit().await
+    }
+
+    /// Ends a leased delivery without an attempt (its webhook was disabled or deleted meanwhile).
+    pub async fn abandon_delivery(&self, owner: &str, delivery_id: &str, error: &str) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'failed', error = $1, lease_owner = NULL, lease_until = NULL \
+             WHERE id = $2 AND lease_owner = $3",
+        )
+        .bind(error)
+        .bind(delivery_id)
+        .bind(owner)
+        .execute(self.pool())
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn delivery(&self, project_id: &str, id: &str) -> Result<Option<DeliveryRow>, DbError> {
+        sqlx::query_as(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE project_id = $1 AND id = $2"
+        ))
+        .bind(project_id)
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await
+    }
+
+    /// Recent deliveries, newest first, optionally of one webhook.
+    pub async fn list_deliveries(
+        &self,
+        project_id: &str,
+        webhook_id: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DeliveryRow>, DbError> {
+        let filter = if webhook_id.is_some() { " AND webhook_id = $3" } else { "" };
+        let sql = format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE project_id = $1{filter} \
+             ORDER BY created_at DESC, seq DESC LIMIT $2"
+        );
+        let mut q = sqlx::query_as(&sql).bind(project_id).bind(limit);
+        if let Some(w) = webhook_id {
+            q = q.bind(w);
+        }
+        q.fetch_all(self.pool()).await
+    }
+
+    /// Queues a finished delivery again, same id and bytes, with a fresh set of attempts.
+    /// `Ok(false)` when it is still pending.
+    pub async fn requeue_delivery(&self, project_id: &str, id: &str) -> Result<bool, DbError> {
+        let changed = sqlx::query(
+            "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, response_code = NULL, error = NULL, \
+             next_attempt_at = $1, lease_owner = NULL, lease_until = NULL \
+             WHERE project_id = $2 AND id = $3 AND status <> 'pending'",
+        )
+        .bind(now_ms())
+        .bind(project_id)
+        .bind(id)
+        .execute(self.pool())
+        .await?
+        .rows_affected();
+        Ok(changed == 1)
+    }
+}

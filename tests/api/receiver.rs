@@ -1,0 +1,120 @@
+//! A real HTTP server that receives webhook deliveries, records the exact bytes and headers, and
+//! answers as the test tells it to.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{handler, post, EndpointExt, Request, Response, Route};
+
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+    pub at: Instant,
+    /// The status this request was answered with.
+    pub answered: u16,
+}
+
+impl Received {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map(String::as_str).unwrap_or("")
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("delivery body is JSON")
+    }
+    pub fn id(&self) -> String {
+        self.header("x-service-delivery").to_string()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Requests that arrived, including ones still being held.
+    arrivals: std::sync::atomic::AtomicUsize,
+    received: Mutex<Vec<Received>>,
+    /// Status to answer with, and how long to wait first.
+    behaviour: Mutex<(u16, Duration)>,
+}
+
+pub struct Receiver {
+    pub base: String,
+    state: Arc<State>,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+#[handler]
+async fn hook(req: &Request, body: Vec<u8>, state: Data<&Arc<State>>) -> Response {
+    state.arrivals.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let (status, delay) = *state.behaviour.lock().unwrap();
+    let headers = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    state.received.lock().unwrap().push(Received { headers, body, at: Instant::now(), answered: status });
+    Response::builder().status(StatusCode::from_u16(status).unwrap()).body("")
+}
+
+#[handler]
+fn redirect() -> Response {
+    Response::builder().status(StatusCode::TEMPORARY_REDIRECT).header("location", "/hook").body("")
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let state = Arc::new(State::default());
+        *state.behaviour.lock().unwrap() = (200, Duration::ZERO);
+        let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
+        let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+        let routes = Route::new().at("/hook", post(hook)).at("/redirect", post(redirect)).data(state.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = poem::Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(
+                    routes,
+                    async move {
+                        let _ = rx.await;
+                    },
+                    Some(Duration::from_secs(1)),
+                )
+                .await;
+        });
+        Receiver { base: format!("http://{addr}"), state, _shutdown: tx }
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}/hook", self.base)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.base.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    pub fn answer(&self, status: u16, delay: Duration) {
+        *self.state.behaviour.lock().unwrap() = (status, delay);
+    }
+
+    pub fn arrivals(&self) -> usize {
+        self.state.arrivals.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.state.received.lock().unwrap().clone()
+    }
+
+    /// Waits until at least `n` requests arrived.
+    pub async fn wait_for(&self, n: usize, deadline: Duration) -> Vec<Received> {
+        crate::helpers::eventually(&format!("{n} deliveries"), deadline, || async {
+            let r = self.received();
+            (r.len() >= n).then_some(r)
+        })
+        .await
+    }
+}

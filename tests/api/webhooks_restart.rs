@@ -1,0 +1,165 @@
+//! SIGKILL while deliveries are pending (some failed and waiting for a retry, some in flight):
+//! after a restart every delivery reaches the receiver, none is missing, and every copy of a
+//! delivery carries the same id and bytes (CONTRACT: Webhooks — durable across restarts).
+
+use std::collections::{HashMap, HashSet};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::helpers::{eventually, fresh_postgres_url, Backend};
+use crate::receiver::Receiver;
+
+struct Serve {
+    child: Child,
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.env("SLUICE_DATA_DIR", dir)
+        .env("SLUICE_DATABASE_URL", db)
+        .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("SLUICE_MODE", "development")
+        .env("SLUICE_WEBHOOK_RETRY_SCALE", "0.2")
+        .env("RUST_LOG", "warn")
+        .env_remove("SLUICE_CONFIG");
+    cmd
+}
+
+async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Serve {
+    let child = sluice(dir, db, port).arg("serve").stdout(Stdio::null()).spawn().unwrap();
+    let s = Serve { child };
+    let client = reqwest::Client::new();
+    eventually("the server to listen", Duration::from_secs(30), || async {
+        client
+            .get(format!("http://127.0.0.1:{port}/readyz"))
+            .send()
+            .await
+            .ok()
+            .filter(|r| r.status() == 200)
+            .map(|_| ())
+    })
+    .await;
+    s
+}
+
+async fn kill_and_restart(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = match backend {
+        Backend::Sqlite => format!("sqlite://{}/sluice.db", dir.path().display()),
+        Backend::Postgres => fresh_postgres_url().await,
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let out = sluice(dir.path(), &db, port)
+        .args(["admin", "bootstrap", "--project", "demo", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key =
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["apiKey"]["key"].as_str().unwrap().to_string();
+    let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
+    let client = reqwest::Client::new();
+
+    // Phase 1: the receiver fails every request, and holds the later ones open (in flight).
+    let rx = Receiver::start().await;
+    rx.answer(500, Duration::ZERO);
+    let mut server = serve(dir.path(), &db, port).await;
+    let hook: Value = client
+        .post(format!("{base}/webhooks"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"url": rx.url(), "events": ["*"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hook_id = hook["_id"].as_str().unwrap().to_string();
+    let mut expected = HashSet::new();
+    for i in 0..20 {
+        if i == 10 {
+            // The first ten have failed once by now or soon; the rest will hang in flight.
+            rx.wait_for(10, Duration::from_secs(10)).await;
+            rx.answer(500, Duration::from_secs(3600));
+        }
+        let d: Value = client
+            .post(format!("{base}/webhooks/{hook_id}/test"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        expected.insert(d["_id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(expected.len(), 20);
+    // Wait until one delivery is in flight (held by the receiver), then SIGKILL.
+    let pending: Value = client
+        .get(format!("{base}/webhooks/deliveries"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(pending["items"].as_array().unwrap().iter().all(|d| d["status"] == "pending"));
+    eventually("a delivery held in flight", Duration::from_secs(10), || async {
+        (rx.arrivals() > 10).then_some(())
+    })
+    .await;
+    server.child.kill().unwrap(); // SIGKILL
+    server.child.wait().unwrap();
+    drop(server);
+
+    // Phase 2: the receiver accepts; the restarted server sends everything.
+    rx.answer(200, Duration::ZERO);
+    let _server = serve(dir.path(), &db, port).await;
+    let delivered = eventually("all 20 deliveries to succeed", Duration::from_secs(60), || async {
+        let ok: HashSet<String> =
+            rx.received().iter().filter(|r| r.answered == 200).map(|r| r.id()).collect();
+        (ok.len() >= 20).then_some(ok)
+    })
+    .await;
+    assert_eq!(delivered, expected, "every delivery arrived, and no other");
+    // Every copy of one delivery (failed attempts, retries, resends) has the same bytes.
+    let mut bodies: HashMap<String, Vec<u8>> = HashMap::new();
+    for r in rx.received() {
+        let first = bodies.entry(r.id()).or_insert_with(|| r.body.clone());
+        assert_eq!(*first, r.body, "same bytes for {}", r.id());
+    }
+    let log: Value =
+        eventually("the log to show every delivery succeeded", Duration::from_secs(10), || async {
+            let log: Value = client
+                .get(format!("{base}/webhooks/deliveries"))
+                .bearer_auth(&key)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            log["items"].as_array().unwrap().iter().all(|d| d["status"] == "success").then_some(log)
+        })
+        .await;
+    assert_eq!(log["items"].as_array().unwrap().len(), 20);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_with_pending_deliveries_sqlite() {
+    kill_and_restart(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_with_pending_deliveries_postgres() {
+    kill_and_restart(Backend::Postgres).await;
+}
