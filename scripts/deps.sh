@@ -43,6 +43,7 @@ test_packages=(
     postgresql
     postgresql-client
     wrk
+    python3
 )
 
 min_rust="1.80"

@@ -9,5 +9,6 @@ mod ops;
 mod projects;
 mod receiver;
 mod store;
+mod webhook_guide;
 mod webhooks;
 mod webhooks_restart;

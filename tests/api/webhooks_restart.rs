@@ -154,6 +154,60 @@ async fn kill_and_restart(backend: Backend) {
     assert_eq!(log["items"].as_array().unwrap().len(), 20);
 }
 
+/// Two `sluice serve` processes on one Postgres share the outbox: every delivery is sent, and
+/// none twice (leases taken with FOR UPDATE SKIP LOCKED).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_one_postgres() {
+    let db = fresh_postgres_url().await;
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (port_a, port_b) = (free(), free());
+    let out = sluice(dir_a.path(), &db, port_a)
+        .args(["admin", "bootstrap", "--project", "demo", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key =
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["apiKey"]["key"].as_str().unwrap().to_string();
+    let _a = serve(dir_a.path(), &db, port_a).await;
+    let _b = serve(dir_b.path(), &db, port_b).await;
+    let rx = Receiver::start().await;
+    let client = reqwest::Client::new();
+    let hook: Value = client
+        .post(format!("http://127.0.0.1:{port_a}/v1/projects/demo/webhooks"))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({"url": rx.url(), "events": ["*"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hook_id = hook["_id"].as_str().unwrap();
+    // 80 pings queued through both processes (within the key's burst).
+    let mut expected = HashSet::new();
+    for i in 0..80 {
+        let port = if i % 2 == 0 { port_a } else { port_b };
+        let d: Value = client
+            .post(format!("http://127.0.0.1:{port}/v1/projects/demo/webhooks/{hook_id}/test"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        expected.insert(d["_id"].as_str().unwrap().to_string());
+    }
+    let got = rx.wait_for(80, Duration::from_secs(30)).await;
+    let ids: Vec<String> = got.iter().map(|r| r.id()).collect();
+    let unique: HashSet<String> = ids.iter().cloned().collect();
+    assert_eq!(unique, expected, "every delivery arrived");
+    // Nothing more arrives: give a double send a full poll interval to show.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(rx.received().len(), 80, "no delivery was sent twice");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_with_pending_deliveries_sqlite() {
     kill_and_restart(Backend::Sqlite).await;

@@ -1,0 +1,200 @@
+//! `cargo bench --bench webhooks`: sustained deliveries per second to a local receiver, and the
+//! delay from an event to its first attempt (p50/p99), on SQLite and on Postgres.
+//!
+//! Sluice runs in this process (release build) with its real sender; events are emitted through
+//! `App::emit`, the path every emitter takes; the receiver is a real HTTP server on loopback.
+//! Throughput: a burst of events, to 1 webhook (sent in order, one at a time) and spread over 8
+//! webhooks (in parallel). Latency: events at a steady 100/s, timed from emit to arrival.
+//! Knobs: `BENCH_EVENTS` (default 2000), `BENCH_LATENCY_EVENTS` (default 500).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{handler, post, EndpointExt, Route};
+use sluice::app::App;
+use sluice::config::{ConfigArgs, Mode, Settings};
+use sluice::events::catalog::StreamEventData;
+use sluice::events::Event;
+use sqlx::Connection;
+
+type Arrivals = Arc<Mutex<HashMap<usize, Instant>>>;
+
+#[handler]
+async fn hook(body: Vec<u8>, arrivals: Data<&Arrivals>) -> poem::http::StatusCode {
+    let now = Instant::now();
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+        if let Some(i) = v["data"]["name"].as_str().and_then(|n| n.parse::<usize>().ok()) {
+            arrivals.lock().unwrap().entry(i).or_insert(now);
+        }
+    }
+    poem::http::StatusCode::NO_CONTENT
+}
+
+async fn receiver() -> (String, Arrivals) {
+    let arrivals: Arrivals = Arc::default();
+    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.expect("bind");
+    let addr = *acceptor.local_addr()[0].as_socket_addr().expect("addr");
+    let routes = Route::new().at("/hook", post(hook)).data(arrivals.clone());
+    tokio::spawn(poem::Server::new_with_acceptor(acceptor).run(routes));
+    (format!("http://{addr}/hook"), arrivals)
+}
+
+fn event(project_id: &str, i: usize) -> Event {
+    Event::StreamLive(StreamEventData {
+        id: format!("st{i}"),
+        name: i.to_string(),
+        stream_key: "k".into(),
+        status: "live".into(),
+        project_id: project_id.into(),
+        vod_enabled: false,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        reason: None,
+    })
+}
+
+async fn wait_for(arrivals: &Arrivals, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while arrivals.lock().unwrap().len() < n {
+        assert!(Instant::now() < deadline, "deliveries did not arrive");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn bench(
+    label: &str,
+    database_url: String,
+    dir: &std::path::Path,
+    events: usize,
+    latency_events: usize,
+) {
+    let args = ConfigArgs {
+        data_dir: Some(dir.to_path_buf()),
+        database_url: Some(database_url),
+        http_addr: Some("127.0.0.1:0".parse().expect("addr")),
+        mode: Some(Mode::Development),
+        ..Default::default()
+    };
+    let app = App::build(Settings::resolve(&args).expect("settings")).await.expect("app");
+    let (_addr, _server) = app.start(std::future::pending()).await.expect("start");
+    sluice::cli::bootstrap_project(&app.db, "bench", None).await.expect("bootstrap");
+    let project = app.db.project_by_slug("bench").await.expect("db").expect("project");
+    println!("webhooks bench [{label}], release build, receiver on loopback");
+
+    for hooks in [1usize, 8] {
+        // Each round gets its own project-wide set of webhooks; older ones are disabled.
+        sqlx::query("UPDATE webhooks SET enabled = 0").execute(app.db.pool()).await.expect("disable");
+        let mut receivers = Vec::new();
+        for _ in 0..hooks {
+            let (url, arrivals) = receiver().await;
+            let now = sluice::domain::time::now_ms();
+            app.db
+                .create_webhook(&sluice::store::webhooks::WebhookRow {
+                    id: sluice::domain::new_id(),
+                    project_id: project.id.clone(),
+                    url,
+                    description: String::new(),
+                    events: "*".into(),
+                    enabled: 1,
+                    secret: sluice::events::signing::new_secret(),
+                    consecutive_failures: 0,
+                    created_at: now,
+                    updated_at: now,
+                })
+                .await
+                .expect("webhook");
+            receivers.push(arrivals);
+        }
+        let per_hook = events / hooks;
+        let started = Instant::now();
+        for i in 0..per_hook {
+            app.emit(&project.id, &event(&project.id, i)).await.expect("emit");
+        }
+        let emitted = started.elapsed().as_secs_f64();
+        for r in &receivers {
+            wait_for(r, per_hook).await;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        println!(
+            "  burst of {} events to {hooks} webhook(s): {:>7.0} deliveries/s sustained ({:.2} s; events emitted at {:.0}/s)",
+            per_hook * hooks,
+            (per_hook * hooks) as f64 / elapsed,
+            elapsed,
+            per_hook as f64 / emitted
+        );
+    }
+
+    // Latency at a steady rate, one webhook.
+    sqlx::query("UPDATE webhooks SET enabled = 0").execute(app.db.pool()).await.expect("disable");
+    let (url, arrivals) = receiver().await;
+    let now = sluice::domain::time::now_ms();
+    app.db
+        .create_webhook(&sluice::store::webhooks::WebhookRow {
+            id: sluice::domain::new_id(),
+            project_id: project.id.clone(),
+            url,
+            description: String::new(),
+            events: "*".into(),
+            enabled: 1,
+            secret: sluice::events::signing::new_secret(),
+            consecutive_failures: 0,
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .expect("webhook");
+    let mut emitted_at = Vec::with_capacity(latency_events);
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    for i in 0..latency_events {
+        tick.tick().await;
+        emitted_at.push(Instant::now());
+        app.emit(&project.id, &event(&project.id, i)).await.expect("emit");
+    }
+    wait_for(&arrivals, latency_events).await;
+    let arrived = arrivals.lock().unwrap().clone();
+    let mut delays: Vec<f64> = (0..latency_events)
+        .map(|i| arrived[&i].duration_since(emitted_at[i]).as_secs_f64() * 1000.0)
+        .collect();
+    delays.sort_by(|a, b| a.total_cmp(b));
+    let pct = |p: f64| delays[((delays.len() as f64 * p) as usize).min(delays.len() - 1)];
+    println!(
+        "  event -> first attempt at 100 events/s ({latency_events} events): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        pct(0.50),
+        pct(0.99),
+        delays[delays.len() - 1]
+    );
+    app.db.close().await;
+}
+
+fn main() {
+    let events: usize = std::env::var("BENCH_EVENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let latency_events: usize =
+        std::env::var("BENCH_LATENCY_EVENTS").ok().and_then(|s| s.parse().ok()).unwrap_or(500);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sqlite = format!("sqlite://{}/sluice.db", dir.path().display());
+        bench("SQLite", sqlite, dir.path(), events, latency_events).await;
+
+        let admin = std::env::var("SLUICE_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        match sqlx::PgConnection::connect(&admin).await {
+            Ok(mut conn) => {
+                let name = format!("sluice_bench_hooks_{}", std::process::id());
+                sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+                    .execute(&mut conn)
+                    .await
+                    .expect("create db");
+                let (prefix, _) = admin.rsplit_once('/').expect("url path");
+                let pg_dir = tempfile::tempdir().expect("tempdir");
+                bench("Postgres", format!("{prefix}/{name}"), pg_dir.path(), events, latency_events).await;
+                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                    .execute(&mut conn)
+                    .await;
+            }
+            Err(_) => println!("webhooks bench [Postgres]: skipped, no server at SLUICE_TEST_POSTGRES_URL"),
+        }
+    });
+}
