@@ -55,6 +55,26 @@ fn event(project_id: &str, i: usize) -> Event {
     })
 }
 
+/// An enabled webhook for every event of the project.
+async fn add_webhook(app: &App, project_id: &str, url: String) {
+    let now = sluice::domain::time::now_ms();
+    app.db
+        .create_webhook(&sluice::store::webhooks::WebhookRow {
+            id: sluice::domain::new_id(),
+            project_id: project_id.to_string(),
+            url,
+            description: String::new(),
+            events: "*".into(),
+            enabled: 1,
+            secret: sluice::events::signing::new_secret(),
+            consecutive_failures: 0,
+            created_at: now,
+            updated_at: now,
+        })
+        .await
+        .expect("webhook");
+}
+
 async fn wait_for(arrivals: &Arrivals, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(600);
     while arrivals.lock().unwrap().len() < n {
@@ -89,22 +109,7 @@ async fn bench(
         let mut receivers = Vec::new();
         for _ in 0..hooks {
             let (url, arrivals) = receiver().await;
-            let now = sluice::domain::time::now_ms();
-            app.db
-                .create_webhook(&sluice::store::webhooks::WebhookRow {
-                    id: sluice::domain::new_id(),
-                    project_id: project.id.clone(),
-                    url,
-                    description: String::new(),
-                    events: "*".into(),
-                    enabled: 1,
-                    secret: sluice::events::signing::new_secret(),
-                    consecutive_failures: 0,
-                    created_at: now,
-                    updated_at: now,
-                })
-                .await
-                .expect("webhook");
+            add_webhook(&app, &project.id, url).await;
             receivers.push(arrivals);
         }
         let per_hook = events / hooks;
@@ -129,22 +134,7 @@ async fn bench(
     // Latency at a steady rate, one webhook.
     sqlx::query("UPDATE webhooks SET enabled = 0").execute(app.db.pool()).await.expect("disable");
     let (url, arrivals) = receiver().await;
-    let now = sluice::domain::time::now_ms();
-    app.db
-        .create_webhook(&sluice::store::webhooks::WebhookRow {
-            id: sluice::domain::new_id(),
-            project_id: project.id.clone(),
-            url,
-            description: String::new(),
-            events: "*".into(),
-            enabled: 1,
-            secret: sluice::events::signing::new_secret(),
-            consecutive_failures: 0,
-            created_at: now,
-            updated_at: now,
-        })
-        .await
-        .expect("webhook");
+    add_webhook(&app, &project.id, url).await;
     let mut emitted_at = Vec::with_capacity(latency_events);
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     for i in 0..latency_events {

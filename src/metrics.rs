@@ -47,8 +47,9 @@ impl Default for Metrics {
     }
 }
 
-/// The route template of a path, so that labels stay few: identifiers become `:slug` / `:id`,
-/// and paths outside the known surface collapse to `other`.
+/// The route template of a path, so that labels stay few whatever clients request:
+/// identifiers become `:slug` / `:id`, words outside the API's vocabulary become `*`, and paths
+/// outside the served surface collapse to `other`.
 pub fn route_of(path: &str) -> String {
     const COLLECTIONS: [&str; 8] =
         ["streams", "vod", "webhooks", "api-keys", "members", "deliveries", "live", "projects"];
@@ -64,6 +65,8 @@ pub fn route_of(path: &str) -> String {
         "redeliver",
         "test",
     ];
+    const WORDS: [&str; 10] =
+        ["v1", "play", "auth", "login", "refresh", "logout", "me", "openapi.json", "healthz", "readyz"];
     let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let top = segments.first().copied().unwrap_or("");
     if !matches!(top, "v1" | "play" | "healthz" | "readyz" | "metrics" | "docs") {
@@ -74,13 +77,20 @@ pub fn route_of(path: &str) -> String {
     }
     let mut out = Vec::with_capacity(segments.len());
     let mut prev = "";
-    for seg in segments {
+    for seg in segments.iter().take(8) {
+        let seg = *seg;
         let shown = if prev == "projects" {
             ":slug"
         } else if COLLECTIONS.contains(&prev) && !FIXED.contains(&seg) {
             ":id"
-        } else {
+        } else if COLLECTIONS.contains(&seg)
+            || FIXED.contains(&seg)
+            || WORDS.contains(&seg)
+            || seg == "metrics"
+        {
             seg
+        } else {
+            "*"
         };
         out.push(shown);
         prev = seg;
@@ -104,5 +114,9 @@ mod tests {
         assert_eq!(route_of("/healthz"), "/healthz");
         assert_eq!(route_of("/wp-admin/x.php"), "other");
         assert_eq!(route_of("/docs/swagger.js"), "/docs");
+        assert_eq!(route_of("/v1/random-1234"), "/v1/*");
+        assert_eq!(route_of("/v1/auth/login"), "/v1/auth/login");
+        assert_eq!(route_of("/v1/projects/demo/webhooks/abc/test"), "/v1/projects/:slug/webhooks/:id/test");
+        assert_eq!(route_of(&"/v1/x".repeat(50)).matches('/').count(), 8, "depth is capped");
     }
 }

@@ -4,20 +4,19 @@
 //! Each attempt is a new request with the same id and body bytes, a 10 s timeout and no
 //! redirects; a 2xx is success. Failures are retried after 5 s, 30 s, 2 min and 10 min (counted
 //! from the previous attempt, times `SLUICE_WEBHOOK_RETRY_SCALE`); the 5th failure is final.
-//! A lease outlives the timeout, so a row is never sent by two processes at once; a process that
-//! died with leases gets them back when it starts again with the same node id (its data dir).
 //!
-//! Deliveries of one webhook are sent one at a time, in the order they were claimed (event
-//! order), by that webhook's worker; different webhooks are served in parallel, so one slow
-//! receiver holds up only its own deliveries.
+//! The main loop only finds webhooks with due deliveries. Each such webhook gets a worker that
+//! leases its next few deliveries in event order and sends them one at a time, so first attempts
+//! leave in the order the events happened, one slow receiver holds up only its own deliveries,
+//! and memory stays bounded whatever the backlog. A lease outlives the attempts it covers, so a
+//! row is never sent by two processes at once; a process that died with leases gets them back
+//! when it starts again with the same node id (its data dir).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 
 use super::guard::{check_url, GuardedResolver};
 use super::signing::sign;
@@ -37,12 +36,16 @@ pub const RETRY_DELAYS: [Duration; 5] = [
 ];
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const USER_AGENT: &str = "service-webhook/1.0";
-/// How long a leased row stays with its sender: well past the attempt timeout.
-const LEASE: Duration = Duration::from_secs(60);
-/// How often to look for due rows when nothing in this process woke the sender (other
+/// Deliveries one worker leases at a time.
+const CLAIM: i64 = 16;
+/// How long a lease lasts: every claimed attempt can time out, with room to spare. (Only a
+/// process that dies and does not come back makes others wait this long for its rows.)
+const LEASE: Duration = Duration::from_secs(16 * 10 + 20);
+/// How often to look for due deliveries when nothing in this process woke the sender (other
 /// processes' events, retries coming due).
 const POLL: Duration = Duration::from_millis(250);
-const BATCH: i64 = 64;
+/// Webhooks looked at per pass.
+const DUE_WEBHOOKS: i64 = 256;
 /// Attempts running at once across all webhooks.
 const IN_FLIGHT: usize = 32;
 /// A webhook worker with nothing to do for this long ends.
@@ -56,11 +59,8 @@ pub struct Sender {
     owner: String,
     wake: Arc<Notify>,
     in_flight: Arc<Semaphore>,
-    /// The queue of each webhook that has a worker.
-    workers: Mutex<HashMap<String, mpsc::UnboundedSender<Claimed>>>,
-    /// Deliveries handed to a worker and not yet done (a lease that runs out while a delivery
-    /// waits in its queue must not queue it twice).
-    queued: Mutex<HashSet<String>>,
+    /// The running worker of each webhook, and how to tell it there is work.
+    workers: Mutex<HashMap<String, Arc<Notify>>>,
 }
 
 /// The result of one HTTP attempt.
@@ -93,7 +93,6 @@ impl Sender {
             wake,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
             workers: Mutex::new(HashMap::new()),
-            queued: Mutex::new(HashSet::new()),
         })
     }
 
@@ -105,77 +104,62 @@ impl Sender {
             Err(e) => tracing::warn!(error = %e, "releasing old leases"),
         }
         loop {
-            let now = now_ms();
-            let lease_until = now + LEASE.as_millis() as i64;
-            let claimed = match self.db.claim_deliveries(&self.owner, now, lease_until, BATCH).await {
-                Ok(c) => c,
+            let due = match self.db.due_webhooks(now_ms(), DUE_WEBHOOKS).await {
+                Ok(due) => due,
                 Err(e) => {
-                    tracing::warn!(error = %e, "claiming deliveries");
-                    tokio::time::sleep(POLL).await;
-                    continue;
+                    tracing::warn!(error = %e, "looking for due deliveries");
+                    Vec::new()
                 }
             };
-            let full = claimed.len() as i64 == BATCH;
-            for delivery in claimed {
-                self.dispatch(delivery);
+            for webhook_id in due {
+                self.ensure_worker(webhook_id);
             }
-            if !full {
-                tokio::select! {
-                    _ = self.wake.notified() => {}
-                    _ = tokio::time::sleep(POLL) => {}
-                }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(POLL) => {}
             }
         }
     }
 
-    /// Hands a claimed delivery to its webhook's worker, starting one if needed.
-    fn dispatch(self: &Arc<Self>, d: Claimed) {
-        if !lock(&self.queued).insert(d.id.clone()) {
+    /// Wakes the webhook's worker, starting one if there is none.
+    fn ensure_worker(self: &Arc<Self>, webhook_id: String) {
+        let mut workers = lock(&self.workers);
+        if let Some(wake) = workers.get(&webhook_id) {
+            wake.notify_one();
             return;
         }
-        let mut workers = lock(&self.workers);
-        let d = match workers.get(&d.webhook_id) {
-            Some(queue) => match queue.send(d) {
-                Ok(()) => return,
-                Err(mpsc::error::SendError(d)) => d,
-            },
-            None => d,
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        let webhook_id = d.webhook_id.clone();
-        // Cannot fail: the receiver is alive in our hands.
-        let _ = tx.send(d);
-        workers.insert(webhook_id.clone(), tx);
-        tokio::spawn(self.clone().work(webhook_id, rx));
+        let wake = Arc::new(Notify::new());
+        workers.insert(webhook_id.clone(), wake.clone());
+        tokio::spawn(self.clone().work(webhook_id, wake));
     }
 
-    /// Sends one webhook's deliveries in order until it has been idle for a while.
-    async fn work(self: Arc<Self>, webhook_id: String, mut rx: mpsc::UnboundedReceiver<Claimed>) {
+    /// Sends one webhook's due deliveries in event order until it has been idle for a while.
+    async fn work(self: Arc<Self>, webhook_id: String, wake: Arc<Notify>) {
         loop {
-            let next = match tokio::time::timeout(WORKER_IDLE, rx.recv()).await {
-                Ok(Some(d)) => d,
-                Ok(None) => return,
-                Err(_) => {
-                    // Leave the map first (under its lock), then finish what was queued meanwhile.
-                    lock(&self.workers).remove(&webhook_id);
-                    rx.close();
-                    while let Some(d) = rx.recv().await {
-                        self.deliver_one(d).await;
+            let now = now_ms();
+            let lease_until = now + LEASE.as_millis() as i64;
+            let claimed =
+                match self.db.claim_deliveries(&self.owner, &webhook_id, now, lease_until, CLAIM).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(error = %e, webhook = %webhook_id, "claiming deliveries");
+                        Vec::new()
                     }
+                };
+            if claimed.is_empty() {
+                if tokio::time::timeout(WORKER_IDLE, wake.notified()).await.is_err() {
+                    // Gone from the map, the next pass of the main loop starts a new worker if
+                    // work arrives; a wake-up sent meanwhile is not lost, the rows stay due.
+                    lock(&self.workers).remove(&webhook_id);
                     return;
                 }
-            };
-            self.deliver_one(next).await;
+                continue;
+            }
+            for delivery in claimed {
+                let Ok(_permit) = self.in_flight.clone().acquire_owned().await else { return };
+                self.deliver(delivery).await;
+            }
         }
-    }
-
-    async fn deliver_one(&self, d: Claimed) {
-        let id = d.id.clone();
-        match self.in_flight.clone().acquire_owned().await {
-            Ok(_permit) => self.deliver(d).await,
-            Err(_) => return,
-        }
-        lock(&self.queued).remove(&id);
     }
 
     async fn deliver(&self, d: Claimed) {
@@ -184,7 +168,7 @@ impl Sender {
             Ok(Some(_)) => return self.abandon(&d, "webhook was disabled before delivery").await,
             Ok(None) => return self.abandon(&d, "webhook was deleted before delivery").await,
             Err(e) => {
-                // The lease expires and another pass retries.
+                // The lease runs out and a later pass tries again.
                 tracing::warn!(error = %e, delivery = %d.id, "loading webhook");
                 return;
             }

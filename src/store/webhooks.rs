@@ -190,12 +190,27 @@ impl Db {
         .map(|_| ())
     }
 
-    /// Leases up to `limit` due deliveries for `owner` until `lease_until`. On Postgres the rows
-    /// are picked with `FOR UPDATE SKIP LOCKED`, so several processes never lease the same row;
-    /// SQLite has one writer at a time, which makes the single UPDATE atomic.
+    /// Webhooks that have due, unleased deliveries (at most `limit` of them).
+    pub async fn due_webhooks(&self, now: i64, limit: i64) -> Result<Vec<String>, DbError> {
+        let rows: Vec<(String,)> = sqlx::query_as(
+            "SELECT DISTINCT webhook_id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $1 \
+             AND (lease_until IS NULL OR lease_until < $1) LIMIT $2",
+        )
+        .bind(now)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().map(|(w,)| w).collect())
+    }
+
+    /// Leases the next `limit` due deliveries of one webhook for `owner` until `lease_until`, in
+    /// event order. On Postgres the rows are picked with `FOR UPDATE SKIP LOCKED`, so several
+    /// processes never lease the same row; SQLite has one writer at a time, which makes the
+    /// single UPDATE atomic.
     pub async fn claim_deliveries(
         &self,
         owner: &str,
+        webhook_id: &str,
         now: i64,
         lease_until: i64,
         limit: i64,
@@ -206,12 +221,14 @@ impl Db {
         };
         let mut rows: Vec<Claimed> = sqlx::query_as(&format!(
             "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2 WHERE id IN ( \
-               SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= $3 \
-               AND (lease_until IS NULL OR lease_until < $3) ORDER BY next_attempt_at, seq LIMIT $4{lock}) \
+               SELECT id FROM webhook_deliveries WHERE webhook_id = $3 AND status = 'pending' \
+               AND next_attempt_at <= $4 AND (lease_until IS NULL OR lease_until < $4) \
+               ORDER BY next_attempt_at, seq LIMIT $5{lock}) \
              RETURNING id, webhook_id, event, body, attempts, next_attempt_at, seq"
         ))
         .bind(owner)
         .bind(lease_until)
+        .bind(webhook_id)
         .bind(now)
         .bind(limit)
         .fetch_all(self.pool())

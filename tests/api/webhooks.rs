@@ -23,6 +23,7 @@ both_backends!(
     delivery_log_filters_and_limits,
     redeliver_and_test_ping,
     redirects_are_not_followed,
+    a_slow_receiver_holds_up_only_its_own_deliveries,
 );
 
 pub fn stream_data(app: &TestApp, name: &str) -> StreamEventData {
@@ -468,4 +469,20 @@ async fn production_mode_refuses_private_targets() {
     assert!(d["error"].as_str().unwrap().contains("no public address"), "{d}");
     assert!(d["responseCode"].is_null());
     assert!(rx.received().is_empty());
+}
+
+async fn a_slow_receiver_holds_up_only_its_own_deliveries(app: TestApp) {
+    let (slow, fast) = (Receiver::start().await, Receiver::start().await);
+    slow.answer(200, Duration::from_secs(4));
+    create_webhook(&app, &slow.url(), json!(["*"])).await;
+    create_webhook(&app, &fast.url(), json!(["*"])).await;
+    for name in ["a", "b", "c"] {
+        app.app.emit(&app.project_id, &Event::StreamLive(stream_data(&app, name))).await.unwrap();
+    }
+    let got = fast.wait_for(3, Duration::from_secs(3)).await;
+    let names: Vec<Value> = got.iter().map(|r| r.json()["data"]["name"].clone()).collect();
+    assert_eq!(names, [json!("a"), json!("b"), json!("c")]);
+    // The slow one is still on its first delivery: its deliveries go one at a time, in order.
+    assert_eq!(slow.arrivals(), 1);
+    assert!(slow.received().is_empty());
 }

@@ -51,6 +51,35 @@ async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Serve {
     s
 }
 
+/// Creates a webhook for every event; returns its id.
+async fn create_hook(client: &reqwest::Client, base: &str, key: &str, url: &str) -> String {
+    let hook: Value = client
+        .post(format!("{base}/webhooks"))
+        .bearer_auth(key)
+        .json(&serde_json::json!({"url": url, "events": ["*"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    hook["_id"].as_str().unwrap().to_string()
+}
+
+/// Queues a test ping; returns its delivery id.
+async fn ping(client: &reqwest::Client, base: &str, key: &str, hook_id: &str) -> String {
+    let d: Value = client
+        .post(format!("{base}/webhooks/{hook_id}/test"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    d["_id"].as_str().unwrap().to_string()
+}
+
 async fn kill_and_restart(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let db = match backend {
@@ -72,17 +101,7 @@ async fn kill_and_restart(backend: Backend) {
     let rx = Receiver::start().await;
     rx.answer(500, Duration::ZERO);
     let mut server = serve(dir.path(), &db, port).await;
-    let hook: Value = client
-        .post(format!("{base}/webhooks"))
-        .bearer_auth(&key)
-        .json(&serde_json::json!({"url": rx.url(), "events": ["*"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let hook_id = hook["_id"].as_str().unwrap().to_string();
+    let hook_id = create_hook(&client, &base, &key, &rx.url()).await;
     let mut expected = HashSet::new();
     for i in 0..20 {
         if i == 10 {
@@ -90,16 +109,7 @@ async fn kill_and_restart(backend: Backend) {
             rx.wait_for(10, Duration::from_secs(10)).await;
             rx.answer(500, Duration::from_secs(3600));
         }
-        let d: Value = client
-            .post(format!("{base}/webhooks/{hook_id}/test"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        expected.insert(d["_id"].as_str().unwrap().to_string());
+        expected.insert(ping(&client, &base, &key, &hook_id).await);
     }
     assert_eq!(expected.len(), 20);
     // Wait until one delivery is in flight (held by the receiver), then SIGKILL.
@@ -173,31 +183,13 @@ async fn two_processes_share_one_postgres() {
     let _b = serve(dir_b.path(), &db, port_b).await;
     let rx = Receiver::start().await;
     let client = reqwest::Client::new();
-    let hook: Value = client
-        .post(format!("http://127.0.0.1:{port_a}/v1/projects/demo/webhooks"))
-        .bearer_auth(&key)
-        .json(&serde_json::json!({"url": rx.url(), "events": ["*"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let hook_id = hook["_id"].as_str().unwrap();
+    let base = |port: u16| format!("http://127.0.0.1:{port}/v1/projects/demo");
+    let hook_id = create_hook(&client, &base(port_a), &key, &rx.url()).await;
     // 80 pings queued through both processes (within the key's burst).
     let mut expected = HashSet::new();
     for i in 0..80 {
         let port = if i % 2 == 0 { port_a } else { port_b };
-        let d: Value = client
-            .post(format!("http://127.0.0.1:{port}/v1/projects/demo/webhooks/{hook_id}/test"))
-            .bearer_auth(&key)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        expected.insert(d["_id"].as_str().unwrap().to_string());
+        expected.insert(ping(&client, &base(port), &key, &hook_id).await);
     }
     let got = rx.wait_for(80, Duration::from_secs(30)).await;
     let ids: Vec<String> = got.iter().map(|r| r.id()).collect();

@@ -41,5 +41,6 @@ CREATE TABLE webhook_deliveries (
 );
 
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (status, next_attempt_at, seq);
+CREATE INDEX webhook_deliveries_webhook_due ON webhook_deliveries (webhook_id, status, next_attempt_at, seq);
 CREATE INDEX webhook_deliveries_webhook ON webhook_deliveries (webhook_id, created_at);
 CREATE INDEX webhook_deliveries_project ON webhook_deliveries (project_id, created_at);
