@@ -204,6 +204,14 @@ impl Settings {
         Ok(())
     }
 
+    /// The host clients reach Sluice at (for the RTMP and RTSP addresses it hands out).
+    pub fn public_host(&self) -> String {
+        url::Url::parse(&self.public_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .unwrap_or_else(|| "localhost".to_string())
+    }
+
     /// Whether cookies must carry `Secure`: only when the public address is https.
     pub fn secure_cookies(&self) -> bool {
         self.public_url.starts_with("https://")

@@ -9,6 +9,7 @@ pub mod outgoing;
 pub mod pagination;
 pub mod projects;
 pub mod security;
+pub mod streams;
 pub mod webhooks;
 
 use poem_openapi::{OpenApiService, Tags};
@@ -22,11 +23,14 @@ pub enum ApiTags {
     /// Project-scoped bearer credentials.
     #[oai(rename = "API keys")]
     ApiKeys,
+    /// Live streams: push credentials, status and playback addresses.
+    Streams,
     /// Signed HTTP callbacks for stream and VOD events, and their delivery log.
     Webhooks,
 }
 
-pub type Apis = (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi, webhooks::WebhooksApi);
+pub type Apis =
+    (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi, streams::StreamsApi, webhooks::WebhooksApi);
 pub type Service = OpenApiService<Apis, outgoing::OutgoingWebhooks>;
 
 const DESCRIPTION: &str = "Sluice: self-hostable live streaming and video on demand. \
@@ -38,7 +42,13 @@ session cookie of a signed-in member. Errors are `{statusCode, error, message}`;
 /// `openapi/openapi.json` and `GET /v1/openapi.json` are the same bytes.
 pub fn service() -> Service {
     OpenApiService::new(
-        (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi, webhooks::WebhooksApi),
+        (
+            auth::AuthApi,
+            projects::ProjectsApi,
+            api_keys::ApiKeysApi,
+            streams::StreamsApi,
+            webhooks::WebhooksApi,
+        ),
         "Sluice",
         env!("CARGO_PKG_VERSION"),
     )

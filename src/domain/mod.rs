@@ -5,6 +5,7 @@ pub mod api_key;
 pub mod password;
 pub mod project;
 pub mod scope;
+pub mod stream;
 pub mod time;
 
 pub use api_key::{ApiKeyHash, RawApiKey};

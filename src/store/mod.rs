@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod api_keys;
 pub mod sessions;
+pub mod streams;
 pub mod webhooks;
 
 use std::path::Path;

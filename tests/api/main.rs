@@ -9,6 +9,7 @@ mod ops;
 mod projects;
 mod receiver;
 mod store;
+mod streams;
 mod webhook_guide;
 mod webhooks;
 mod webhooks_restart;

@@ -1,0 +1,547 @@
+//! `/v1/projects/<slug>/streams` (interface: Streams; CONTRACT: Streams).
+
+use std::sync::Arc;
+
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+
+use super::body::{Fields, FromJsonBody, JsonBody};
+use super::error::{ApiError, ApiResult};
+use super::pagination::{PageQuery, Paginated};
+use super::security::Auth;
+use super::ApiTags;
+use crate::app::App;
+use crate::config::Settings;
+use crate::domain::stream::{
+    push_verifier, DisabledReason, MoveError, Protocol, Quality, StreamMove, StreamState, StreamStatus,
+};
+use crate::domain::{new_id, random_token, time::iso, time::now_ms, Scope};
+use crate::events::catalog::StreamEventData;
+use crate::events::{self, Event};
+use crate::store::streams::{StreamFilter, StreamRow};
+use crate::store::{is_unique_violation, Db};
+
+/// A stream in a list.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StreamListItem {
+    #[oai(rename = "_id")]
+    pub id: String,
+    pub name: String,
+    pub status: StreamStatus,
+    pub stream_key: String,
+    pub vod_enabled: bool,
+    pub created_at: String,
+}
+
+/// Playback addresses, each present only when the stream offers that protocol.
+#[derive(Debug, Object)]
+pub struct PlaybackUrls {
+    #[oai(skip_serializing_if_is_none)]
+    pub hls: Option<String>,
+    #[oai(skip_serializing_if_is_none)]
+    pub webrtc: Option<String>,
+    #[oai(skip_serializing_if_is_none)]
+    pub rtsp: Option<String>,
+}
+
+/// OBS's two fields: Settings → Stream → Server and Stream Key.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct ObsSettings {
+    pub server: String,
+    pub stream_key: String,
+}
+
+/// The full stream record.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Stream {
+    #[oai(rename = "_id")]
+    pub id: String,
+    pub name: String,
+    pub status: StreamStatus,
+    /// Why the stream is disabled (status `disabled` only).
+    pub disabled_reason: Option<DisabledReason>,
+    pub stream_key: String,
+    pub qualities: Vec<String>,
+    pub protocols: Vec<Protocol>,
+    pub vod_enabled: bool,
+    pub dvr_enabled: bool,
+    /// DVR window in seconds.
+    pub dvr_duration: i64,
+    pub drm_enabled: bool,
+    /// Whether playback needs a signed URL from a playback ticket.
+    pub signed_playback: bool,
+    pub push_username: String,
+    pub rtmp_port: u16,
+    pub obs: ObsSettings,
+    /// WHIP ingest; send `Authorization: Bearer <pushPassword>`.
+    pub whip_url: String,
+    pub playback_urls: PlaybackUrls,
+    pub created_at: String,
+    pub updated_at: String,
+    pub last_push_at: Option<String>,
+}
+
+/// A created stream, or new push credentials: the password appears only in these responses.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StreamWithCredentials {
+    #[oai(flatten)]
+    pub stream: Stream,
+    /// The complete publish URL with credentials (ffmpeg takes it as is).
+    pub ingest_url: String,
+    /// Shown only when created or rotated.
+    pub push_password: String,
+}
+
+/// Body of `POST /streams`.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct CreateStream {
+    /// 1–100 characters, unique in the project.
+    pub name: String,
+    /// Default `["720p", "480p"]`.
+    pub qualities: Option<Vec<String>>,
+    /// Default `["llhls"]`.
+    pub protocols: Option<Vec<Protocol>>,
+    pub vod_enabled: Option<bool>,
+    pub dvr_enabled: Option<bool>,
+    /// Seconds, 60–43200 (default 3600).
+    pub dvr_duration: Option<i64>,
+    pub drm_enabled: Option<bool>,
+}
+
+fn quality_names(f: &mut Fields, name: &str) -> Option<Vec<String>> {
+    f.opt_list(name, 1..=7, |s| Quality::parse(s).map(Quality::name)).map(dedup_qualities)
+}
+
+fn dedup_qualities(q: Vec<String>) -> Vec<String> {
+    let mut parsed: Vec<Quality> = q.iter().filter_map(|s| Quality::parse(s).ok()).collect();
+    parsed.sort_by(|a, b| b.cmp(a));
+    parsed.dedup();
+    parsed.into_iter().map(Quality::name).collect()
+}
+
+fn protocols(f: &mut Fields, name: &str) -> Option<Vec<Protocol>> {
+    f.opt_list(name, 1..=3, Protocol::parse).map(|mut p| {
+        p.sort();
+        p.dedup();
+        p
+    })
+}
+
+impl FromJsonBody for CreateStream {
+    fn from_fields(f: &mut Fields) -> Self {
+        CreateStream {
+            name: f.string("name", 1..=100),
+            qualities: quality_names(f, "qualities"),
+            protocols: protocols(f, "protocols"),
+            vod_enabled: f.opt_bool("vodEnabled"),
+            dvr_enabled: f.opt_bool("dvrEnabled"),
+            dvr_duration: f.opt_int("dvrDuration", 60..=43_200),
+            drm_enabled: f.opt_bool("drmEnabled"),
+        }
+    }
+}
+
+/// Body of `PATCH /streams/<id>`: any of the fields. Media options apply from the next push.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct UpdateStream {
+    pub name: Option<String>,
+    pub qualities: Option<Vec<String>>,
+    pub protocols: Option<Vec<Protocol>>,
+    pub vod_enabled: Option<bool>,
+    pub dvr_enabled: Option<bool>,
+    pub dvr_duration: Option<i64>,
+    pub drm_enabled: Option<bool>,
+    /// `false` disables the stream (reason `manual`); `true` re-enables it (not a deleted one).
+    pub enabled: Option<bool>,
+}
+
+impl FromJsonBody for UpdateStream {
+    fn from_fields(f: &mut Fields) -> Self {
+        UpdateStream {
+            name: f.opt_string("name", 1..=100),
+            qualities: quality_names(f, "qualities"),
+            protocols: protocols(f, "protocols"),
+            vod_enabled: f.opt_bool("vodEnabled"),
+            dvr_enabled: f.opt_bool("dvrEnabled"),
+            dvr_duration: f.opt_int("dvrDuration", 60..=43_200),
+            drm_enabled: f.opt_bool("drmEnabled"),
+            enabled: f.opt_bool("enabled"),
+        }
+    }
+}
+
+#[derive(ApiResponse)]
+pub enum CreateStreamResponse {
+    /// The stream was created; `pushPassword` is shown only here and on rotation.
+    #[oai(status = 201)]
+    Created(Json<StreamWithCredentials>),
+}
+
+fn flag(b: bool) -> i64 {
+    i64::from(b)
+}
+
+/// `rtmp://<public host>:<rtmp port>`
+fn rtmp_base(settings: &Settings) -> String {
+    format!("rtmp://{}:{}", settings.public_host(), settings.rtmp_addr.port())
+}
+
+impl Stream {
+    pub fn from_row(row: &StreamRow, settings: &Settings) -> Stream {
+        let protocols: Vec<Protocol> =
+            row.protocols.split_whitespace().filter_map(|p| Protocol::parse(p).ok()).collect();
+        let play = format!("{}/live/{}", settings.playback_base, row.id);
+        Stream {
+            id: row.id.clone(),
+            name: row.name.clone(),
+            status: StreamStatus::parse(&row.status).unwrap_or(StreamStatus::Pending),
+            disabled_reason: row.disabled_reason.as_deref().and_then(DisabledReason::parse),
+            stream_key: row.stream_key.clone(),
+            qualities: row.qualities.split_whitespace().map(str::to_string).collect(),
+            vod_enabled: row.vod_enabled == 1,
+            dvr_enabled: row.dvr_enabled == 1,
+            dvr_duration: row.dvr_duration,
+            drm_enabled: row.drm_enabled == 1,
+            signed_playback: row.signed_playback == 1,
+            push_username: row.push_username.clone(),
+            rtmp_port: settings.rtmp_addr.port(),
+            obs: ObsSettings {
+                server: format!("{}/live", rtmp_base(settings)),
+                stream_key: row.stream_key.clone(),
+            },
+            whip_url: format!("{}/v1/whip/{}", settings.public_url, row.stream_key),
+            playback_urls: PlaybackUrls {
+                hls: protocols.contains(&Protocol::Llhls).then(|| format!("{play}/master.m3u8")),
+                webrtc: protocols.contains(&Protocol::Webrtc).then(|| format!("{play}/whep")),
+                rtsp: protocols.contains(&Protocol::Rtsp).then(|| {
+                    format!("rtsp://{}:{}/live/{}", settings.public_host(), settings.rtsp_addr.port(), row.id)
+                }),
+            },
+            protocols,
+            created_at: iso(row.created_at),
+            updated_at: iso(row.updated_at),
+            last_push_at: row.last_push_at.map(iso),
+        }
+    }
+
+    fn with_credentials(row: &StreamRow, settings: &Settings, password: String) -> StreamWithCredentials {
+        let ingest_url = format!(
+            "{}/live/{}?user={}&pass={}",
+            rtmp_base(settings),
+            row.stream_key,
+            row.push_username,
+            password
+        );
+        StreamWithCredentials { stream: Stream::from_row(row, settings), ingest_url, push_password: password }
+    }
+}
+
+impl From<StreamRow> for StreamListItem {
+    fn from(r: StreamRow) -> Self {
+        StreamListItem {
+            id: r.id,
+            name: r.name,
+            status: StreamStatus::parse(&r.status).unwrap_or(StreamStatus::Pending),
+            stream_key: r.stream_key,
+            vod_enabled: r.vod_enabled == 1,
+            created_at: iso(r.created_at),
+        }
+    }
+}
+
+/// The `data` of a stream event.
+pub fn event_data(row: &StreamRow) -> StreamEventData {
+    StreamEventData {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        stream_key: row.stream_key.clone(),
+        status: row.status.clone(),
+        project_id: row.project_id.clone(),
+        vod_enabled: row.vod_enabled == 1,
+        created_at: iso(row.created_at),
+        reason: row.disabled_reason.clone(),
+    }
+}
+
+/// New push credentials: (username, salt, verifier, password).
+fn new_push_credentials() -> (String, String, String, String) {
+    let username = random_token(12).to_lowercase();
+    let salt = random_token(16);
+    let password = random_token(32);
+    let verifier = push_verifier(&username, &salt, &password);
+    (username, salt, verifier, password)
+}
+
+fn move_error(e: MoveError) -> ApiError {
+    ApiError::conflict(e.to_string())
+}
+
+fn parse_time(field: &str, value: Option<String>, problems: &mut Vec<String>) -> Option<i64> {
+    let value = value?;
+    match chrono::DateTime::parse_from_rfc3339(&value) {
+        Ok(t) => Some(t.timestamp_millis()),
+        Err(_) => {
+            problems.push(format!("{field} must be an ISO 8601 timestamp"));
+            None
+        }
+    }
+}
+
+pub struct StreamsApi;
+
+#[OpenApi(tag = "ApiTags::Streams")]
+impl StreamsApi {
+    /// List streams, newest first
+    #[oai(path = "/v1/projects/:slug/streams", method = "get", operation_id = "listStreams")]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        /// Items to skip (default 0).
+        skip: Query<Option<i64>>,
+        /// Page size (default 20, at most 100).
+        limit: Query<Option<i64>>,
+        /// Case-insensitive substring of the name.
+        q: Query<Option<String>>,
+        /// Only streams with this status.
+        status: Query<Option<StreamStatus>>,
+        /// Created at or after this ISO 8601 time.
+        from: Query<Option<String>>,
+        /// Created at or before this ISO 8601 time.
+        to: Query<Option<String>>,
+    ) -> ApiResult<Json<Paginated<StreamListItem>>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::StreamsRead)).await?;
+        let page = PageQuery::list(skip.0, limit.0)?;
+        let mut problems = Vec::new();
+        let filter = StreamFilter {
+            q: q.0.filter(|s| !s.is_empty()),
+            status: status.0.map(|s| s.as_str().to_string()),
+            from: parse_time("from", from.0, &mut problems),
+            to: parse_time("to", to.0, &mut problems),
+        };
+        if !problems.is_empty() {
+            return Err(ApiError::bad_request(problems));
+        }
+        let rows = app.db.list_streams(&p.project.id, &filter, page.skip, page.limit).await?;
+        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
+    }
+
+    /// Create a stream; returns its push credentials (the password only here)
+    #[oai(path = "/v1/projects/:slug/streams", method = "post", operation_id = "createStream")]
+    async fn create(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        body: JsonBody<CreateStream>,
+    ) -> ApiResult<CreateStreamResponse> {
+        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
+        let b = body.0;
+        let (push_username, push_salt, push_verifier, password) = new_push_credentials();
+        let now = now_ms();
+        // No media resources need preparing before a push yet, so a new stream is ready at once.
+        let state =
+            StreamState::new(StreamStatus::Pending).apply(StreamMove::Prepared).map_err(move_error)?;
+        let row = StreamRow {
+            id: new_id(),
+            project_id: p.project.id.clone(),
+            name: b.name,
+            stream_key: random_token(24),
+            push_username,
+            push_salt,
+            push_verifier,
+            qualities: b.qualities.unwrap_or_else(|| vec!["720p".into(), "480p".into()]).join(" "),
+            protocols: b
+                .protocols
+                .unwrap_or_else(|| vec![Protocol::Llhls])
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            vod_enabled: flag(b.vod_enabled.unwrap_or(false)),
+            dvr_enabled: flag(b.dvr_enabled.unwrap_or(false)),
+            dvr_duration: b.dvr_duration.unwrap_or(3600),
+            drm_enabled: flag(b.drm_enabled.unwrap_or(false)),
+            signed_playback: 0,
+            status: state.status.as_str().to_string(),
+            disabled_reason: None,
+            created_at: now,
+            updated_at: now,
+            last_push_at: None,
+        };
+        let mut tx = app.db.begin_write().await?;
+        match Db::insert_stream(&mut tx, &row).await {
+            Ok(()) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(ApiError::conflict("a stream with this name exists"))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        events::emit(&mut tx, &row.project_id, &Event::StreamCreated(event_data(&row))).await?;
+        tx.commit().await?;
+        app.wake_sender();
+        tracing::info!(project = %p.project.slug, stream = %row.id, "stream created");
+        Ok(CreateStreamResponse::Created(Json(Stream::with_credentials(&row, &app.settings, password))))
+    }
+
+    /// Get a stream
+    #[oai(path = "/v1/projects/:slug/streams/:id", method = "get", operation_id = "getStream")]
+    async fn get(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Stream>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::StreamsRead)).await?;
+        let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
+        Ok(Json(Stream::from_row(&row, &app.settings)))
+    }
+
+    /// Change a stream's settings, or disable / re-enable it
+    #[oai(path = "/v1/projects/:slug/streams/:id", method = "patch", operation_id = "updateStream")]
+    async fn update(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+        body: JsonBody<UpdateStream>,
+    ) -> ApiResult<Json<Stream>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
+        let b = body.0;
+        let mut tx = app.db.begin_write().await?;
+        let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
+        let before = state_of(&row);
+        // A deleted stream refuses every change, even one that changes nothing else.
+        if before.reason == Some(DisabledReason::Deleted) {
+            return Err(move_error(MoveError::Deleted));
+        }
+        let state = match b.enabled {
+            Some(true) => before.apply(StreamMove::Enable).map_err(move_error)?,
+            // Disabling a disabled stream keeps its reason (and fires nothing).
+            Some(false) if before.status != StreamStatus::Disabled => {
+                before.apply(StreamMove::Disable(DisabledReason::Manual)).map_err(move_error)?
+            }
+            _ => before,
+        };
+        if let Some(name) = b.name {
+            row.name = name;
+        }
+        if let Some(q) = b.qualities {
+            row.qualities = q.join(" ");
+        }
+        if let Some(ps) = b.protocols {
+            row.protocols = ps.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" ");
+        }
+        if let Some(v) = b.vod_enabled {
+            row.vod_enabled = flag(v);
+        }
+        if let Some(v) = b.dvr_enabled {
+            row.dvr_enabled = flag(v);
+        }
+        if let Some(v) = b.dvr_duration {
+            row.dvr_duration = v;
+        }
+        if let Some(v) = b.drm_enabled {
+            row.drm_enabled = flag(v);
+        }
+        set_state(&mut row, state);
+        row.updated_at = now_ms();
+        match Db::update_stream(&mut tx, &row).await {
+            Ok(()) => {}
+            Err(e) if is_unique_violation(&e) => {
+                return Err(ApiError::conflict("a stream with this name exists"))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let disabled_now = state.status == StreamStatus::Disabled && before.status != StreamStatus::Disabled;
+        if disabled_now {
+            events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
+        }
+        tx.commit().await?;
+        if disabled_now {
+            app.wake_sender();
+        }
+        Ok(Json(Stream::from_row(&row, &app.settings)))
+    }
+
+    /// Delete a stream: it is disabled for good (reason `deleted`) and its media released
+    #[oai(path = "/v1/projects/:slug/streams/:id", method = "delete", operation_id = "deleteStream")]
+    async fn delete(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Stream>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
+        let mut tx = app.db.begin_write().await?;
+        let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
+        let state = state_of(&row).apply(StreamMove::Disable(DisabledReason::Deleted)).map_err(move_error)?;
+        set_state(&mut row, state);
+        row.updated_at = now_ms();
+        Db::update_stream(&mut tx, &row).await?;
+        events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
+        tx.commit().await?;
+        app.wake_sender();
+        tracing::info!(project = %p.project.slug, stream = %row.id, "stream deleted");
+        Ok(Json(Stream::from_row(&row, &app.settings)))
+    }
+
+    /// Replace the push credentials; the old ones stop working at the next connect
+    #[oai(
+        path = "/v1/projects/:slug/streams/:id/rotate-push",
+        method = "post",
+        operation_id = "rotateStreamPush"
+    )]
+    async fn rotate_push(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<StreamWithCredentials>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
+        let mut tx = app.db.begin_write().await?;
+        let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
+        if state_of(&row).reason == Some(DisabledReason::Deleted) {
+            return Err(move_error(MoveError::Deleted));
+        }
+        let (username, salt, verifier, password) = new_push_credentials();
+        row.push_username = username;
+        row.push_salt = salt;
+        row.push_verifier = verifier;
+        row.updated_at = now_ms();
+        Db::update_stream(&mut tx, &row).await?;
+        tx.commit().await?;
+        tracing::info!(project = %p.project.slug, stream = %row.id, "push credentials rotated");
+        Ok(Json(Stream::with_credentials(&row, &app.settings, password)))
+    }
+}
+
+fn stream_not_found() -> ApiError {
+    ApiError::not_found("stream not found")
+}
+
+fn state_of(row: &StreamRow) -> StreamState {
+    StreamState {
+        status: StreamStatus::parse(&row.status).unwrap_or(StreamStatus::Pending),
+        reason: row.disabled_reason.as_deref().and_then(DisabledReason::parse),
+    }
+}
+
+fn set_state(row: &mut StreamRow, state: StreamState) {
+    row.status = state.status.as_str().to_string();
+    row.disabled_reason = state.reason.map(|r| r.as_str().to_string());
+}

@@ -1,0 +1,178 @@
+//! Streams.
+
+use sqlx::{AnyConnection, FromRow};
+
+use super::{count, Db, DbError, Page};
+
+#[derive(Debug, Clone, FromRow)]
+pub struct StreamRow {
+    pub id: String,
+    pub project_id: String,
+    pub name: String,
+    pub stream_key: String,
+    pub push_username: String,
+    pub push_salt: String,
+    pub push_verifier: String,
+    pub qualities: String,
+    pub protocols: String,
+    pub vod_enabled: i64,
+    pub dvr_enabled: i64,
+    pub dvr_duration: i64,
+    pub drm_enabled: i64,
+    pub signed_playback: i64,
+    pub status: String,
+    pub disabled_reason: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub last_push_at: Option<i64>,
+}
+
+/// Filters of the stream list.
+#[derive(Debug, Default)]
+pub struct StreamFilter {
+    /// Case-insensitive substring of the name.
+    pub q: Option<String>,
+    pub status: Option<String>,
+    /// `createdAt` range in ms, inclusive.
+    pub from: Option<i64>,
+    pub to: Option<i64>,
+}
+
+const COLUMNS: &str = "id, project_id, name, stream_key, push_username, push_salt, push_verifier, qualities, \
+     protocols, vod_enabled, dvr_enabled, dvr_duration, drm_enabled, signed_playback, status, disabled_reason, \
+     created_at, updated_at, last_push_at";
+
+/// `LIKE` pattern for a substring, with the pattern characters escaped.
+fn like_pattern(q: &str) -> String {
+    let escaped = q.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+    format!("%{escaped}%")
+}
+
+impl Db {
+    pub async fn insert_stream(conn: &mut AnyConnection, s: &StreamRow) -> Result<(), DbError> {
+        sqlx::query(&format!(
+            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+        ))
+        .bind(&s.id)
+        .bind(&s.project_id)
+        .bind(&s.name)
+        .bind(&s.stream_key)
+        .bind(&s.push_username)
+        .bind(&s.push_salt)
+        .bind(&s.push_verifier)
+        .bind(&s.qualities)
+        .bind(&s.protocols)
+        .bind(s.vod_enabled)
+        .bind(s.dvr_enabled)
+        .bind(s.dvr_duration)
+        .bind(s.drm_enabled)
+        .bind(s.signed_playback)
+        .bind(&s.status)
+        .bind(&s.disabled_reason)
+        .bind(s.created_at)
+        .bind(s.updated_at)
+        .bind(s.last_push_at)
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    /// Writes every mutable column of a stream, on the caller's transaction.
+    pub async fn update_stream(conn: &mut AnyConnection, s: &StreamRow) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE streams SET name = $1, push_username = $2, push_salt = $3, push_verifier = $4, qualities = $5, \
+             protocols = $6, vod_enabled = $7, dvr_enabled = $8, dvr_duration = $9, drm_enabled = $10, \
+             signed_playback = $11, status = $12, disabled_reason = $13, updated_at = $14, last_push_at = $15 \
+             WHERE id = $16 AND project_id = $17",
+        )
+        .bind(&s.name)
+        .bind(&s.push_username)
+        .bind(&s.push_salt)
+        .bind(&s.push_verifier)
+        .bind(&s.qualities)
+        .bind(&s.protocols)
+        .bind(s.vod_enabled)
+        .bind(s.dvr_enabled)
+        .bind(s.dvr_duration)
+        .bind(s.drm_enabled)
+        .bind(s.signed_playback)
+        .bind(&s.status)
+        .bind(&s.disabled_reason)
+        .bind(s.updated_at)
+        .bind(s.last_push_at)
+        .bind(&s.id)
+        .bind(&s.project_id)
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    /// A stream, read on the caller's transaction (so a change is decided on what it sees).
+    pub async fn stream_in(
+        conn: &mut AnyConnection,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<StreamRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE project_id = $1 AND id = $2"))
+            .bind(project_id)
+            .bind(id)
+            .fetch_optional(conn)
+            .await
+    }
+
+    pub async fn stream(&self, project_id: &str, id: &str) -> Result<Option<StreamRow>, DbError> {
+        let mut conn = self.pool().acquire().await?;
+        Db::stream_in(&mut conn, project_id, id).await
+    }
+
+    pub async fn stream_by_key(&self, stream_key: &str) -> Result<Option<StreamRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE stream_key = $1"))
+            .bind(stream_key)
+            .fetch_optional(self.pool())
+            .await
+    }
+
+    pub async fn list_streams(
+        &self,
+        project_id: &str,
+        filter: &StreamFilter,
+        skip: i64,
+        limit: i64,
+    ) -> Result<Page<StreamRow>, DbError> {
+        // Fixed SQL; absent filters are NULL parameters.
+        let conditions = "project_id = $1 AND ($2 IS NULL OR LOWER(name) LIKE $2 ESCAPE '\\') \
+             AND ($3 IS NULL OR status = $3) AND ($4 IS NULL OR created_at >= $4) AND ($5 IS NULL OR created_at <= $5)";
+        let pattern = filter.q.as_deref().map(like_pattern);
+        let items = sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM streams WHERE {conditions} ORDER BY created_at DESC, id DESC LIMIT $6 OFFSET $7"
+        ))
+        .bind(project_id)
+        .bind(pattern.clone())
+        .bind(filter.status.clone())
+        .bind(filter.from)
+        .bind(filter.to)
+        .bind(limit)
+        .bind(skip)
+        .fetch_all(self.pool())
+        .await?;
+        let total = count(
+            &sqlx::query(&format!("SELECT COUNT(*) FROM streams WHERE {conditions}"))
+                .bind(project_id)
+                .bind(pattern)
+                .bind(filter.status.clone())
+                .bind(filter.from)
+                .bind(filter.to)
+                .fetch_one(self.pool())
+                .await?,
+        )?;
+        Ok(Page { items, total })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn like_patterns_escape_wildcards() {
+        assert_eq!(super::like_pattern("Cam_1%"), "%cam\\_1\\%%");
+    }
+}
