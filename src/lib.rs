@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod events;
+pub mod media;
 pub mod metrics;
 pub mod ratelimit;
 pub mod store;

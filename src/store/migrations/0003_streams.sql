@@ -6,7 +6,8 @@ CREATE TABLE streams (
     project_id TEXT NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
     name TEXT NOT NULL,
     stream_key TEXT NOT NULL UNIQUE,
-    push_username TEXT NOT NULL,
+    -- Unique: OBS authenticates at connect, before any stream key is known.
+    push_username TEXT NOT NULL UNIQUE,
     push_salt TEXT NOT NULL,
     push_verifier TEXT NOT NULL,
     -- Space-separated, e.g. "720p 480p" / "llhls webrtc".

@@ -1,0 +1,4 @@
+//! Media: ingest and (later) packaging and playback. GStreamer pipelines live here; the
+//! protocol state machines beside them do no IO.
+
+pub mod rtmp;

@@ -1,0 +1,4 @@
+//! RTMP ingest. `auth` decides push credentials without IO; the session and its tokio shell
+//! follow (issue 4).
+
+pub mod auth;
