@@ -2,3 +2,4 @@
 //! follow (issue 4).
 
 pub mod auth;
+pub mod session;
