@@ -40,6 +40,7 @@ async fn start(database_url: Option<String>) -> Server {
     let env = |cmd: &mut Command| {
         cmd.env("SLUICE_DATA_DIR", dir.path())
             .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
+            .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{}", free_port()))
             .env("SLUICE_RATE_LIMIT_PER_KEY", "1000000000")
             .env("SLUICE_RATE_LIMIT_BURST", "1000000000")
             .env("RUST_LOG", "warn");

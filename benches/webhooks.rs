@@ -94,6 +94,7 @@ async fn bench(
         data_dir: Some(dir.to_path_buf()),
         database_url: Some(database_url),
         http_addr: Some("127.0.0.1:0".parse().expect("addr")),
+        rtmp_addr: Some("127.0.0.1:0".parse().expect("addr")),
         mode: Some(Mode::Development),
         ..Default::default()
     };

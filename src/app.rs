@@ -38,6 +38,12 @@ pub struct App {
     sender_wake: Arc<Notify>,
     /// This process's identity for leases; kept in the data dir so a restart reclaims them.
     node_id: String,
+    /// Open push sessions of this process.
+    pub live: crate::media::live::LiveSessions,
+    /// Adobe RTMP challenges handed out (opaque → user, valid until).
+    adobe_challenges: Mutex<HashMap<String, (String, Instant)>>,
+    /// Where RTMP ingest listens, once started.
+    rtmp_bound: std::sync::OnceLock<SocketAddr>,
 }
 
 impl App {
@@ -53,6 +59,9 @@ impl App {
         Ok(Arc::new(App {
             sender_wake: Arc::new(Notify::new()),
             node_id,
+            live: Default::default(),
+            adobe_challenges: Mutex::new(HashMap::new()),
+            rtmp_bound: std::sync::OnceLock::new(),
             request_limiter: RateLimiter::new(settings.rate_limit_per_key, settings.rate_limit_burst),
             auth_failures: RateLimiter::new(
                 f64::from(settings.auth_failures_per_min) / 60.0,
@@ -68,6 +77,27 @@ impl App {
     /// Whether webhook targets may be plain http and private addresses (development mode).
     pub fn allow_private_webhooks(&self) -> bool {
         self.settings.mode == Mode::Development
+    }
+
+    /// Remembers an Adobe challenge for a user (the answer comes on a new connection).
+    pub fn remember_challenge(&self, opaque: &str, user: &str, ttl: Duration) {
+        let mut map = self.adobe_challenges.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        map.retain(|_, (_, until)| *until > now);
+        if map.len() < 100_000 {
+            map.insert(opaque.to_string(), (user.to_string(), now + ttl));
+        }
+    }
+
+    /// Uses up a challenge: true when it was handed out to `user` and has not expired.
+    pub fn take_challenge(&self, opaque: &str, user: &str) -> bool {
+        let mut map = self.adobe_challenges.lock().unwrap_or_else(|p| p.into_inner());
+        matches!(map.remove(opaque), Some((u, until)) if u == user && until > Instant::now())
+    }
+
+    /// Where RTMP ingest listens (after `start`).
+    pub fn rtmp_addr(&self) -> Option<SocketAddr> {
+        self.rtmp_bound.get().copied()
     }
 
     /// Tells the webhook sender that deliveries were queued.
@@ -124,6 +154,10 @@ impl App {
         let routes = self.routes();
         self.spawn_housekeeping();
         self.spawn_sender()?;
+        let rtmp = crate::media::rtmp::server::start(self.clone())
+            .await
+            .with_context(|| format!("binding RTMP on {}", self.settings.rtmp_addr))?;
+        let _ = self.rtmp_bound.set(rtmp);
         let server = tokio::spawn(async move {
             poem::Server::new_with_acceptor(acceptor)
                 .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))

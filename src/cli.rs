@@ -99,7 +99,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     tracing::info!(?settings, "starting");
     let app = App::build(settings).await?;
     let (addr, server) = app.start(shutdown_signal()).await?;
-    tracing::info!(%addr, public_url = %app.settings.public_url, "serving HTTP");
+    tracing::info!(%addr, public_url = %app.settings.public_url, rtmp = ?app.rtmp_addr(), "serving HTTP and RTMP");
     server.await.context("server task")?.context("HTTP server")?;
     app.db.close().await;
     tracing::info!("stopped");

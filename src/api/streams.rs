@@ -471,6 +471,7 @@ impl StreamsApi {
         }
         tx.commit().await?;
         if disabled_now {
+            app.live.kill(&row.id);
             app.wake_sender();
         }
         Ok(Json(Stream::from_row(&row, &app.settings)))
@@ -494,6 +495,7 @@ impl StreamsApi {
         Db::update_stream(&mut tx, &row).await?;
         events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
         tx.commit().await?;
+        app.live.kill(&row.id);
         app.wake_sender();
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream deleted");
         Ok(Json(Stream::from_row(&row, &app.settings)))

@@ -1,4 +1,5 @@
 //! Media: ingest and (later) packaging and playback. GStreamer pipelines live here; the
 //! protocol state machines beside them do no IO.
 
+pub mod live;
 pub mod rtmp;

@@ -132,6 +132,13 @@ impl Db {
             .await
     }
 
+    pub async fn stream_by_push_username(&self, username: &str) -> Result<Option<StreamRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE push_username = $1"))
+            .bind(username)
+            .fetch_optional(self.pool())
+            .await
+    }
+
     pub async fn list_streams(
         &self,
         project_id: &str,

@@ -8,6 +8,7 @@ mod errors;
 mod ops;
 mod projects;
 mod receiver;
+mod rtmp;
 mod store;
 mod streams;
 mod webhook_guide;

@@ -57,9 +57,10 @@ async fn create_applies_defaults_and_returns_credentials_once(app: TestApp) {
         (Some(false), Some(false), Some(false))
     );
     assert_eq!(s["dvrDuration"], 3600);
-    assert_eq!(s["rtmpPort"], 1935);
-    assert_eq!(s["ingestUrl"], format!("rtmp://127.0.0.1:1935/live/{key}?user={user}&pass={pass}"));
-    assert_eq!(s["obs"], json!({"server": "rtmp://127.0.0.1:1935/live", "streamKey": key}));
+    let rtmp = app.app.settings.rtmp_addr.port();
+    assert_eq!(s["rtmpPort"], rtmp);
+    assert_eq!(s["ingestUrl"], format!("rtmp://127.0.0.1:{rtmp}/live/{key}?user={user}&pass={pass}"));
+    assert_eq!(s["obs"], json!({"server": format!("rtmp://127.0.0.1:{rtmp}/live"), "streamKey": key}));
     let play = &app.app.settings.playback_base;
     assert_eq!(s["playbackUrls"], json!({"hls": format!("{play}/live/{id}/master.m3u8")}));
     assert!(s["whipUrl"].as_str().unwrap().ends_with(&format!("/v1/whip/{key}")));

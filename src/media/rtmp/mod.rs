@@ -2,4 +2,5 @@
 //! follow (issue 4).
 
 pub mod auth;
+pub mod server;
 pub mod session;

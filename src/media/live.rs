@@ -1,0 +1,122 @@
+//! Live push sessions: the stream moves `idle → live → idle` with `stream.live` and
+//! `stream.ended`, one session per stream, and the API can end a session at once.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::api::streams::event_data;
+use crate::app::App;
+use crate::domain::stream::{DisabledReason, StreamMove, StreamState, StreamStatus};
+use crate::domain::time::now_ms;
+use crate::events::{self, Event};
+use crate::store::streams::StreamRow;
+use crate::store::{Db, DbError};
+
+/// The open push sessions of this process, by stream id.
+#[derive(Default)]
+pub struct LiveSessions {
+    sessions: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+/// Why a push could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Refused(String),
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+}
+
+impl LiveSessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends the stream's session now, if one is open here (DELETE, disable).
+    pub fn kill(&self, stream_id: &str) {
+        if let Some(kill) = self.lock().get(stream_id) {
+            kill.notify_one();
+        }
+    }
+
+    pub fn is_live(&self, stream_id: &str) -> bool {
+        self.lock().contains_key(stream_id)
+    }
+}
+
+fn state_of(row: &StreamRow) -> StreamState {
+    StreamState {
+        status: StreamStatus::parse(&row.status).unwrap_or(StreamStatus::Pending),
+        reason: row.disabled_reason.as_deref().and_then(DisabledReason::parse),
+    }
+}
+
+impl App {
+    /// Opens a push session: `idle → live` and `stream.live`, in one transaction. Returns the
+    /// signal that ends the session early.
+    pub async fn begin_push(&self, stream_id: &str, project_id: &str) -> Result<Arc<Notify>, StartError> {
+        let kill = Arc::new(Notify::new());
+        {
+            let mut sessions = self.live.lock();
+            if sessions.contains_key(stream_id) {
+                return Err(StartError::Refused("the stream is live already".into()));
+            }
+            sessions.insert(stream_id.to_string(), kill.clone());
+        }
+        let result = async {
+            let mut tx = self.db.begin_write().await?;
+            let mut row = Db::stream_in(&mut tx, project_id, stream_id)
+                .await?
+                .ok_or_else(|| StartError::Refused("stream not found".into()))?;
+            let next = state_of(&row)
+                .apply(StreamMove::PushStarted)
+                .map_err(|e| StartError::Refused(e.to_string()))?;
+            row.status = next.status.as_str().to_string();
+            row.last_push_at = Some(now_ms());
+            row.updated_at = now_ms();
+            Db::update_stream(&mut tx, &row).await?;
+            events::emit(&mut tx, project_id, &Event::StreamLive(event_data(&row))).await?;
+            tx.commit().await?;
+            Ok::<_, StartError>(())
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                self.wake_sender();
+                Ok(kill)
+            }
+            Err(e) => {
+                self.live.lock().remove(stream_id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes a push session: `live → idle` (a stream disabled meanwhile stays disabled) and
+    /// `stream.ended`, in one transaction.
+    pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {
+        let result = async {
+            let mut tx = self.db.begin_write().await?;
+            let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else { return Ok(()) };
+            if let Ok(next) = state_of(&row).apply(StreamMove::PushEnded) {
+                row.status = next.status.as_str().to_string();
+                row.disabled_reason = None;
+            }
+            row.updated_at = now_ms();
+            Db::update_stream(&mut tx, &row).await?;
+            events::emit(&mut tx, project_id, &Event::StreamEnded(event_data(&row))).await?;
+            tx.commit().await
+        }
+        .await;
+        self.live.lock().remove(stream_id);
+        match result {
+            Ok(()) => {
+                self.wake_sender();
+                tracing::info!(stream = %stream_id, why, "push ended");
+            }
+            Err(e) => tracing::error!(stream = %stream_id, error = %e, "recording the end of a push"),
+        }
+    }
+}

@@ -1,0 +1,220 @@
+//! RTMP ingest with real clients: ffmpeg pushing to `ingestUrl`, and GStreamer's rtmp2sink
+//! answering the Adobe challenge with the push username and password (what OBS's "Use
+//! authentication" does). Status moves and `stream.live` / `stream.ended` are observed through
+//! GET and a real webhook receiver.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{both_backends, eventually, TestApp};
+use crate::receiver::Receiver;
+use crate::webhooks::create_webhook;
+
+both_backends!(
+    ffmpeg_push_goes_live_then_ends,
+    adobe_authentication_with_rtmp2sink,
+    refused_pushes_never_go_live
+);
+
+struct Pusher(Child);
+
+impl Drop for Pusher {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Pusher {
+    fn ffmpeg(url: &str) -> Pusher {
+        Pusher(
+            Command::new("ffmpeg")
+                .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=15"])
+                .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
+                .args([
+                    "-c:v",
+                    "libx264",
+                    "-preset",
+                    "ultrafast",
+                    "-tune",
+                    "zerolatency",
+                    "-g",
+                    "30",
+                    "-c:a",
+                    "aac",
+                ])
+                .args(["-t", "120", "-f", "flv", url])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("ffmpeg runs"),
+        )
+    }
+
+    fn rtmp2sink(location: &str, user: &str, password: &str) -> Pusher {
+        let pipeline = format!(
+            "videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=15/1 ! \
+             x264enc tune=zerolatency speed-preset=ultrafast key-int-max=30 ! h264parse ! flvmux streamable=true ! \
+             rtmp2sink location={location} username={user} password={password}"
+        );
+        Pusher(
+            Command::new("gst-launch-1.0")
+                .arg("-q")
+                .args(pipeline.split_whitespace())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("gst-launch-1.0 runs"),
+        )
+    }
+
+    /// Waits for the client to exit on its own (a refused push).
+    async fn exits(&mut self, within: Duration) {
+        let until = std::time::Instant::now() + within;
+        while self.0.try_wait().expect("wait").is_none() {
+            assert!(std::time::Instant::now() < until, "the pusher did not give up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn create_stream(app: &TestApp, name: &str) -> Value {
+    let resp = app.post_json_with(&app.project_url("/streams"), &app.key, &json!({"name": name})).await;
+    assert_eq!(resp.status(), 201);
+    resp.json().await.unwrap()
+}
+
+async fn status(app: &TestApp, id: &str) -> String {
+    let s: Value =
+        app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap();
+    s["status"].as_str().unwrap().to_string()
+}
+
+async fn wait_status(app: &TestApp, id: &str, want: &str, within: Duration) {
+    eventually(&format!("status {want}"), within, || async { (status(app, id).await == want).then_some(()) })
+        .await;
+}
+
+fn events_of(rx: &Receiver) -> Vec<(String, String)> {
+    rx.received()
+        .iter()
+        .map(|r| {
+            let b = r.json();
+            (b["event"].as_str().unwrap().to_string(), b["data"]["id"].as_str().unwrap().to_string())
+        })
+        .collect()
+}
+
+async fn ffmpeg_push_goes_live_then_ends(app: TestApp) {
+    let rx = Receiver::start().await;
+    create_webhook(&app, &rx.url(), json!(["stream.live", "stream.ended"])).await;
+    let s = create_stream(&app, "cam").await;
+    let id = s["_id"].as_str().unwrap();
+    let mut pusher = Pusher::ffmpeg(s["ingestUrl"].as_str().unwrap());
+    wait_status(&app, id, "live", Duration::from_secs(20)).await;
+    let live: Value =
+        app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap();
+    assert!(live["lastPushAt"].is_string());
+    rx.wait_for(1, Duration::from_secs(10)).await;
+
+    // A second publisher is refused while the first is live.
+    let mut second = Pusher::ffmpeg(s["ingestUrl"].as_str().unwrap());
+    second.exits(Duration::from_secs(20)).await;
+    assert_eq!(status(&app, id).await, "live");
+
+    // The push disconnects: idle again, and stream.ended.
+    let _ = pusher.0.kill();
+    wait_status(&app, id, "idle", Duration::from_secs(20)).await;
+    rx.wait_for(2, Duration::from_secs(10)).await;
+    assert_eq!(
+        events_of(&rx),
+        [("stream.live".to_string(), id.to_string()), ("stream.ended".to_string(), id.to_string())]
+    );
+
+    // DELETE ends a live push at once.
+    let _pusher = Pusher::ffmpeg(s["ingestUrl"].as_str().unwrap());
+    wait_status(&app, id, "live", Duration::from_secs(20)).await;
+    let resp = app
+        .with_key(Method::DELETE, &app.project_url(&format!("/streams/{id}")), &app.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    rx.wait_for(4, Duration::from_secs(15)).await;
+    let ended = events_of(&rx);
+    assert_eq!(ended[3].0, "stream.ended");
+    assert_eq!(status(&app, id).await, "disabled", "a deleted stream stays disabled after its push ends");
+}
+
+async fn adobe_authentication_with_rtmp2sink(app: TestApp) {
+    let rx = Receiver::start().await;
+    create_webhook(&app, &rx.url(), json!(["stream.live", "stream.ended"])).await;
+    let s = create_stream(&app, "obs").await;
+    let id = s["_id"].as_str().unwrap();
+    let location =
+        format!("{}/{}", s["obs"]["server"].as_str().unwrap(), s["obs"]["streamKey"].as_str().unwrap());
+    let user = s["pushUsername"].as_str().unwrap();
+
+    // Wrong password: the challenge is answered wrongly and the stream never goes live.
+    let mut wrong = Pusher::rtmp2sink(&location, user, "not-the-password");
+    wrong.exits(Duration::from_secs(20)).await;
+    assert_eq!(status(&app, id).await, "idle");
+
+    let mut pusher = Pusher::rtmp2sink(&location, user, s["pushPassword"].as_str().unwrap());
+    wait_status(&app, id, "live", Duration::from_secs(20)).await;
+    let _ = pusher.0.kill();
+    wait_status(&app, id, "idle", Duration::from_secs(20)).await;
+    rx.wait_for(2, Duration::from_secs(10)).await;
+    let names: Vec<String> = events_of(&rx).into_iter().map(|(e, _)| e).collect();
+    assert_eq!(names, ["stream.live", "stream.ended"]);
+}
+
+async fn refused_pushes_never_go_live(app: TestApp) {
+    let rx = Receiver::start().await;
+    create_webhook(&app, &rx.url(), json!(["stream.live"])).await;
+    let s = create_stream(&app, "cam").await;
+    let id = s["_id"].as_str().unwrap();
+    let ingest = s["ingestUrl"].as_str().unwrap().to_string();
+    let key = s["streamKey"].as_str().unwrap();
+
+    let wrong_key = ingest.replace(key, "not-a-key");
+    let pass = s["pushPassword"].as_str().unwrap();
+    let wrong_pass = ingest.replace(&format!("pass={pass}"), "pass=wrong");
+    let no_creds = ingest.split('?').next().unwrap().to_string();
+    for url in [wrong_key, wrong_pass, no_creds] {
+        let mut p = Pusher::ffmpeg(&url);
+        p.exits(Duration::from_secs(20)).await;
+    }
+    // Rotated-away credentials.
+    let resp = app
+        .with_key(Method::POST, &app.project_url(&format!("/streams/{id}/rotate-push")), &app.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    Pusher::ffmpeg(&ingest).exits(Duration::from_secs(20)).await;
+    // A disabled stream.
+    let rotated: Value = resp.json().await.unwrap();
+    let resp = app
+        .with_key(Method::PATCH, &app.project_url(&format!("/streams/{id}")), &app.key)
+        .json(&json!({"enabled": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    Pusher::ffmpeg(rotated["ingestUrl"].as_str().unwrap()).exits(Duration::from_secs(20)).await;
+
+    assert_eq!(status(&app, id).await, "disabled");
+    let s: Value =
+        app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap();
+    assert!(s["lastPushAt"].is_null(), "no push session was ever opened");
+    let log: Value =
+        app.get_with(&app.project_url("/webhooks/deliveries"), &app.key).await.json().await.unwrap();
+    assert_eq!(log["items"], json!([]), "stream.live never fired");
+    assert!(rx.received().is_empty());
+}
