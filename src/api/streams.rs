@@ -15,7 +15,8 @@ use super::ApiTags;
 use crate::app::App;
 use crate::config::Settings;
 use crate::domain::stream::{
-    push_verifier, DisabledReason, MoveError, Protocol, Quality, StreamMove, StreamState, StreamStatus,
+    push_verifier, DisabledReason, InputInfo, MoveError, Protocol, Quality, StreamMove, StreamState,
+    StreamStatus,
 };
 use crate::domain::{new_id, random_token, time::iso, time::now_ms, Scope};
 use crate::events::catalog::StreamEventData;
@@ -84,6 +85,8 @@ pub struct Stream {
     pub created_at: String,
     pub updated_at: String,
     pub last_push_at: Option<String>,
+    /// What the live push sends; null when not live.
+    pub input: Option<InputInfo>,
 }
 
 /// A created stream, or new push credentials: the password appears only in these responses.
@@ -229,6 +232,7 @@ impl Stream {
             created_at: iso(row.created_at),
             updated_at: iso(row.updated_at),
             last_push_at: row.last_push_at.map(iso),
+            input: row.input_info.as_deref().and_then(|j| serde_json::from_str(j).ok()),
         }
     }
 
@@ -378,6 +382,7 @@ impl StreamsApi {
             created_at: now,
             updated_at: now,
             last_push_at: None,
+            input_info: None,
         };
         let mut tx = app.db.begin_write().await?;
         match Db::insert_stream(&mut tx, &row).await {

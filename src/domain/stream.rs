@@ -119,6 +119,22 @@ impl DisabledReason {
     }
 }
 
+/// What a live push sends, recorded on the stream while it is live.
+#[derive(Debug, Clone, Default, PartialEq, poem_openapi::Object, serde::Serialize, serde::Deserialize)]
+#[oai(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase")]
+pub struct InputInfo {
+    pub video_codec: Option<String>,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    pub frame_rate: Option<f64>,
+    pub audio_codec: Option<String>,
+    pub audio_sample_rate: Option<i32>,
+    pub audio_channels: Option<i32>,
+    /// Measured over the last few seconds, audio and video together.
+    pub bitrate_kbps: Option<i64>,
+}
+
 /// Where a stream is: its status, with the reason when disabled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamState {

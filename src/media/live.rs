@@ -94,6 +94,19 @@ impl App {
         }
     }
 
+    /// Records what a live push sends.
+    pub async fn record_input(&self, stream_id: &str, info: &crate::domain::stream::InputInfo) {
+        let json = serde_json::to_string(info).unwrap_or_default();
+        let result = async {
+            let mut conn = self.db.pool().acquire().await?;
+            Db::set_stream_input(&mut conn, stream_id, Some(&json)).await
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(stream = %stream_id, error = %e, "recording input format");
+        }
+    }
+
     /// Closes a push session: `live → idle` (a stream disabled meanwhile stays disabled) and
     /// `stream.ended`, in one transaction.
     pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {
@@ -106,6 +119,7 @@ impl App {
             }
             row.updated_at = now_ms();
             Db::update_stream(&mut tx, &row).await?;
+            Db::set_stream_input(&mut tx, stream_id, None).await?;
             events::emit(&mut tx, project_id, &Event::StreamEnded(event_data(&row))).await?;
             tx.commit().await
         }

@@ -1,5 +1,6 @@
 //! Media: ingest and (later) packaging and playback. GStreamer pipelines live here; the
 //! protocol state machines beside them do no IO.
 
+pub mod ingest;
 pub mod live;
 pub mod rtmp;

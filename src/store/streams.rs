@@ -25,6 +25,8 @@ pub struct StreamRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub last_push_at: Option<i64>,
+    /// JSON of [`crate::domain::stream::InputInfo`] while live.
+    pub input_info: Option<String>,
 }
 
 /// Filters of the stream list.
@@ -40,7 +42,7 @@ pub struct StreamFilter {
 
 const COLUMNS: &str = "id, project_id, name, stream_key, push_username, push_salt, push_verifier, qualities, \
      protocols, vod_enabled, dvr_enabled, dvr_duration, drm_enabled, signed_playback, status, disabled_reason, \
-     created_at, updated_at, last_push_at";
+     created_at, updated_at, last_push_at, input_info";
 
 /// `LIKE` pattern for a substring, with the pattern characters escaped.
 fn like_pattern(q: &str) -> String {
@@ -51,7 +53,7 @@ fn like_pattern(q: &str) -> String {
 impl Db {
     pub async fn insert_stream(conn: &mut AnyConnection, s: &StreamRow) -> Result<(), DbError> {
         sqlx::query(&format!(
-            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)"
+            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
         ))
         .bind(&s.id)
         .bind(&s.project_id)
@@ -72,9 +74,24 @@ impl Db {
         .bind(s.created_at)
         .bind(s.updated_at)
         .bind(s.last_push_at)
+        .bind(&s.input_info)
         .execute(conn)
         .await
         .map(|_| ())
+    }
+
+    /// Records (or, with `None`, clears) what a live push sends.
+    pub async fn set_stream_input(
+        conn: &mut AnyConnection,
+        id: &str,
+        info: Option<&str>,
+    ) -> Result<(), DbError> {
+        sqlx::query("UPDATE streams SET input_info = $1 WHERE id = $2")
+            .bind(info)
+            .bind(id)
+            .execute(conn)
+            .await
+            .map(|_| ())
     }
 
     /// Writes every mutable column of a stream, on the caller's transaction.

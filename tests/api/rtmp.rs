@@ -122,6 +122,21 @@ async fn ffmpeg_push_goes_live_then_ends(app: TestApp) {
     assert!(live["lastPushAt"].is_string());
     rx.wait_for(1, Duration::from_secs(10)).await;
 
+    // The input format (from the ingest pipeline's caps) and the measured bitrate are recorded.
+    let input = eventually("the input format and bitrate", Duration::from_secs(20), || async {
+        let s: Value =
+            app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap();
+        let input = s["input"].clone();
+        (input["bitrateKbps"].as_i64().is_some() && input["audioCodec"].is_string()).then_some(input)
+    })
+    .await;
+    assert_eq!(input["videoCodec"], "h264");
+    assert_eq!((input["width"].as_i64(), input["height"].as_i64()), (Some(320), Some(240)));
+    assert_eq!(input["frameRate"], 15.0);
+    assert_eq!((input["audioCodec"].as_str(), input["audioSampleRate"].as_i64()), (Some("aac"), Some(44100)));
+    let kbps = input["bitrateKbps"].as_i64().unwrap();
+    assert!((20..5000).contains(&kbps), "measured {kbps} kbps");
+
     // A second publisher is refused while the first is live.
     let mut second = Pusher::ffmpeg(s["ingestUrl"].as_str().unwrap());
     second.exits(Duration::from_secs(20)).await;
@@ -130,6 +145,9 @@ async fn ffmpeg_push_goes_live_then_ends(app: TestApp) {
     // The push disconnects: idle again, and stream.ended.
     let _ = pusher.0.kill();
     wait_status(&app, id, "idle", Duration::from_secs(20)).await;
+    let idle: Value =
+        app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap();
+    assert!(idle["input"].is_null(), "no input once the push ended");
     rx.wait_for(2, Duration::from_secs(10)).await;
     assert_eq!(
         events_of(&rx),

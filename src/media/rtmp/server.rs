@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 
 use super::auth::{self, AdobeStage};
 use super::session::{Action, IngestSession};
 use crate::app::App;
 use crate::domain::random_token;
-use crate::domain::stream::push_password_matches;
+use crate::domain::stream::{push_password_matches, InputInfo};
+use crate::media::ingest::{IngestPipeline, PipelineReport, Tag};
 
 /// Connections served at once; more are closed on accept.
 const MAX_CONNECTIONS: usize = 512;
@@ -22,6 +23,8 @@ const MAX_CONNECTIONS: usize = 512;
 const START_DEADLINE: Duration = Duration::from_secs(10);
 /// A live push with no audio or video for this long is ended (CONTRACT: Streams — auto-stop).
 const NO_MEDIA: Duration = Duration::from_secs(10);
+/// How often the input bitrate is measured and recorded.
+const RATE_EVERY: Duration = Duration::from_secs(5);
 /// How long an Adobe challenge stays valid.
 const CHALLENGE_TTL: Duration = Duration::from_secs(60);
 
@@ -62,6 +65,18 @@ struct Push {
     stream_id: String,
     project_id: String,
     kill: Arc<Notify>,
+    pipeline: IngestPipeline,
+    reports: mpsc::Receiver<PipelineReport>,
+    input: InputInfo,
+    rate_from: (Instant, u64),
+}
+
+/// What woke the connection up.
+enum Wake {
+    Read(usize),
+    Tick,
+    Killed,
+    Report(Option<PipelineReport>),
 }
 
 struct Connection {
@@ -94,6 +109,7 @@ impl Connection {
                 Ok(why) => why.clone(),
                 Err(e) => format!("connection error: {e}"),
             };
+            push.pipeline.stop();
             self.app.end_push(&push.stream_id, &push.project_id, &why).await;
         }
         result.map(|_| ())
@@ -107,27 +123,68 @@ impl Connection {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             let kill = self.push.as_ref().map(|p| p.kill.clone());
-            let read = tokio::select! {
-                r = socket.read(&mut buf) => r?,
-                _ = tick.tick() => {
-                    match &self.push {
-                        None if started.elapsed() > START_DEADLINE => return Ok("no publish within 10 s".into()),
-                        Some(_) if last_media.elapsed() > NO_MEDIA => return Ok("no media for 10 s".into()),
-                        _ => continue,
+            let reports = self.push.as_mut().map(|p| &mut p.reports);
+            let wake = tokio::select! {
+                r = socket.read(&mut buf) => Wake::Read(r?),
+                _ = tick.tick() => Wake::Tick,
+                _ = async { match kill { Some(k) => k.notified().await, None => std::future::pending().await } } => Wake::Killed,
+                r = async { match reports { Some(r) => r.recv().await, None => std::future::pending().await } } => Wake::Report(r),
+            };
+            match wake {
+                Wake::Read(0) => return Ok("client disconnected".into()),
+                Wake::Read(n) => {
+                    let actions = self.session.feed(&buf[..n])?;
+                    if self.handle(socket, actions, &mut last_media).await? {
+                        return Ok("client finished publishing".into());
                     }
                 }
-                _ = async { match kill { Some(k) => k.notified().await, None => std::future::pending().await } } => {
-                    return Ok("ended by the API".into());
+                Wake::Tick => match &self.push {
+                    None if started.elapsed() > START_DEADLINE => return Ok("no publish within 10 s".into()),
+                    Some(_) if last_media.elapsed() > NO_MEDIA => return Ok("no media for 10 s".into()),
+                    Some(_) => self.measure_rate().await,
+                    None => {}
+                },
+                Wake::Killed => return Ok("ended by the API".into()),
+                Wake::Report(Some(PipelineReport::Error(e))) => {
+                    return Ok(format!("ingest pipeline failed: {e}"))
                 }
-            };
-            if read == 0 {
-                return Ok("client disconnected".into());
-            }
-            let actions = self.session.feed(&buf[..read])?;
-            if self.handle(socket, actions, &mut last_media).await? {
-                return Ok("client finished publishing".into());
+                Wake::Report(Some(report)) => self.note_format(report).await,
+                Wake::Report(None) => return Ok("ingest pipeline stopped".into()),
             }
         }
+    }
+
+    async fn note_format(&mut self, report: PipelineReport) {
+        let Some(push) = self.push.as_mut() else { return };
+        match report {
+            PipelineReport::Video { codec, width, height, frame_rate } => {
+                push.input.video_codec = Some(codec);
+                push.input.width = Some(width);
+                push.input.height = Some(height);
+                push.input.frame_rate = frame_rate;
+            }
+            PipelineReport::Audio { codec, sample_rate, channels } => {
+                push.input.audio_codec = Some(codec);
+                push.input.audio_sample_rate = Some(sample_rate);
+                push.input.audio_channels = Some(channels);
+            }
+            PipelineReport::Error(_) => return,
+        }
+        self.app.record_input(&push.stream_id, &push.input).await;
+    }
+
+    async fn measure_rate(&mut self) {
+        let bytes = self.media_bytes;
+        let Some(push) = self.push.as_mut() else { return };
+        let (since, at_bytes) = push.rate_from;
+        let elapsed = since.elapsed();
+        if elapsed < RATE_EVERY {
+            return;
+        }
+        let kbps = ((bytes - at_bytes) as f64 * 8.0 / 1000.0 / elapsed.as_secs_f64()).round() as i64;
+        push.rate_from = (Instant::now(), bytes);
+        push.input.bitrate_kbps = Some(kbps);
+        self.app.record_input(&push.stream_id, &push.input).await;
     }
 
     /// Performs actions; returns true when the client finished publishing.
@@ -164,17 +221,22 @@ impl Connection {
                     };
                     pending.extend(answer);
                 }
-                Action::Video { data, .. } | Action::Audio { data, .. } => {
-                    if self.push.is_some() {
-                        *last_media = Instant::now();
-                        self.media_bytes += data.len() as u64;
-                    }
-                }
+                Action::Video { data, timestamp } => self.media(Tag::Video, timestamp, &data, last_media),
+                Action::Audio { data, timestamp } => self.media(Tag::Audio, timestamp, &data, last_media),
                 Action::Metadata(_) => {}
                 Action::PublishFinished => return Ok(true),
             }
         }
         Ok(false)
+    }
+
+    /// Media of an approved push goes to its pipeline; anything before approval is ignored.
+    fn media(&mut self, tag: Tag, timestamp: u32, data: &[u8], last_media: &mut Instant) {
+        if let Some(push) = self.push.as_mut() {
+            *last_media = Instant::now();
+            self.media_bytes += data.len() as u64;
+            push.pipeline.push(tag, timestamp, data);
+        }
     }
 
     /// Connect: app `live`; Adobe rounds when asked for; a bare connect is refused with
@@ -256,13 +318,28 @@ impl Connection {
         if !authorised {
             return Err("wrong push credentials".into());
         }
+        let (pipeline, reports) = IngestPipeline::start(&stream.id).map_err(|e| {
+            tracing::error!(stream = %stream.id, error = %e, "starting the ingest pipeline");
+            "ingest is unavailable".to_string()
+        })?;
         match self.app.begin_push(&stream.id, &stream.project_id).await {
             Ok(kill) => {
                 tracing::info!(stream = %stream.id, peer = %self.peer, "push started");
-                self.push = Some(Push { stream_id: stream.id, project_id: stream.project_id, kill });
+                self.push = Some(Push {
+                    stream_id: stream.id,
+                    project_id: stream.project_id,
+                    kill,
+                    pipeline,
+                    reports,
+                    input: InputInfo::default(),
+                    rate_from: (Instant::now(), self.media_bytes),
+                });
                 Ok(())
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => {
+                pipeline.stop();
+                Err(e.to_string())
+            }
         }
     }
 }

@@ -1,0 +1,223 @@
+//! The ingest pipeline of a push session: the accepted H.264/AAC, re-framed as FLV, enters an
+//! `appsrc`; `flvdemux` restores timestamps; `h264parse`/`aacparse` normalise the streams into
+//! the `video` and `audio` tees that later stages (ladder, packaging, recording) attach to.
+//! The description lives in `pipelines/ingest.txt` so operators can read it.
+//!
+//! The network side never waits on GStreamer: `appsrc` is bounded (`max-bytes`, non-blocking) and
+//! a full source drops the buffer with a warning. Callbacks only `try_send` on bounded channels.
+
+use std::sync::OnceLock;
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use tokio::sync::mpsc;
+
+const DESCRIPTION: &str = include_str!("../../pipelines/ingest.txt");
+
+/// What the caps of the parsed streams say about the input.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputFormat {
+    pub video_codec: Option<String>,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    pub frame_rate: Option<f64>,
+    pub audio_codec: Option<String>,
+    pub audio_sample_rate: Option<i32>,
+    pub audio_channels: Option<i32>,
+}
+
+/// Reports from the pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PipelineReport {
+    Video {
+        codec: String,
+        width: i32,
+        height: i32,
+        frame_rate: Option<f64>,
+    },
+    Audio {
+        codec: String,
+        sample_rate: i32,
+        channels: i32,
+    },
+    /// An element failed; the push should end.
+    Error(String),
+}
+
+/// Initialises GStreamer once.
+pub fn init() -> Result<(), String> {
+    static INIT: OnceLock<Result<(), String>> = OnceLock::new();
+    INIT.get_or_init(|| gst::init().map_err(|e| format!("GStreamer: {e}"))).clone()
+}
+
+/// FLV tag types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tag {
+    Audio = 8,
+    Video = 9,
+}
+
+/// The 9-byte FLV header (audio and video present) and `PreviousTagSize0`.
+pub fn flv_header() -> Vec<u8> {
+    vec![b'F', b'L', b'V', 1, 0x05, 0, 0, 0, 9, 0, 0, 0, 0]
+}
+
+/// One FLV tag around an RTMP audio/video payload (which is an FLV tag body), with its
+/// trailing `PreviousTagSize`.
+pub fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
+    let size = data.len() as u32;
+    let mut out = Vec::with_capacity(11 + data.len() + 4);
+    out.push(tag as u8);
+    out.extend_from_slice(&size.to_be_bytes()[1..]);
+    out.extend_from_slice(&timestamp_ms.to_be_bytes()[1..]);
+    out.push((timestamp_ms >> 24) as u8);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(data);
+    out.extend_from_slice(&(11 + size).to_be_bytes());
+    out
+}
+
+pub struct IngestPipeline {
+    pipeline: gst::Pipeline,
+    src: gst_app::AppSrc,
+    dropped: u64,
+}
+
+impl IngestPipeline {
+    /// Builds and starts the pipeline; reports arrive on the returned channel.
+    pub fn start(stream_id: &str) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+        init()?;
+        let pipeline = gst::parse::launch(DESCRIPTION)
+            .map_err(|e| format!("ingest pipeline: {e}"))?
+            .downcast::<gst::Pipeline>()
+            .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
+        pipeline.set_property("name", format!("ingest-{stream_id}"));
+        let src = pipeline
+            .by_name("src")
+            .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
+            .ok_or("ingest pipeline has no appsrc named src")?;
+        let (tx, rx) = mpsc::channel(16);
+        probe_caps(&pipeline, "vparse", tx.clone(), video_report)?;
+        probe_caps(&pipeline, "aparse", tx.clone(), audio_report)?;
+        watch_bus(&pipeline, tx)?;
+        pipeline.set_state(gst::State::Playing).map_err(|e| format!("ingest pipeline cannot play: {e}"))?;
+        let p = IngestPipeline { pipeline, src, dropped: 0 };
+        p.push_bytes(flv_header());
+        Ok((p, rx))
+    }
+
+    fn push_bytes(&self, bytes: Vec<u8>) -> bool {
+        self.src.push_buffer(gst::Buffer::from_mut_slice(bytes)).is_ok()
+    }
+
+    /// Feeds one RTMP audio or video payload. Never blocks; a full source drops it.
+    pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) {
+        let full = self.src.current_level_bytes() >= self.src.max_bytes();
+        if full || !self.push_bytes(flv_tag(tag, timestamp_ms, data)) {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(pipeline = %self.pipeline.name(), dropped = self.dropped, "ingest pipeline is behind; dropping input");
+            }
+        }
+    }
+
+    /// Ends the stream and releases the pipeline (off the async runtime: state changes may block).
+    pub fn stop(self) {
+        let _ = self.src.end_of_stream();
+        let pipeline = self.pipeline;
+        let release = move || {
+            let _ = pipeline.set_state(gst::State::Null);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(release)),
+            Err(_) => release(),
+        }
+    }
+}
+
+fn probe_caps(
+    pipeline: &gst::Pipeline,
+    element: &str,
+    tx: mpsc::Sender<PipelineReport>,
+    report: fn(&gst::StructureRef) -> Option<PipelineReport>,
+) -> Result<(), String> {
+    let pad = pipeline
+        .by_name(element)
+        .and_then(|e| e.static_pad("src"))
+        .ok_or_else(|| format!("ingest pipeline has no {element} src pad"))?;
+    pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+        if let Some(gst::PadProbeData::Event(ev)) = &info.data {
+            if let gst::EventView::Caps(c) = ev.view() {
+                if let Some(r) = c.caps().structure(0).and_then(report) {
+                    let _ = tx.try_send(r);
+                }
+            }
+        }
+        gst::PadProbeReturn::Ok
+    });
+    Ok(())
+}
+
+fn video_report(s: &gst::StructureRef) -> Option<PipelineReport> {
+    let codec = match s.name().as_str() {
+        "video/x-h264" => "h264".to_string(),
+        other => other.to_string(),
+    };
+    let frame_rate = s.get::<gst::Fraction>("framerate").ok().filter(|f| f.denom() != 0 && f.numer() != 0);
+    Some(PipelineReport::Video {
+        codec,
+        width: s.get::<i32>("width").ok()?,
+        height: s.get::<i32>("height").ok()?,
+        frame_rate: frame_rate.map(|f| f64::from(f.numer()) / f64::from(f.denom())),
+    })
+}
+
+fn audio_report(s: &gst::StructureRef) -> Option<PipelineReport> {
+    let codec = match s.name().as_str() {
+        "audio/mpeg" => "aac".to_string(),
+        other => other.to_string(),
+    };
+    Some(PipelineReport::Audio {
+        codec,
+        sample_rate: s.get::<i32>("rate").ok()?,
+        channels: s.get::<i32>("channels").ok()?,
+    })
+}
+
+/// Turns bus errors into reports naming the element; the watch holds the pipeline weakly.
+fn watch_bus(pipeline: &gst::Pipeline, tx: mpsc::Sender<PipelineReport>) -> Result<(), String> {
+    let bus = pipeline.bus().ok_or("ingest pipeline has no bus")?;
+    bus.set_sync_handler(move |_, msg| {
+        if let gst::MessageView::Error(err) = msg.view() {
+            let element = err.src().map(|s| s.path_string().to_string()).unwrap_or_default();
+            let _ = tx.try_send(PipelineReport::Error(format!("{element}: {}", err.error())));
+        }
+        gst::BusSyncReply::Drop
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flv_framing() {
+        let t = flv_tag(Tag::Video, 0x0102_0304, &[0xAA, 0xBB]);
+        assert_eq!(t[0], 9);
+        assert_eq!(&t[1..4], &[0, 0, 2], "data size");
+        assert_eq!(&t[4..8], &[0x02, 0x03, 0x04, 0x01], "timestamp, then its extension byte");
+        assert_eq!(&t[8..11], &[0, 0, 0]);
+        assert_eq!(&t[11..13], &[0xAA, 0xBB]);
+        assert_eq!(&t[13..], &13u32.to_be_bytes(), "previous tag size = 11 + data");
+        assert_eq!(flv_header().len(), 13);
+    }
+
+    #[test]
+    fn the_pipeline_description_builds() {
+        let (p, _rx) =
+            IngestPipeline::start("test").expect("GStreamer plugins of scripts/deps.sh are installed");
+        p.stop();
+    }
+}
