@@ -179,14 +179,27 @@ impl App {
     }
 
     fn spawn_housekeeping(self: &Arc<Self>) {
-        let db = self.db.clone();
+        let app = Arc::downgrade(self);
+        // Often enough that a short idle limit (tests) is honoured promptly.
+        let every = match self.settings.stream_idle_disable {
+            0 => 600,
+            idle => (idle / 2).clamp(1, 60),
+        };
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(600));
+            let mut tick = tokio::time::interval(Duration::from_secs(every));
+            let mut passes = 0u64;
             loop {
                 tick.tick().await;
-                if let Err(e) = db.purge_expired_sessions().await {
-                    tracing::warn!(error = %e, "purging expired sessions");
+                let Some(app) = app.upgrade() else { return };
+                if let Err(e) = app.disable_idle_streams().await {
+                    tracing::warn!(error = %e, "disabling idle streams");
                 }
+                if passes % (600 / every).max(1) == 0 {
+                    if let Err(e) = app.db.purge_expired_sessions().await {
+                        tracing::warn!(error = %e, "purging expired sessions");
+                    }
+                }
+                passes += 1;
             }
         });
     }

@@ -60,6 +60,9 @@ pub struct ConfigArgs {
     /// Failed authentications allowed per client IP and minute.
     #[arg(long, global = true, env = "SLUICE_AUTH_FAILURES_PER_MIN")]
     pub auth_failures_per_min: Option<u32>,
+    /// Seconds without a push after which a stream is disabled (`no_input`); 0 = never.
+    #[arg(long, global = true, env = "SLUICE_STREAM_IDLE_DISABLE")]
+    pub stream_idle_disable: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
@@ -96,6 +99,7 @@ struct FileConfig {
     rate_limit_per_key: Option<f64>,
     rate_limit_burst: Option<u32>,
     auth_failures_per_min: Option<u32>,
+    stream_idle_disable: Option<u64>,
 }
 
 /// The resolved settings every part of Sluice reads.
@@ -115,6 +119,8 @@ pub struct Settings {
     pub rate_limit_per_key: f64,
     pub rate_limit_burst: u32,
     pub auth_failures_per_min: u32,
+    /// Seconds without a push before a stream is disabled with `no_input`; 0 = never.
+    pub stream_idle_disable: u64,
 }
 
 impl fmt::Debug for Settings {
@@ -133,6 +139,7 @@ impl fmt::Debug for Settings {
             .field("rate_limit_per_key", &self.rate_limit_per_key)
             .field("rate_limit_burst", &self.rate_limit_burst)
             .field("auth_failures_per_min", &self.auth_failures_per_min)
+            .field("stream_idle_disable", &self.stream_idle_disable)
             .finish()
     }
 }
@@ -177,6 +184,7 @@ impl Settings {
             rate_limit_per_key: pick(args.rate_limit_per_key, file.rate_limit_per_key, 50.0),
             rate_limit_burst: pick(args.rate_limit_burst, file.rate_limit_burst, 100),
             auth_failures_per_min: pick(args.auth_failures_per_min, file.auth_failures_per_min, 20),
+            stream_idle_disable: pick(args.stream_idle_disable, file.stream_idle_disable, 30 * 24 * 3600),
             data_dir,
         };
         settings.check()?;

@@ -107,6 +107,42 @@ impl App {
         }
     }
 
+    /// Disables idle streams with no push and no change for `SLUICE_STREAM_IDLE_DISABLE` seconds
+    /// (`stream.disabled`, reason `no_input`). Returns how many.
+    pub async fn disable_idle_streams(&self) -> Result<usize, DbError> {
+        let idle = self.settings.stream_idle_disable;
+        if idle == 0 {
+            return Ok(0);
+        }
+        let before = now_ms() - (idle as i64).saturating_mul(1000);
+        let mut disabled = 0;
+        for candidate in self.db.idle_streams_since(before, 500).await? {
+            let mut tx = self.db.begin_write().await?;
+            // Decide on what this transaction sees: a push may have started meanwhile.
+            let Some(mut row) = Db::stream_in(&mut tx, &candidate.project_id, &candidate.id).await? else {
+                continue;
+            };
+            if row.status != "idle" || row.updated_at >= before || self.live.is_live(&row.id) {
+                continue;
+            }
+            let Ok(next) = state_of(&row).apply(StreamMove::Disable(DisabledReason::NoInput)) else {
+                continue;
+            };
+            row.status = next.status.as_str().to_string();
+            row.disabled_reason = next.reason.map(|r| r.as_str().to_string());
+            row.updated_at = now_ms();
+            Db::update_stream(&mut tx, &row).await?;
+            events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
+            tx.commit().await?;
+            disabled += 1;
+            tracing::info!(stream = %row.id, "disabled after no push for {idle} s");
+        }
+        if disabled > 0 {
+            self.wake_sender();
+        }
+        Ok(disabled)
+    }
+
     /// Closes a push session: `live → idle` (a stream disabled meanwhile stays disabled) and
     /// `stream.ended`, in one transaction.
     pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {

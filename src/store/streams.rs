@@ -149,6 +149,18 @@ impl Db {
             .await
     }
 
+    /// Idle streams untouched since `before`: every push start and end, and every change,
+    /// moves `updated_at`.
+    pub async fn idle_streams_since(&self, before: i64, limit: i64) -> Result<Vec<StreamRow>, DbError> {
+        sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM streams WHERE status = 'idle' AND updated_at < $1 LIMIT $2"
+        ))
+        .bind(before)
+        .bind(limit)
+        .fetch_all(self.pool())
+        .await
+    }
+
     pub async fn stream_by_push_username(&self, username: &str) -> Result<Option<StreamRow>, DbError> {
         sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE push_username = $1"))
             .bind(username)

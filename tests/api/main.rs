@@ -9,6 +9,7 @@ mod ops;
 mod projects;
 mod receiver;
 mod rtmp;
+mod rtmp_limits;
 mod store;
 mod streams;
 mod webhook_guide;

@@ -23,6 +23,10 @@ const MAX_CONNECTIONS: usize = 512;
 const START_DEADLINE: Duration = Duration::from_secs(10);
 /// A live push with no audio or video for this long is ended (CONTRACT: Streams — auto-stop).
 const NO_MEDIA: Duration = Duration::from_secs(10);
+/// Bytes a peer may send before its publish is approved. A handshake, connect and publish
+/// take a few KiB; the cap keeps an unauthenticated peer from making the chunk parser buffer
+/// messages of up to 16 MiB (it may raise its chunk size first).
+const MAX_BYTES_BEFORE_PUBLISH: u64 = 1024 * 1024;
 /// How often the input bitrate is measured and recorded.
 const RATE_EVERY: Duration = Duration::from_secs(5);
 /// How long an Adobe challenge stays valid.
@@ -119,6 +123,7 @@ impl Connection {
     async fn serve(&mut self, socket: &mut TcpStream) -> anyhow::Result<String> {
         let started = Instant::now();
         let mut last_media = Instant::now();
+        let mut received: u64 = 0;
         let mut buf = vec![0u8; 64 * 1024];
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
@@ -133,6 +138,10 @@ impl Connection {
             match wake {
                 Wake::Read(0) => return Ok("client disconnected".into()),
                 Wake::Read(n) => {
+                    received += n as u64;
+                    if self.push.is_none() && received > MAX_BYTES_BEFORE_PUBLISH {
+                        return Ok("too much data before publishing".into());
+                    }
                     let actions = self.session.feed(&buf[..n])?;
                     if self.handle(socket, actions, &mut last_media).await? {
                         return Ok("client finished publishing".into());

@@ -419,6 +419,32 @@ mod tests {
         assert_eq!(out.len(), 1 + 1536 + 1536, "S0, S1 and S2 once the whole C0+C1 arrived");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// Random input, cut anywhere, before or after a valid handshake: errors, never panics.
+        #[test]
+        fn random_input_never_panics(
+            handshake_first in proptest::bool::ANY,
+            chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..600), 0..12),
+        ) {
+            let mut server = IngestSession::new();
+            if handshake_first {
+                let mut hs = Handshake::new(PeerType::Client);
+                let c0c1 = hs.generate_outbound_p0_and_p1().unwrap();
+                let s = sends(&server.feed(&c0c1).unwrap());
+                let (HandshakeProcessResult::InProgress { response_bytes }
+                | HandshakeProcessResult::Completed { response_bytes, .. }) = hs.process_bytes(&s).unwrap();
+                server.feed(&response_bytes).unwrap();
+            }
+            for chunk in chunks {
+                if server.feed(&chunk).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         let mut server = IngestSession::new();
