@@ -37,13 +37,15 @@ build_packages=(
 )
 
 # Media tests push real streams with ffmpeg and read them with ffprobe; the Postgres tests need a
-# server and psql; the benchmarks drive load with wrk.
+# server and psql; the benchmarks drive load with wrk and compare ingest with nginx-rtmp.
 test_packages=(
     ffmpeg
     postgresql
     postgresql-client
     wrk
     python3
+    nginx
+    libnginx-mod-rtmp
 )
 
 min_rust="1.80"

@@ -94,17 +94,21 @@ impl App {
         }
     }
 
-    /// Records what a live push sends.
-    pub async fn record_input(&self, stream_id: &str, info: &crate::domain::stream::InputInfo) {
+    /// Records what a live push sends, off the media path: the connection never waits on the
+    /// database for it.
+    pub fn record_input(&self, stream_id: &str, info: &crate::domain::stream::InputInfo) {
         let json = serde_json::to_string(info).unwrap_or_default();
-        let result = async {
-            let mut conn = self.db.pool().acquire().await?;
-            Db::set_stream_input(&mut conn, stream_id, Some(&json)).await
-        }
-        .await;
-        if let Err(e) = result {
-            tracing::warn!(stream = %stream_id, error = %e, "recording input format");
-        }
+        let (db, stream_id) = (self.db.clone(), stream_id.to_string());
+        tokio::spawn(async move {
+            let result = async {
+                let mut conn = db.pool().acquire().await?;
+                Db::set_stream_input(&mut conn, &stream_id, Some(&json)).await
+            }
+            .await;
+            if let Err(e) = result {
+                tracing::warn!(stream = %stream_id, error = %e, "recording input format");
+            }
+        });
     }
 
     /// Disables idle streams with no push and no change for `SLUICE_STREAM_IDLE_DISABLE` seconds

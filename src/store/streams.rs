@@ -80,13 +80,14 @@ impl Db {
         .map(|_| ())
     }
 
-    /// Records (or, with `None`, clears) what a live push sends.
+    /// Records (or, with `None`, clears) what a live push sends. A record only lands on a stream
+    /// that is still live, so a late write cannot outlive the push.
     pub async fn set_stream_input(
         conn: &mut AnyConnection,
         id: &str,
         info: Option<&str>,
     ) -> Result<(), DbError> {
-        sqlx::query("UPDATE streams SET input_info = $1 WHERE id = $2")
+        sqlx::query("UPDATE streams SET input_info = $1 WHERE id = $2 AND ($1 IS NULL OR status = 'live')")
             .bind(info)
             .bind(id)
             .execute(conn)

@@ -150,20 +150,20 @@ impl Connection {
                 Wake::Tick => match &self.push {
                     None if started.elapsed() > START_DEADLINE => return Ok("no publish within 10 s".into()),
                     Some(_) if last_media.elapsed() > NO_MEDIA => return Ok("no media for 10 s".into()),
-                    Some(_) => self.measure_rate().await,
+                    Some(_) => self.measure_rate(),
                     None => {}
                 },
                 Wake::Killed => return Ok("ended by the API".into()),
                 Wake::Report(Some(PipelineReport::Error(e))) => {
                     return Ok(format!("ingest pipeline failed: {e}"))
                 }
-                Wake::Report(Some(report)) => self.note_format(report).await,
+                Wake::Report(Some(report)) => self.note_format(report),
                 Wake::Report(None) => return Ok("ingest pipeline stopped".into()),
             }
         }
     }
 
-    async fn note_format(&mut self, report: PipelineReport) {
+    fn note_format(&mut self, report: PipelineReport) {
         let Some(push) = self.push.as_mut() else { return };
         match report {
             PipelineReport::Video { codec, width, height, frame_rate } => {
@@ -179,10 +179,10 @@ impl Connection {
             }
             PipelineReport::Error(_) => return,
         }
-        self.app.record_input(&push.stream_id, &push.input).await;
+        self.app.record_input(&push.stream_id, &push.input);
     }
 
-    async fn measure_rate(&mut self) {
+    fn measure_rate(&mut self) {
         let bytes = self.media_bytes;
         let Some(push) = self.push.as_mut() else { return };
         let (since, at_bytes) = push.rate_from;
@@ -193,7 +193,7 @@ impl Connection {
         let kbps = ((bytes - at_bytes) as f64 * 8.0 / 1000.0 / elapsed.as_secs_f64()).round() as i64;
         push.rate_from = (Instant::now(), bytes);
         push.input.bitrate_kbps = Some(kbps);
-        self.app.record_input(&push.stream_id, &push.input).await;
+        self.app.record_input(&push.stream_id, &push.input);
     }
 
     /// Performs actions; returns true when the client finished publishing.
