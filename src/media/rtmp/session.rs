@@ -390,6 +390,39 @@ mod tests {
     }
 
     #[test]
+    fn a_rejected_publish_is_a_clean_rtmp_error() {
+        let mut server = IngestSession::new();
+        let (mut client, _) = Client::handshake(&mut server, "FMLE/3.0 (compatible; Lavf59.27.100)");
+        let (request_id, _) = connect(&mut server, &mut client, "live");
+        let accepted = server.accept(request_id).unwrap();
+        client.answer(&mut server, accepted);
+        let r = client
+            .session
+            .request_publishing("key?user=u&pass=wrong".into(), PublishRequestType::Live)
+            .unwrap();
+        let publish_id = client
+            .send(&mut server, r)
+            .iter()
+            .find_map(|a| match a {
+                Action::PublishRequested { request_id, .. } => Some(*request_id),
+                _ => None,
+            })
+            .expect("publish request");
+        let refused =
+            server.reject(publish_id, "NetStream.Publish.BadName", "wrong push credentials").unwrap();
+        let bytes = sends(&refused);
+        let contains = |needle: &str| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
+        assert!(
+            contains("NetStream.Publish.BadName") && contains("wrong push credentials"),
+            "an error status reaches the client"
+        );
+        client.answer(&mut server, refused);
+        assert!(!client.events.contains(&ClientSessionEvent::PublishRequestAccepted));
+        // The session stays usable: an unknown request id is an error, not a panic.
+        assert!(server.accept(publish_id).is_err());
+    }
+
+    #[test]
     fn a_rejected_connect_reaches_the_client_with_its_description() {
         let mut server = IngestSession::new();
         let (mut client, _) = Client::handshake(&mut server, "FMLE/3.0 (compatible; FMSc/1.0)");
