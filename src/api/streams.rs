@@ -427,7 +427,7 @@ impl StreamsApi {
         let b = body.0;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        let before = state_of(&row);
+        let before = row.state();
         // A deleted stream refuses every change, even one that changes nothing else.
         if before.reason == Some(DisabledReason::Deleted) {
             return Err(move_error(MoveError::Deleted));
@@ -461,7 +461,7 @@ impl StreamsApi {
         if let Some(v) = b.drm_enabled {
             row.drm_enabled = flag(v);
         }
-        set_state(&mut row, state);
+        row.set_state(state);
         row.updated_at = now_ms();
         match Db::update_stream(&mut tx, &row).await {
             Ok(()) => {}
@@ -494,8 +494,8 @@ impl StreamsApi {
         let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        let state = state_of(&row).apply(StreamMove::Disable(DisabledReason::Deleted)).map_err(move_error)?;
-        set_state(&mut row, state);
+        let state = row.state().apply(StreamMove::Disable(DisabledReason::Deleted)).map_err(move_error)?;
+        row.set_state(state);
         row.updated_at = now_ms();
         Db::update_stream(&mut tx, &row).await?;
         events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
@@ -522,7 +522,7 @@ impl StreamsApi {
         let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        if state_of(&row).reason == Some(DisabledReason::Deleted) {
+        if row.state().reason == Some(DisabledReason::Deleted) {
             return Err(move_error(MoveError::Deleted));
         }
         let (username, salt, verifier, password) = new_push_credentials();
@@ -539,16 +539,4 @@ impl StreamsApi {
 
 fn stream_not_found() -> ApiError {
     ApiError::not_found("stream not found")
-}
-
-fn state_of(row: &StreamRow) -> StreamState {
-    StreamState {
-        status: StreamStatus::parse(&row.status).unwrap_or(StreamStatus::Pending),
-        reason: row.disabled_reason.as_deref().and_then(DisabledReason::parse),
-    }
-}
-
-fn set_state(row: &mut StreamRow, state: StreamState) {
-    row.status = state.status.as_str().to_string();
-    row.disabled_reason = state.reason.map(|r| r.as_str().to_string());
 }

@@ -8,10 +8,9 @@ use tokio::sync::Notify;
 
 use crate::api::streams::event_data;
 use crate::app::App;
-use crate::domain::stream::{DisabledReason, StreamMove, StreamState, StreamStatus};
+use crate::domain::stream::{DisabledReason, StreamMove};
 use crate::domain::time::now_ms;
 use crate::events::{self, Event};
-use crate::store::streams::StreamRow;
 use crate::store::{Db, DbError};
 
 /// The open push sessions of this process, by stream id.
@@ -46,13 +45,6 @@ impl LiveSessions {
     }
 }
 
-fn state_of(row: &StreamRow) -> StreamState {
-    StreamState {
-        status: StreamStatus::parse(&row.status).unwrap_or(StreamStatus::Pending),
-        reason: row.disabled_reason.as_deref().and_then(DisabledReason::parse),
-    }
-}
-
 impl App {
     /// Opens a push session: `idle → live` and `stream.live`, in one transaction. Returns the
     /// signal that ends the session early.
@@ -70,10 +62,9 @@ impl App {
             let mut row = Db::stream_in(&mut tx, project_id, stream_id)
                 .await?
                 .ok_or_else(|| StartError::Refused("stream not found".into()))?;
-            let next = state_of(&row)
-                .apply(StreamMove::PushStarted)
-                .map_err(|e| StartError::Refused(e.to_string()))?;
-            row.status = next.status.as_str().to_string();
+            let next =
+                row.state().apply(StreamMove::PushStarted).map_err(|e| StartError::Refused(e.to_string()))?;
+            row.set_state(next);
             row.last_push_at = Some(now_ms());
             row.updated_at = now_ms();
             Db::update_stream(&mut tx, &row).await?;
@@ -129,11 +120,10 @@ impl App {
             if row.status != "idle" || row.updated_at >= before || self.live.is_live(&row.id) {
                 continue;
             }
-            let Ok(next) = state_of(&row).apply(StreamMove::Disable(DisabledReason::NoInput)) else {
+            let Ok(next) = row.state().apply(StreamMove::Disable(DisabledReason::NoInput)) else {
                 continue;
             };
-            row.status = next.status.as_str().to_string();
-            row.disabled_reason = next.reason.map(|r| r.as_str().to_string());
+            row.set_state(next);
             row.updated_at = now_ms();
             Db::update_stream(&mut tx, &row).await?;
             events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
@@ -153,9 +143,8 @@ impl App {
         let result = async {
             let mut tx = self.db.begin_write().await?;
             let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else { return Ok(()) };
-            if let Ok(next) = state_of(&row).apply(StreamMove::PushEnded) {
-                row.status = next.status.as_str().to_string();
-                row.disabled_reason = None;
+            if let Ok(next) = row.state().apply(StreamMove::PushEnded) {
+                row.set_state(next);
             }
             row.updated_at = now_ms();
             Db::update_stream(&mut tx, &row).await?;

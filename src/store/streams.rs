@@ -3,6 +3,7 @@
 use sqlx::{AnyConnection, FromRow};
 
 use super::{count, Db, DbError, Page};
+use crate::domain::stream::{DisabledReason, StreamState, StreamStatus};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct StreamRow {
@@ -27,6 +28,21 @@ pub struct StreamRow {
     pub last_push_at: Option<i64>,
     /// JSON of [`crate::domain::stream::InputInfo`] while live.
     pub input_info: Option<String>,
+}
+
+impl StreamRow {
+    /// The status (and reason) as the domain's state machine sees it.
+    pub fn state(&self) -> StreamState {
+        StreamState {
+            status: StreamStatus::parse(&self.status).unwrap_or(StreamStatus::Pending),
+            reason: self.disabled_reason.as_deref().and_then(DisabledReason::parse),
+        }
+    }
+
+    pub fn set_state(&mut self, state: StreamState) {
+        self.status = state.status.as_str().to_string();
+        self.disabled_reason = state.reason.map(|r| r.as_str().to_string());
+    }
 }
 
 /// Filters of the stream list.
