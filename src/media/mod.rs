@@ -3,4 +3,5 @@
 
 pub mod ingest;
 pub mod live;
+pub mod live_hls;
 pub mod rtmp;

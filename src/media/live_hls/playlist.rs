@@ -1,0 +1,555 @@
+//! The LL-HLS media playlist of one rendition, as plain data: parts and segments go in, the
+//! playlist text comes out (RFC 8216bis: 4.4.3.7 EXT-X-PART-INF, 4.4.3.8 EXT-X-SERVER-CONTROL,
+//! 4.4.4.9 EXT-X-PART, 4.4.5.2 EXT-X-SKIP, 4.4.5.3 EXT-X-PRELOAD-HINT, 4.4.5.4
+//! EXT-X-RENDITION-REPORT; 6.2.5.2 blocking reload; 6.2.5.1 delta updates). No GStreamer here
+//! (STYLE habit 2; anchor gst-plugins-rs `net/hlssink3/src/playlist.rs`).
+
+use std::collections::VecDeque;
+use std::fmt::Write;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+
+/// Parts more than this many target durations from the end of the playlist are listed no more
+/// (RFC 8216bis 4.4.4.9: they SHOULD be removed once older than three target durations).
+const PART_WINDOW_TARGETS: f64 = 3.0;
+/// Durations are sums of floating-point seconds: boundaries are compared within a millisecond.
+const EPSILON: f64 = 1e-3;
+/// How far ahead of the newest part a blocking request may point before it is refused
+/// (RFC 8216bis 6.2.5.2: the Advance Part Limit is 3).
+const ADVANCE_PART_LIMIT: u64 = 3;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    pub duration: f64,
+    pub independent: bool,
+    pub uri: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    pub msn: u64,
+    pub duration: f64,
+    pub uri: String,
+    pub parts: Vec<Part>,
+    pub program_date_time: Option<DateTime<Utc>>,
+    /// A discontinuity (reconnect) comes before this segment.
+    pub discontinuity: bool,
+}
+
+/// How long the playlist keeps segments.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Window {
+    /// The last `n` segments (a short live window).
+    Segments(usize),
+    /// The last `seconds` (DVR).
+    Seconds(f64),
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Upper bound of every segment's duration (seconds, an integer per the spec).
+    pub target_duration: u32,
+    /// Upper bound of every part's duration (seconds).
+    pub part_target: f64,
+    pub window: Window,
+    /// URI of the initialization section (`EXT-X-MAP`).
+    pub init_uri: String,
+}
+
+/// A rendition's latest position, for `EXT-X-RENDITION-REPORT` in its siblings' playlists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenditionReport {
+    pub uri: String,
+    pub last_msn: u64,
+    pub last_part: u64,
+}
+
+/// What a blocking playlist request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The playlist already has it: answer now.
+    Ready,
+    /// Hold the request until it appears.
+    Hold,
+    /// Too far ahead: 400 now.
+    TooFarAhead,
+}
+
+#[derive(Debug, Clone)]
+pub struct MediaPlaylist {
+    config: Config,
+    segments: VecDeque<Segment>,
+    /// The segment being built: its parts so far.
+    open_parts: Vec<Part>,
+    open_discontinuity: bool,
+    open_pdt: Option<DateTime<Utc>>,
+    next_msn: u64,
+    /// Segments removed from the front (EXT-X-MEDIA-SEQUENCE is the msn of the first kept).
+    discontinuity_sequence: u64,
+    preload_uri: Option<String>,
+    ended: bool,
+}
+
+impl MediaPlaylist {
+    pub fn new(config: Config) -> Self {
+        MediaPlaylist {
+            config,
+            segments: VecDeque::new(),
+            open_parts: Vec::new(),
+            open_discontinuity: false,
+            open_pdt: None,
+            next_msn: 0,
+            discontinuity_sequence: 0,
+            preload_uri: None,
+            ended: false,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Adds a part to the open segment; returns its (msn, part index). `pdt` is the wall-clock
+    /// time of its first sample, kept for the segment's first part.
+    pub fn push_part(&mut self, part: Part, pdt: Option<DateTime<Utc>>) -> (u64, u64) {
+        if self.open_parts.is_empty() {
+            self.open_pdt = pdt;
+        }
+        self.open_parts.push(part);
+        (self.next_msn, self.open_parts.len() as u64 - 1)
+    }
+
+    /// Closes the open segment under `uri` (its duration is the sum of its parts).
+    pub fn close_segment(&mut self, uri: String) -> Option<u64> {
+        if self.open_parts.is_empty() {
+            return None;
+        }
+        let parts = std::mem::take(&mut self.open_parts);
+        let msn = self.next_msn;
+        self.segments.push_back(Segment {
+            msn,
+            duration: parts.iter().map(|p| p.duration).sum(),
+            uri,
+            parts,
+            program_date_time: self.open_pdt.take(),
+            discontinuity: std::mem::take(&mut self.open_discontinuity),
+        });
+        self.next_msn += 1;
+        self.slide();
+        Some(msn)
+    }
+
+    /// The next segment follows a discontinuity (the publisher reconnected).
+    pub fn discontinuity(&mut self) {
+        self.open_discontinuity = true;
+    }
+
+    /// Where the next part will be published (`EXT-X-PRELOAD-HINT`).
+    pub fn set_preload_hint(&mut self, uri: Option<String>) {
+        self.preload_uri = uri;
+    }
+
+    /// The stream ended: `EXT-X-ENDLIST`, no more hints.
+    pub fn end(&mut self) {
+        self.ended = true;
+        self.preload_uri = None;
+    }
+
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Drops segments that left the window, counting discontinuities that go with them.
+    fn slide(&mut self) {
+        loop {
+            let too_many = match self.config.window {
+                Window::Segments(n) => self.segments.len() > n.max(1),
+                Window::Seconds(s) => {
+                    let total: f64 = self.segments.iter().map(|s| s.duration).sum();
+                    let first = self.segments.front().map(|s| s.duration).unwrap_or(0.0);
+                    self.segments.len() > 1 && total - first >= s - EPSILON
+                }
+            };
+            if !too_many {
+                return;
+            }
+            if let Some(gone) = self.segments.pop_front() {
+                if gone.discontinuity {
+                    self.discontinuity_sequence += 1;
+                }
+            }
+        }
+    }
+
+    pub fn media_sequence(&self) -> u64 {
+        self.segments.front().map(|s| s.msn).unwrap_or(self.next_msn)
+    }
+
+    /// The newest part: (msn, part index), if any.
+    pub fn last_part(&self) -> Option<(u64, u64)> {
+        if !self.open_parts.is_empty() {
+            return Some((self.next_msn, self.open_parts.len() as u64 - 1));
+        }
+        self.segments.back().map(|s| (s.msn, s.parts.len().saturating_sub(1) as u64))
+    }
+
+    /// This rendition's report for its siblings.
+    pub fn report(&self, uri: &str) -> Option<RenditionReport> {
+        self.last_part().map(|(last_msn, last_part)| RenditionReport {
+            uri: uri.to_string(),
+            last_msn,
+            last_part,
+        })
+    }
+
+    /// Whether a request blocking on `_HLS_msn` (and `_HLS_part`) can be answered
+    /// (RFC 8216bis 6.2.5.2). A part index past the last part of a complete segment means the
+    /// first part of the next one.
+    pub fn wait_for(&self, msn: u64, part: Option<u64>) -> Wait {
+        if self.ended {
+            return Wait::Ready;
+        }
+        let complete = |m: u64| self.segments.iter().rev().find(|s| s.msn == m);
+        let ready = match part {
+            None => self.segments.back().is_some_and(|s| msn <= s.msn),
+            Some(p) => {
+                let wanted = match complete(msn) {
+                    Some(s) if p >= s.parts.len() as u64 => (msn + 1, 0),
+                    _ => (msn, p),
+                };
+                self.last_part().is_some_and(|last| wanted <= last)
+            }
+        };
+        if ready {
+            return Wait::Ready;
+        }
+        // The segment being built (or the next one) is the newest.
+        let newest = self.next_msn;
+        if msn > newest + 2 {
+            return Wait::TooFarAhead;
+        }
+        if let Some(p) = part {
+            let built = if msn == newest { self.open_parts.len() as u64 } else { 0 };
+            if p >= built + ADVANCE_PART_LIMIT {
+                return Wait::TooFarAhead;
+            }
+        }
+        Wait::Hold
+    }
+
+    /// The playlist text. With `skip` (a client's `_HLS_skip=YES`), segments older than the
+    /// skip boundary are replaced by `EXT-X-SKIP` (a delta update).
+    pub fn render(&self, skip: bool, reports: &[RenditionReport]) -> String {
+        let c = &self.config;
+        let can_skip_until = 6.0 * f64::from(c.target_duration);
+        let mut out = String::with_capacity(4096);
+        let _ = writeln!(out, "#EXTM3U");
+        let _ = writeln!(out, "#EXT-X-VERSION:9");
+        let _ = writeln!(out, "#EXT-X-TARGETDURATION:{}", c.target_duration);
+        let _ = writeln!(
+            out,
+            "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK={:.3},CAN-SKIP-UNTIL={:.1}",
+            3.0 * c.part_target,
+            can_skip_until
+        );
+        // Rounded up at the precision parts are written with, so no part exceeds it as written.
+        let _ = writeln!(out, "#EXT-X-PART-INF:PART-TARGET={:.5}", (c.part_target * 1e5).ceil() / 1e5);
+        let _ = writeln!(out, "#EXT-X-MEDIA-SEQUENCE:{}", self.media_sequence());
+        if self.discontinuity_sequence > 0 {
+            let _ = writeln!(out, "#EXT-X-DISCONTINUITY-SEQUENCE:{}", self.discontinuity_sequence);
+        }
+        let total: f64 = self.segments.iter().map(|s| s.duration).sum::<f64>()
+            + self.open_parts.iter().map(|p| p.duration).sum::<f64>();
+        // Delta update: skip the segments that end at least CAN-SKIP-UNTIL before the end of the
+        // playlist (RFC 8216bis 6.2.5.1), up to the first discontinuity.
+        let mut skipped = 0;
+        if skip {
+            let mut end = 0.0;
+            for s in &self.segments {
+                end += s.duration;
+                if total - end >= can_skip_until - EPSILON && !s.discontinuity {
+                    skipped += 1;
+                } else {
+                    break;
+                }
+            }
+        }
+        if skipped > 0 {
+            let _ = writeln!(out, "#EXT-X-SKIP:SKIPPED-SEGMENTS={skipped}");
+        }
+        let _ = writeln!(out, "#EXT-X-MAP:URI=\"{}\"", c.init_uri);
+        let part_cutoff = total - PART_WINDOW_TARGETS * f64::from(c.target_duration);
+        let mut start = 0.0;
+        for (i, s) in self.segments.iter().enumerate() {
+            let seg_start = start;
+            start += s.duration;
+            if i < skipped {
+                continue;
+            }
+            if s.discontinuity {
+                let _ = writeln!(out, "#EXT-X-DISCONTINUITY");
+            }
+            if let Some(pdt) = s.program_date_time {
+                let _ = writeln!(
+                    out,
+                    "#EXT-X-PROGRAM-DATE-TIME:{}",
+                    pdt.to_rfc3339_opts(SecondsFormat::Millis, true)
+                );
+            }
+            if seg_start + s.duration > part_cutoff + EPSILON {
+                write_parts(&mut out, &s.parts);
+            }
+            let _ = writeln!(out, "#EXTINF:{:.5},", s.duration);
+            let _ = writeln!(out, "{}", s.uri);
+        }
+        if !self.open_parts.is_empty() {
+            if self.open_discontinuity {
+                let _ = writeln!(out, "#EXT-X-DISCONTINUITY");
+            }
+            if let Some(pdt) = self.open_pdt {
+                let _ = writeln!(
+                    out,
+                    "#EXT-X-PROGRAM-DATE-TIME:{}",
+                    pdt.to_rfc3339_opts(SecondsFormat::Millis, true)
+                );
+            }
+            write_parts(&mut out, &self.open_parts);
+        }
+        if self.ended {
+            let _ = writeln!(out, "#EXT-X-ENDLIST");
+        } else if let Some(uri) = &self.preload_uri {
+            let _ = writeln!(out, "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"{uri}\"");
+        }
+        for r in reports {
+            let _ = writeln!(
+                out,
+                "#EXT-X-RENDITION-REPORT:URI=\"{}\",LAST-MSN={},LAST-PART={}",
+                r.uri, r.last_msn, r.last_part
+            );
+        }
+        out
+    }
+}
+
+fn write_parts(out: &mut String, parts: &[Part]) {
+    for p in parts {
+        let independent = if p.independent { ",INDEPENDENT=YES" } else { "" };
+        let _ = writeln!(out, "#EXT-X-PART:DURATION={:.5},URI=\"{}\"{independent}", p.duration, p.uri);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PART: f64 = 1.0 / 3.0;
+
+    fn playlist(window: Window) -> MediaPlaylist {
+        MediaPlaylist::new(Config {
+            target_duration: 2,
+            part_target: PART,
+            window,
+            init_uri: "init.mp4".into(),
+        })
+    }
+
+    /// Publishes `segments` segments of 6 parts (2 s each).
+    fn feed(p: &mut MediaPlaylist, segments: usize) {
+        for _ in 0..segments {
+            let msn = p.next_msn;
+            for i in 0..6 {
+                p.push_part(
+                    Part { duration: PART, independent: i == 0, uri: format!("seg{msn}.{i}.m4s") },
+                    None,
+                );
+            }
+            p.close_segment(format!("seg{msn}.m4s"));
+        }
+    }
+
+    fn tag_values<'a>(text: &'a str, tag: &str) -> Vec<&'a str> {
+        text.lines().filter_map(|l| l.strip_prefix(tag)).collect()
+    }
+
+    /// The RFC's invariants on any rendered playlist.
+    fn check(text: &str) {
+        let target: f64 = tag_values(text, "#EXT-X-TARGETDURATION:")[0].parse().unwrap();
+        let part_target: f64 = tag_values(text, "#EXT-X-PART-INF:PART-TARGET=")[0].parse().unwrap();
+        for d in tag_values(text, "#EXTINF:") {
+            let d: f64 = d.trim_end_matches(',').parse().unwrap();
+            assert!(d.round() <= target, "EXTINF {d} rounds above TARGETDURATION {target}");
+        }
+        for p in tag_values(text, "#EXT-X-PART:DURATION=") {
+            let d: f64 = p.split(',').next().unwrap().parse().unwrap();
+            assert!(d <= part_target + 1e-9, "part {d} above PART-TARGET {part_target}");
+        }
+        let control = tag_values(text, "#EXT-X-SERVER-CONTROL:")[0];
+        assert!(control.contains("CAN-BLOCK-RELOAD=YES"));
+        let hold_back: f64 =
+            control.split("PART-HOLD-BACK=").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
+        assert!(hold_back >= 2.0 * part_target, "PART-HOLD-BACK at least twice PART-TARGET");
+        let skip_until: f64 = control.split("CAN-SKIP-UNTIL=").nth(1).unwrap().parse().unwrap();
+        assert!(skip_until >= 6.0 * target, "CAN-SKIP-UNTIL at least six target durations");
+        assert!(text.starts_with("#EXTM3U\n"));
+    }
+
+    #[test]
+    fn live_window_slides_with_media_sequence() {
+        let mut p = playlist(Window::Segments(3));
+        feed(&mut p, 5);
+        let text = p.render(false, &[]);
+        check(&text);
+        assert_eq!(tag_values(&text, "#EXT-X-MEDIA-SEQUENCE:"), ["2"]);
+        assert_eq!(tag_values(&text, "#EXTINF:").len(), 3);
+        assert!(text.contains("seg4.m4s") && !text.contains("seg1.m4s"));
+        assert_eq!(tag_values(&text, "#EXT-X-MAP:URI="), ["\"init.mp4\""]);
+    }
+
+    #[test]
+    fn parts_preload_hint_and_the_open_segment() {
+        let mut p = playlist(Window::Segments(10));
+        feed(&mut p, 1);
+        assert_eq!(
+            p.push_part(Part { duration: PART, independent: true, uri: "seg1.0.m4s".into() }, None),
+            (1, 0)
+        );
+        assert_eq!(
+            p.push_part(Part { duration: PART, independent: false, uri: "seg1.1.m4s".into() }, None),
+            (1, 1)
+        );
+        p.set_preload_hint(Some("seg1.2.m4s".into()));
+        let text = p.render(
+            false,
+            &[RenditionReport { uri: "../480p/index.m3u8".into(), last_msn: 1, last_part: 1 }],
+        );
+        check(&text);
+        assert!(text.contains("#EXT-X-PART:DURATION=0.33333,URI=\"seg1.0.m4s\",INDEPENDENT=YES\n"));
+        assert!(text.contains("#EXT-X-PART:DURATION=0.33333,URI=\"seg1.1.m4s\"\n"));
+        assert!(text.contains("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg1.2.m4s\"\n"));
+        assert!(text.contains("#EXT-X-RENDITION-REPORT:URI=\"../480p/index.m3u8\",LAST-MSN=1,LAST-PART=1\n"));
+        // The open segment has parts but no EXTINF yet.
+        assert_eq!(tag_values(&text, "#EXTINF:").len(), 1);
+        assert_eq!(p.last_part(), Some((1, 1)));
+    }
+
+    #[test]
+    fn parts_are_listed_only_for_the_last_three_target_durations() {
+        let mut p = playlist(Window::Segments(10));
+        feed(&mut p, 6);
+        let text = p.render(false, &[]);
+        check(&text);
+        // 6 s of the 12 s: the last 3 segments keep their parts.
+        assert_eq!(tag_values(&text, "#EXT-X-PART:").len(), 3 * 6);
+        assert!(!text.contains("seg2.0.m4s") && text.contains("seg3.0.m4s"));
+    }
+
+    #[test]
+    fn dvr_window_keeps_its_seconds_and_slides() {
+        let mut p = playlist(Window::Seconds(20.0));
+        feed(&mut p, 30);
+        let text = p.render(false, &[]);
+        check(&text);
+        let kept: f64 = tag_values(&text, "#EXTINF:")
+            .iter()
+            .map(|d| d.trim_end_matches(',').parse::<f64>().unwrap())
+            .sum();
+        assert!((20.0..22.0).contains(&kept), "kept {kept} s");
+        assert_eq!(tag_values(&text, "#EXT-X-MEDIA-SEQUENCE:"), ["20"]);
+        feed(&mut p, 1);
+        assert_eq!(p.media_sequence(), 21, "the window slides one segment per segment");
+    }
+
+    #[test]
+    fn delta_updates_skip_only_beyond_the_skip_boundary() {
+        let mut p = playlist(Window::Seconds(60.0));
+        feed(&mut p, 30);
+        let full = p.render(false, &[]);
+        let delta = p.render(true, &[]);
+        check(&delta);
+        let skipped: usize = tag_values(&delta, "#EXT-X-SKIP:SKIPPED-SEGMENTS=")[0].parse().unwrap();
+        let kept: Vec<f64> =
+            tag_values(&delta, "#EXTINF:").iter().map(|d| d.trim_end_matches(',').parse().unwrap()).collect();
+        assert_eq!(skipped + kept.len(), tag_values(&full, "#EXTINF:").len());
+        let can_skip_until = 12.0;
+        let kept_total: f64 = kept.iter().sum();
+        assert!(kept_total >= can_skip_until, "nothing within CAN-SKIP-UNTIL of the end is skipped");
+        assert!(kept_total - kept[0] < can_skip_until, "every segment beyond the boundary is skipped");
+        assert_eq!(tag_values(&delta, "#EXT-X-MEDIA-SEQUENCE:"), tag_values(&full, "#EXT-X-MEDIA-SEQUENCE:"));
+        // Unaligned durations: no skipped segment may reach into the last CAN-SKIP-UNTIL seconds.
+        let mut odd = playlist(Window::Seconds(60.0));
+        for n in 0..25 {
+            let parts = 4 + n % 3; // 1.33 s to 2 s segments
+            for i in 0..parts {
+                odd.push_part(Part { duration: PART, independent: i == 0, uri: format!("o{n}.{i}") }, None);
+            }
+            odd.close_segment(format!("o{n}"));
+        }
+        let delta = odd.render(true, &[]);
+        check(&delta);
+        let kept: Vec<f64> =
+            tag_values(&delta, "#EXTINF:").iter().map(|d| d.trim_end_matches(',').parse().unwrap()).collect();
+        let kept_total: f64 = kept.iter().sum();
+        assert!(kept_total >= can_skip_until - 1e-3, "kept {kept_total} s");
+        assert!(tag_values(&delta, "#EXT-X-SKIP:SKIPPED-SEGMENTS=").len() == 1);
+        // A short playlist has nothing to skip.
+        let mut short = playlist(Window::Segments(3));
+        feed(&mut short, 3);
+        assert!(!short.render(true, &[]).contains("#EXT-X-SKIP"));
+    }
+
+    #[test]
+    fn a_reconnect_continues_after_a_discontinuity_and_the_sequence_counts_it_out() {
+        let mut p = playlist(Window::Segments(3));
+        feed(&mut p, 2);
+        p.discontinuity();
+        feed(&mut p, 1);
+        let text = p.render(false, &[]);
+        check(&text);
+        assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 1);
+        assert!(tag_values(&text, "#EXT-X-DISCONTINUITY-SEQUENCE:").is_empty());
+        let before = text.find("#EXT-X-DISCONTINUITY\n").unwrap();
+        assert!(
+            text[before..].contains("seg2.m4s"),
+            "the discontinuity precedes the first segment after the reconnect"
+        );
+        feed(&mut p, 3);
+        let text = p.render(false, &[]);
+        check(&text);
+        assert_eq!(
+            tag_values(&text, "#EXT-X-DISCONTINUITY-SEQUENCE:"),
+            ["1"],
+            "counted once it left the window"
+        );
+        assert!(!text.contains("#EXT-X-DISCONTINUITY\n"));
+    }
+
+    #[test]
+    fn blocking_requests() {
+        let mut p = playlist(Window::Segments(10));
+        feed(&mut p, 2); // segments 0 and 1, 6 parts each
+        p.push_part(Part { duration: PART, independent: true, uri: "seg2.0.m4s".into() }, None);
+        assert_eq!(p.wait_for(1, None), Wait::Ready);
+        assert_eq!(p.wait_for(2, None), Wait::Hold, "segment 2 is not complete");
+        assert_eq!(p.wait_for(2, Some(0)), Wait::Ready);
+        assert_eq!(p.wait_for(2, Some(1)), Wait::Hold, "the next part");
+        assert_eq!(p.wait_for(1, Some(6)), Wait::Ready, "past segment 1's last part is segment 2's first");
+        assert_eq!(p.wait_for(2, Some(3)), Wait::Hold);
+        assert_eq!(p.wait_for(2, Some(4)), Wait::TooFarAhead, "beyond the advance part limit");
+        assert_eq!(p.wait_for(4, None), Wait::Hold);
+        assert_eq!(p.wait_for(5, None), Wait::TooFarAhead, "more than two segments ahead");
+        p.end();
+        assert_eq!(p.wait_for(4, None), Wait::Ready, "an ended playlist answers at once");
+    }
+
+    #[test]
+    fn the_end_lists_endlist_and_no_hint() {
+        let mut p = playlist(Window::Segments(5));
+        feed(&mut p, 2);
+        p.set_preload_hint(Some("seg2.0.m4s".into()));
+        p.end();
+        let text = p.render(false, &[]);
+        check(&text);
+        assert!(text.contains("#EXT-X-ENDLIST\n"));
+        assert!(!text.contains("PRELOAD-HINT"));
+    }
+}
