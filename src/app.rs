@@ -95,6 +95,11 @@ impl App {
         matches!(map.remove(opaque), Some((u, until)) if u == user && until > Instant::now())
     }
 
+    /// The RTMP port handed out in ingest URLs: the bound one once started (port 0 picks one).
+    pub fn rtmp_port(&self) -> u16 {
+        self.rtmp_addr().map_or(self.settings.rtmp_addr.port(), |a| a.port())
+    }
+
     /// Where RTMP ingest listens (after `start`).
     pub fn rtmp_addr(&self) -> Option<SocketAddr> {
         self.rtmp_bound.get().copied()

@@ -13,7 +13,6 @@ use super::pagination::{PageQuery, Paginated};
 use super::security::Auth;
 use super::ApiTags;
 use crate::app::App;
-use crate::config::Settings;
 use crate::domain::stream::{
     push_verifier, DisabledReason, InputInfo, MoveError, Protocol, Quality, StreamMove, StreamState,
     StreamStatus,
@@ -193,12 +192,13 @@ fn flag(b: bool) -> i64 {
 }
 
 /// `rtmp://<public host>:<rtmp port>`
-fn rtmp_base(settings: &Settings) -> String {
-    format!("rtmp://{}:{}", settings.public_host(), settings.rtmp_addr.port())
+fn rtmp_base(app: &App) -> String {
+    format!("rtmp://{}:{}", app.settings.public_host(), app.rtmp_port())
 }
 
 impl Stream {
-    pub fn from_row(row: &StreamRow, settings: &Settings) -> Stream {
+    pub fn from_row(row: &StreamRow, app: &App) -> Stream {
+        let settings = &app.settings;
         let protocols: Vec<Protocol> =
             row.protocols.split_whitespace().filter_map(|p| Protocol::parse(p).ok()).collect();
         let play = format!("{}/live/{}", settings.playback_base, row.id);
@@ -215,9 +215,9 @@ impl Stream {
             drm_enabled: row.drm_enabled == 1,
             signed_playback: row.signed_playback == 1,
             push_username: row.push_username.clone(),
-            rtmp_port: settings.rtmp_addr.port(),
+            rtmp_port: app.rtmp_port(),
             obs: ObsSettings {
-                server: format!("{}/live", rtmp_base(settings)),
+                server: format!("{}/live", rtmp_base(app)),
                 stream_key: row.stream_key.clone(),
             },
             whip_url: format!("{}/v1/whip/{}", settings.public_url, row.stream_key),
@@ -236,15 +236,15 @@ impl Stream {
         }
     }
 
-    fn with_credentials(row: &StreamRow, settings: &Settings, password: String) -> StreamWithCredentials {
+    fn with_credentials(row: &StreamRow, app: &App, password: String) -> StreamWithCredentials {
         let ingest_url = format!(
             "{}/live/{}?user={}&pass={}",
-            rtmp_base(settings),
+            rtmp_base(app),
             row.stream_key,
             row.push_username,
             password
         );
-        StreamWithCredentials { stream: Stream::from_row(row, settings), ingest_url, push_password: password }
+        StreamWithCredentials { stream: Stream::from_row(row, app), ingest_url, push_password: password }
     }
 }
 
@@ -396,7 +396,7 @@ impl StreamsApi {
         tx.commit().await?;
         app.wake_sender();
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream created");
-        Ok(CreateStreamResponse::Created(Json(Stream::with_credentials(&row, &app.settings, password))))
+        Ok(CreateStreamResponse::Created(Json(Stream::with_credentials(&row, &app, password))))
     }
 
     /// Get a stream
@@ -410,7 +410,7 @@ impl StreamsApi {
     ) -> ApiResult<Json<Stream>> {
         let p = app.authorize(&auth, &slug, Some(Scope::StreamsRead)).await?;
         let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        Ok(Json(Stream::from_row(&row, &app.settings)))
+        Ok(Json(Stream::from_row(&row, &app)))
     }
 
     /// Change a stream's settings, or disable / re-enable it
@@ -479,7 +479,7 @@ impl StreamsApi {
             app.live.kill(&row.id);
             app.wake_sender();
         }
-        Ok(Json(Stream::from_row(&row, &app.settings)))
+        Ok(Json(Stream::from_row(&row, &app)))
     }
 
     /// Delete a stream: it is disabled for good (reason `deleted`) and its media released
@@ -503,7 +503,7 @@ impl StreamsApi {
         app.live.kill(&row.id);
         app.wake_sender();
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream deleted");
-        Ok(Json(Stream::from_row(&row, &app.settings)))
+        Ok(Json(Stream::from_row(&row, &app)))
     }
 
     /// Replace the push credentials; the old ones stop working at the next connect
@@ -533,7 +533,7 @@ impl StreamsApi {
         Db::update_stream(&mut tx, &row).await?;
         tx.commit().await?;
         tracing::info!(project = %p.project.slug, stream = %row.id, "push credentials rotated");
-        Ok(Json(Stream::with_credentials(&row, &app.settings, password)))
+        Ok(Json(Stream::with_credentials(&row, &app, password)))
     }
 }
 

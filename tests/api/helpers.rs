@@ -88,20 +88,12 @@ pub fn test_args(dir: &std::path::Path, database_url: String) -> ConfigArgs {
         data_dir: Some(dir.to_path_buf()),
         database_url: Some(database_url),
         http_addr: Some("127.0.0.1:0".parse().expect("addr")),
-        rtmp_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))),
+        rtmp_addr: Some("127.0.0.1:0".parse().expect("addr")),
         // Tests receive webhooks on loopback over plain http, with retries 100 times faster.
         mode: Some(sluice::config::Mode::Development),
         webhook_retry_scale: Some(0.01),
         ..Default::default()
     }
-}
-
-/// A port that was free a moment ago (for listeners whose address the settings must know).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 pub async fn spawn_app(backend: Backend) -> TestApp {

@@ -57,7 +57,7 @@ async fn create_applies_defaults_and_returns_credentials_once(app: TestApp) {
         (Some(false), Some(false), Some(false))
     );
     assert_eq!(s["dvrDuration"], 3600);
-    let rtmp = app.app.settings.rtmp_addr.port();
+    let rtmp = app.app.rtmp_port();
     assert_eq!(s["rtmpPort"], rtmp);
     assert_eq!(s["ingestUrl"], format!("rtmp://127.0.0.1:{rtmp}/live/{key}?user={user}&pass={pass}"));
     assert_eq!(s["obs"], json!({"server": format!("rtmp://127.0.0.1:{rtmp}/live"), "streamKey": key}));

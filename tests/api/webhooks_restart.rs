@@ -27,7 +27,7 @@ fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
     cmd.env("SLUICE_DATA_DIR", dir)
         .env("SLUICE_DATABASE_URL", db)
         .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
-        .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{}", crate::helpers::free_port()))
+        .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
         .env("SLUICE_MODE", "development")
         .env("SLUICE_WEBHOOK_RETRY_SCALE", "0.2")
         .env("RUST_LOG", "warn")
