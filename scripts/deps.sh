@@ -3,11 +3,14 @@
 # .ci/run and the Dockerfile, so the product and its tests never disagree on what is installed.
 #
 #   scripts/deps.sh runtime   what the `sluice` binary needs at run time
-#   scripts/deps.sh build     runtime + compiling + test tools (default)
+#   scripts/deps.sh build     runtime + compiling (default; scripts/run.sh, the Dockerfile)
+#   scripts/deps.sh test      build + the test tools (scripts/test.sh, .ci/run)
+#   scripts/deps.sh bench     test + the benchmark tools (wrk, nginx with its rtmp module)
 #
 # Idempotent: packages already installed are found with dpkg-query and skipped; apt-get runs
 # only when something is missing. A Rust toolchain is not a Debian package here (Debian 12 ships
-# rustc 1.63, older than the crate's rust-version), so build mode only checks that one exists.
+# rustc 1.63, older than the crate's rust-version), so every mode but runtime only checks that
+# one exists.
 set -euo pipefail
 
 mode="${1:-build}"
@@ -36,14 +39,19 @@ build_packages=(
     curl
 )
 
-# Media tests push real streams with ffmpeg and read them with ffprobe; the Postgres tests need a
-# server and psql; the benchmarks drive load with wrk and compare ingest with nginx-rtmp.
+# Media tests push real streams with ffmpeg (and GStreamer's gst-launch-1.0, a runtime package);
+# the Postgres tests need a server and psql; the webhook guide's receiver runs on python3.
 test_packages=(
     ffmpeg
     postgresql
     postgresql-client
-    wrk
     python3
+)
+
+# The benchmarks drive load with wrk and compare RTMP ingest with nginx's rtmp module. Kept out of
+# the other modes: on a systemd host, installing nginx starts a web server on port 80.
+bench_packages=(
+    wrk
     nginx
     libnginx-mod-rtmp
 )
@@ -52,9 +60,11 @@ min_rust="1.80"
 
 case "$mode" in
     runtime) wanted=("${runtime_packages[@]}") ;;
-    build) wanted=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}") ;;
+    build) wanted=("${runtime_packages[@]}" "${build_packages[@]}") ;;
+    test) wanted=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}") ;;
+    bench) wanted=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}" "${bench_packages[@]}") ;;
     *)
-        echo "usage: $0 [runtime|build]" >&2
+        echo "usage: $0 [runtime|build|test|bench]" >&2
         exit 2
         ;;
 esac
@@ -80,7 +90,7 @@ check_cargo() {
     fi
 }
 
-if [ "$mode" = build ]; then
+if [ "$mode" != runtime ]; then
     check_cargo
 fi
 

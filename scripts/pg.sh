@@ -5,7 +5,7 @@
 #
 # Idempotent: exits at once when `psql -h 127.0.0.1 -U postgres -d test` works already.
 # Otherwise it starts (or creates) the Debian cluster, trusts loopback TCP in pg_hba.conf and
-# creates the database. Needs the packages of scripts/deps.sh build, and root or sudo.
+# creates the database. Needs the packages of scripts/deps.sh test, and root or sudo.
 set -euo pipefail
 
 host=127.0.0.1
@@ -31,7 +31,7 @@ if can_connect "$db"; then
 fi
 
 if ! command -v psql >/dev/null 2>&1 || ! command -v pg_ctlcluster >/dev/null 2>&1; then
-    fail "PostgreSQL is not installed; run scripts/deps.sh build first"
+    fail "PostgreSQL is not installed; run scripts/deps.sh test first"
 fi
 
 if [ "$(id -u)" -eq 0 ]; then

@@ -16,8 +16,8 @@ stage() {
     echo "==> $* ($(date +%H:%M:%S))"
 }
 
-stage "dependencies: scripts/deps.sh build"
-bash scripts/deps.sh build
+stage "dependencies: scripts/deps.sh test"
+bash scripts/deps.sh test
 
 stage "postgres: scripts/pg.sh"
 bash scripts/pg.sh
