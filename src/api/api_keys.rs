@@ -119,7 +119,7 @@ impl ApiKeysApi {
         let p = app.authorize(&auth, &slug, Some(Scope::ApiKeysRead)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_api_keys(&p.project.id, page.skip, page.limit).await?;
-        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
+        Ok(Json(Paginated::from_rows(rows, page)))
     }
 
     /// Create an API key; the raw key is returned only in this response

@@ -51,4 +51,9 @@ impl<T: ParseFromJSON + ToJSON + Type + Send + Sync> Paginated<T> {
     pub fn new(items: Vec<T>, total: i64, page: PageQuery) -> Self {
         Paginated { items, total, skip: page.skip, limit: page.limit }
     }
+
+    /// A page of stored rows, each turned into its API record.
+    pub fn from_rows<R: Into<T>>(rows: crate::store::Page<R>, page: PageQuery) -> Self {
+        Self::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)
+    }
 }

@@ -203,7 +203,7 @@ impl ProjectsApi {
         let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_members(&p.project.id, page.skip, page.limit).await?;
-        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
+        Ok(Json(Paginated::from_rows(rows, page)))
     }
 
     /// Add a member by e-mail, creating the account if there is none (admin only)

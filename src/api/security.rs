@@ -12,6 +12,7 @@ use super::error::{ApiError, ApiResult};
 use crate::app::App;
 use crate::domain::{time::now_ms, ApiKeyHash, RawApiKey, Scope, ScopeSet};
 use crate::store::accounts::{ProjectRow, UserRow};
+use crate::store::api_keys::KeyWithProject;
 
 pub const SESSION_COOKIE: &str = "sluice_session";
 pub const REFRESH_COOKIE: &str = "sluice_refresh";
@@ -81,7 +82,8 @@ impl App {
         Ok(principal)
     }
 
-    async fn authorize_key(&self, token: &str, slug: &str) -> ApiResult<Principal> {
+    /// A valid, unrevoked key: malformed, unknown or revoked is 401.
+    async fn authenticate_key(&self, token: &str) -> ApiResult<KeyWithProject> {
         let raw = RawApiKey::parse(token).ok_or_else(|| {
             ApiError::unauthorized("malformed API key: expected svc_ followed by 43 characters")
         })?;
@@ -95,6 +97,11 @@ impl App {
         if key.revoked_at.is_some() {
             return Err(ApiError::unauthorized("API key revoked"));
         }
+        Ok(key)
+    }
+
+    async fn authorize_key(&self, token: &str, slug: &str) -> ApiResult<Principal> {
+        let key = self.authenticate_key(token).await?;
         self.rate_limit(&format!("key:{}", key.id))?;
         self.note_key_use(&key.id);
         if key.project_slug != slug {
@@ -131,15 +138,8 @@ impl App {
             Auth::Session(SessionAuth(cookie)) => self.session_user(&cookie.key).await,
             Auth::ApiKey(ApiKeyAuth(bearer)) => {
                 // Still authenticate, so a bad key is 401 rather than 403.
-                let raw = RawApiKey::parse(&bearer.token).ok_or_else(|| {
-                    ApiError::unauthorized("malformed API key: expected svc_ followed by 43 characters")
-                })?;
-                match self.db.api_key_by_hash(&raw.hash().0).await? {
-                    Some(k) if k.revoked_at.is_none() => {
-                        Err(ApiError::forbidden("this endpoint needs a signed-in user, not an API key"))
-                    }
-                    _ => Err(ApiError::unauthorized("invalid API key")),
-                }
+                self.authenticate_key(&bearer.token).await?;
+                Err(ApiError::forbidden("this endpoint needs a signed-in user, not an API key"))
             }
         }
     }

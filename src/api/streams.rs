@@ -202,11 +202,12 @@ impl Stream {
         let protocols: Vec<Protocol> =
             row.protocols.split_whitespace().filter_map(|p| Protocol::parse(p).ok()).collect();
         let play = format!("{}/live/{}", settings.playback_base, row.id);
+        let state = row.state();
         Stream {
             id: row.id.clone(),
             name: row.name.clone(),
-            status: StreamStatus::parse(&row.status).unwrap_or(StreamStatus::Pending),
-            disabled_reason: row.disabled_reason.as_deref().and_then(DisabledReason::parse),
+            status: state.status,
+            disabled_reason: state.reason,
             stream_key: row.stream_key.clone(),
             qualities: row.qualities.split_whitespace().map(str::to_string).collect(),
             vod_enabled: row.vod_enabled == 1,
@@ -250,10 +251,11 @@ impl Stream {
 
 impl From<StreamRow> for StreamListItem {
     fn from(r: StreamRow) -> Self {
+        let status = r.state().status;
         StreamListItem {
             id: r.id,
             name: r.name,
-            status: StreamStatus::parse(&r.status).unwrap_or(StreamStatus::Pending),
+            status,
             stream_key: r.stream_key,
             vod_enabled: r.vod_enabled == 1,
             created_at: iso(r.created_at),
@@ -337,7 +339,7 @@ impl StreamsApi {
             return Err(ApiError::bad_request(problems));
         }
         let rows = app.db.list_streams(&p.project.id, &filter, page.skip, page.limit).await?;
-        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
+        Ok(Json(Paginated::from_rows(rows, page)))
     }
 
     /// Create a stream; returns its push credentials (the password only here)

@@ -217,7 +217,7 @@ impl WebhooksApi {
         let p = app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_webhooks(&p.project.id, page.skip, page.limit).await?;
-        Ok(Json(Paginated::new(rows.items.into_iter().map(Into::into).collect(), rows.total, page)))
+        Ok(Json(Paginated::from_rows(rows, page)))
     }
 
     /// Create a webhook; its signing secret is returned only in this response
