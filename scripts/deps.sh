@@ -40,12 +40,15 @@ build_packages=(
 )
 
 # Media tests push real streams with ffmpeg (and GStreamer's gst-launch-1.0, a runtime package);
-# the Postgres tests need a server and psql; the webhook guide's receiver runs on python3.
+# the Postgres tests need a server and psql; the webhook guide's receiver runs on python3;
+# playback tests play in headless Chromium with hls.js, installed by npm (tests/player).
 test_packages=(
     ffmpeg
     postgresql
     postgresql-client
     python3
+    chromium
+    nodejs
 )
 
 # The benchmarks drive load with wrk and compare RTMP ingest with nginx's rtmp module. Kept out of
@@ -101,6 +104,13 @@ for pkg in "${wanted[@]}"; do
         missing+=("$pkg")
     fi
 done
+
+# Debian's nodejs comes without npm (a package of its own); NodeSource's carries it.
+if [ "$mode" = test ] || [ "$mode" = bench ]; then
+    if ! command -v npm >/dev/null 2>&1; then
+        missing+=(npm)
+    fi
+fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
     echo "deps.sh ($mode): all ${#wanted[@]} packages present; nothing installed"

@@ -40,10 +40,14 @@ pub struct App {
     node_id: String,
     /// Open push sessions of this process.
     pub live: crate::media::live::LiveSessions,
+    /// The LL-HLS live edge of each stream pushed to this process.
+    pub channels: crate::media::live_hls::channel::Channels,
     /// Adobe RTMP challenges handed out (opaque → user, valid until).
     adobe_challenges: Mutex<HashMap<String, (String, Instant)>>,
     /// Where RTMP ingest listens, once started.
     rtmp_bound: std::sync::OnceLock<SocketAddr>,
+    /// Where HTTP listens, once started.
+    http_bound: std::sync::OnceLock<SocketAddr>,
 }
 
 impl App {
@@ -60,8 +64,10 @@ impl App {
             sender_wake: Arc::new(Notify::new()),
             node_id,
             live: Default::default(),
+            channels: Default::default(),
             adobe_challenges: Mutex::new(HashMap::new()),
             rtmp_bound: std::sync::OnceLock::new(),
+            http_bound: std::sync::OnceLock::new(),
             request_limiter: RateLimiter::new(settings.rate_limit_per_key, settings.rate_limit_burst),
             auth_failures: RateLimiter::new(
                 f64::from(settings.auth_failures_per_min) / 60.0,
@@ -100,6 +106,25 @@ impl App {
         self.rtmp_addr().map_or(self.settings.rtmp_addr.port(), |a| a.port())
     }
 
+    /// `{base_url}`, with the bound port when HTTP was asked to bind port 0 (tests).
+    pub fn public_url(&self) -> String {
+        self.with_bound_port(&self.settings.public_url)
+    }
+
+    /// `{playback_base}`, with the bound port when HTTP was asked to bind port 0 (tests).
+    pub fn playback_base(&self) -> String {
+        self.with_bound_port(&self.settings.playback_base)
+    }
+
+    fn with_bound_port(&self, url: &str) -> String {
+        match self.http_bound.get() {
+            Some(bound) if self.settings.http_addr.port() == 0 => {
+                url.replacen(&self.settings.http_addr.to_string(), &bound.to_string(), 1)
+            }
+            _ => url.to_string(),
+        }
+    }
+
     /// Where RTMP ingest listens (after `start`).
     pub fn rtmp_addr(&self) -> Option<SocketAddr> {
         self.rtmp_bound.get().copied()
@@ -133,6 +158,7 @@ impl App {
             .at("/healthz", get(healthz))
             .at("/readyz", get(readyz))
             .at("/metrics", get(metrics))
+            .nest("/play", crate::playback::routes())
             .with(CookieJarManager::new())
             .with(CatchPanic::new())
             .data(self.clone())
@@ -156,6 +182,7 @@ impl App {
             .first()
             .and_then(|a| a.as_socket_addr().copied())
             .context("listener has no address")?;
+        let _ = self.http_bound.set(addr);
         let routes = self.routes();
         self.spawn_housekeeping();
         self.spawn_sender()?;

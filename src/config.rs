@@ -63,6 +63,15 @@ pub struct ConfigArgs {
     /// Seconds without a push after which a stream is disabled (`no_input`); 0 = never.
     #[arg(long, global = true, env = "SLUICE_STREAM_IDLE_DISABLE")]
     pub stream_idle_disable: Option<u64>,
+    /// LL-HLS part duration in milliseconds (200–1000).
+    #[arg(long, global = true, env = "SLUICE_LLHLS_PART_MS")]
+    pub llhls_part_ms: Option<u32>,
+    /// LL-HLS segment duration in milliseconds (1000–6000, a whole number of parts).
+    #[arg(long, global = true, env = "SLUICE_LLHLS_SEGMENT_MS")]
+    pub llhls_segment_ms: Option<u32>,
+    /// Folder whose pipeline descriptions replace the built-in ones of `pipelines/`.
+    #[arg(long, global = true, env = "SLUICE_PIPELINES_DIR")]
+    pub pipelines_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
@@ -80,6 +89,10 @@ pub enum LogFormat {
     Text,
     Json,
 }
+
+/// LL-HLS part and segment durations (CONTRACT: Live media; chosen by `benches/live_latency`).
+pub const DEFAULT_PART_MS: u32 = 333;
+pub const DEFAULT_SEGMENT_MS: u32 = 2000;
 
 /// The optional `sluice.toml`. Same names as the flags.
 #[derive(Debug, Default, Deserialize)]
@@ -100,6 +113,9 @@ struct FileConfig {
     rate_limit_burst: Option<u32>,
     auth_failures_per_min: Option<u32>,
     stream_idle_disable: Option<u64>,
+    llhls_part_ms: Option<u32>,
+    llhls_segment_ms: Option<u32>,
+    pipelines_dir: Option<PathBuf>,
 }
 
 /// The resolved settings every part of Sluice reads.
@@ -121,6 +137,9 @@ pub struct Settings {
     pub auth_failures_per_min: u32,
     /// Seconds without a push before a stream is disabled with `no_input`; 0 = never.
     pub stream_idle_disable: u64,
+    pub llhls_part_ms: u32,
+    pub llhls_segment_ms: u32,
+    pub pipelines_dir: Option<PathBuf>,
 }
 
 impl fmt::Debug for Settings {
@@ -140,6 +159,9 @@ impl fmt::Debug for Settings {
             .field("rate_limit_burst", &self.rate_limit_burst)
             .field("auth_failures_per_min", &self.auth_failures_per_min)
             .field("stream_idle_disable", &self.stream_idle_disable)
+            .field("llhls_part_ms", &self.llhls_part_ms)
+            .field("llhls_segment_ms", &self.llhls_segment_ms)
+            .field("pipelines_dir", &self.pipelines_dir)
             .finish()
     }
 }
@@ -185,6 +207,9 @@ impl Settings {
             rate_limit_burst: pick(args.rate_limit_burst, file.rate_limit_burst, 100),
             auth_failures_per_min: pick(args.auth_failures_per_min, file.auth_failures_per_min, 20),
             stream_idle_disable: pick(args.stream_idle_disable, file.stream_idle_disable, 30 * 24 * 3600),
+            llhls_part_ms: pick(args.llhls_part_ms, file.llhls_part_ms, DEFAULT_PART_MS),
+            llhls_segment_ms: pick(args.llhls_segment_ms, file.llhls_segment_ms, DEFAULT_SEGMENT_MS),
+            pipelines_dir: args.pipelines_dir.clone().or(file.pipelines_dir),
             data_dir,
         };
         settings.check()?;
@@ -203,6 +228,12 @@ impl Settings {
         }
         if self.rate_limit_burst == 0 || self.auth_failures_per_min == 0 {
             bail!("rate limit burst and auth failures per minute must be at least 1");
+        }
+        if !(200..=1000).contains(&self.llhls_part_ms) {
+            bail!("LL-HLS part duration must be 200 to 1000 ms");
+        }
+        if !(1000..=6000).contains(&self.llhls_segment_ms) || self.llhls_segment_ms < 3 * self.llhls_part_ms {
+            bail!("LL-HLS segment duration must be 1000 to 6000 ms and at least three parts");
         }
         for (name, url) in [("public URL", &self.public_url), ("playback base", &self.playback_base)] {
             if !(url.starts_with("http://") || url.starts_with("https://")) {

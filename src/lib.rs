@@ -8,5 +8,6 @@ pub mod domain;
 pub mod events;
 pub mod media;
 pub mod metrics;
+pub mod playback;
 pub mod ratelimit;
 pub mod store;

@@ -201,7 +201,7 @@ impl Stream {
         let settings = &app.settings;
         let protocols: Vec<Protocol> =
             row.protocols.split_whitespace().filter_map(|p| Protocol::parse(p).ok()).collect();
-        let play = format!("{}/live/{}", settings.playback_base, row.id);
+        let play = format!("{}/live/{}", app.playback_base(), row.id);
         let state = row.state();
         Stream {
             id: row.id.clone(),
@@ -221,7 +221,7 @@ impl Stream {
                 server: format!("{}/live", rtmp_base(app)),
                 stream_key: row.stream_key.clone(),
             },
-            whip_url: format!("{}/v1/whip/{}", settings.public_url, row.stream_key),
+            whip_url: format!("{}/v1/whip/{}", app.public_url(), row.stream_key),
             playback_urls: PlaybackUrls {
                 hls: protocols.contains(&Protocol::Llhls).then(|| format!("{play}/master.m3u8")),
                 webrtc: protocols.contains(&Protocol::Webrtc).then(|| format!("{play}/whep")),

@@ -6,12 +6,16 @@
 //! The network side never waits on GStreamer: `appsrc` is bounded (`max-bytes`, non-blocking) and
 //! a full source drops the buffer with a warning. Callbacks only `try_send` on bounded channels.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use tokio::sync::mpsc;
+
+use super::live_hls;
+use super::live_hls::channel::{Channel, RECONNECT_GRACE};
+use super::live_hls::pipeline::{LiveOutput, WallBase, DRAIN};
 
 const DESCRIPTION: &str = include_str!("../../pipelines/ingest.txt");
 
@@ -82,11 +86,21 @@ pub struct IngestPipeline {
     pipeline: gst::Pipeline,
     src: gst_app::AppSrc,
     dropped: u64,
+    /// The LL-HLS channel this push feeds, if any.
+    live: Option<(Arc<Channel>, u32)>,
+    /// Wall-clock time of media timestamp zero (set by the first media).
+    wall: WallBase,
+    /// Set when the pipeline has drained (EOS reached every sink).
+    drained: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl IngestPipeline {
-    /// Builds and starts the pipeline; reports arrive on the returned channel.
-    pub fn start(stream_id: &str) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+    /// Builds and starts the pipeline, with LL-HLS packaging when `live` is given; reports
+    /// arrive on the returned channel.
+    pub fn start(
+        stream_id: &str,
+        live: Option<LiveOutput>,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
         init()?;
         let pipeline = gst::parse::launch(DESCRIPTION)
             .map_err(|e| format!("ingest pipeline: {e}"))?
@@ -100,9 +114,29 @@ impl IngestPipeline {
         let (tx, rx) = mpsc::channel(16);
         probe_caps(&pipeline, "vparse", tx.clone(), video_report)?;
         probe_caps(&pipeline, "aparse", tx.clone(), audio_report)?;
-        watch_bus(&pipeline, tx)?;
-        pipeline.set_state(gst::State::Playing).map_err(|e| format!("ingest pipeline cannot play: {e}"))?;
-        let p = IngestPipeline { pipeline, src, dropped: 0 };
+        let drained = Arc::new((Mutex::new(false), Condvar::new()));
+        watch_bus(&pipeline, tx, drained.clone())?;
+        let wall = WallBase::default();
+        let channel = live.as_ref().map(|l| (l.channel.clone(), l.generation));
+        let started = match live {
+            Some(live) => live_hls::pipeline::attach(&pipeline, live, wall.clone()),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            pipeline
+                .set_state(gst::State::Playing)
+                .map(|_| ())
+                .map_err(|e| format!("ingest pipeline cannot play: {e}"))
+        });
+        if let Err(e) = started {
+            let _ = pipeline.set_state(gst::State::Null);
+            if let Some((channel, generation)) = &channel {
+                channel.push_ended(*generation);
+                channel.finish(*generation);
+            }
+            return Err(e);
+        }
+        let p = IngestPipeline { pipeline, src, dropped: 0, live: channel, wall, drained };
         p.push_bytes(flv_header());
         Ok((p, rx))
     }
@@ -113,6 +147,10 @@ impl IngestPipeline {
 
     /// Feeds one RTMP audio or video payload. Never blocks; a full source drops it.
     pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) {
+        if self.wall.get().is_none() {
+            let base = chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(timestamp_ms));
+            let _ = self.wall.set(base);
+        }
         let full = self.src.current_level_bytes() >= self.src.max_bytes();
         if full || !self.push_bytes(flv_tag(tag, timestamp_ms, data)) {
             self.dropped += 1;
@@ -122,12 +160,32 @@ impl IngestPipeline {
         }
     }
 
-    /// Ends the stream and releases the pipeline (off the async runtime: state changes may block).
+    /// Ends the stream and releases the pipeline (off the async runtime: state changes may
+    /// block). The muxers get up to [`DRAIN`] to flush their last parts; then the channel's open
+    /// segments close, and its playlists end unless a push continues them within
+    /// [`RECONNECT_GRACE`].
     pub fn stop(self) {
         let _ = self.src.end_of_stream();
-        let pipeline = self.pipeline;
+        let (pipeline, live, drained) = (self.pipeline, self.live, self.drained);
+        let rt = tokio::runtime::Handle::try_current().ok();
         let release = move || {
+            if live.is_some() {
+                let (lock, cvar) = &*drained;
+                let done = lock.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = cvar.wait_timeout_while(done, DRAIN, |d| !*d);
+            }
             let _ = pipeline.set_state(gst::State::Null);
+            if let Some((channel, generation)) = live {
+                channel.push_ended(generation);
+                if let Some(rt) = rt {
+                    rt.spawn(async move {
+                        tokio::time::sleep(RECONNECT_GRACE).await;
+                        channel.finish(generation);
+                    });
+                } else {
+                    channel.finish(generation);
+                }
+            }
         };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => drop(rt.spawn_blocking(release)),
@@ -185,13 +243,25 @@ fn audio_report(s: &gst::StructureRef) -> Option<PipelineReport> {
     })
 }
 
-/// Turns bus errors into reports naming the element; the watch holds the pipeline weakly.
-fn watch_bus(pipeline: &gst::Pipeline, tx: mpsc::Sender<PipelineReport>) -> Result<(), String> {
+/// Turns bus errors into reports naming the element, and notes the end of the drain.
+fn watch_bus(
+    pipeline: &gst::Pipeline,
+    tx: mpsc::Sender<PipelineReport>,
+    drained: Arc<(Mutex<bool>, Condvar)>,
+) -> Result<(), String> {
     let bus = pipeline.bus().ok_or("ingest pipeline has no bus")?;
     bus.set_sync_handler(move |_, msg| {
-        if let gst::MessageView::Error(err) = msg.view() {
-            let element = err.src().map(|s| s.path_string().to_string()).unwrap_or_default();
-            let _ = tx.try_send(PipelineReport::Error(format!("{element}: {}", err.error())));
+        match msg.view() {
+            gst::MessageView::Error(err) => {
+                let element = err.src().map(|s| s.path_string().to_string()).unwrap_or_default();
+                let _ = tx.try_send(PipelineReport::Error(format!("{element}: {}", err.error())));
+            }
+            gst::MessageView::Eos(_) => {
+                let (lock, cvar) = &*drained;
+                *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                cvar.notify_all();
+            }
+            _ => {}
         }
         gst::BusSyncReply::Drop
     });
@@ -217,7 +287,7 @@ mod tests {
     #[test]
     fn the_pipeline_description_builds() {
         let (p, _rx) =
-            IngestPipeline::start("test").expect("GStreamer plugins of scripts/deps.sh are installed");
+            IngestPipeline::start("test", None).expect("GStreamer plugins of scripts/deps.sh are installed");
         p.stop();
     }
 }

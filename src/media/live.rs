@@ -8,9 +8,13 @@ use tokio::sync::Notify;
 
 use crate::api::streams::event_data;
 use crate::app::App;
+use crate::domain::stream::Quality;
 use crate::domain::stream::{DisabledReason, StreamMove};
 use crate::domain::time::now_ms;
 use crate::events::{self, Event};
+use crate::media::live_hls::channel::ChannelConfig;
+use crate::media::live_hls::pipeline::{Descriptions, LiveOutput};
+use crate::store::streams::StreamRow;
 use crate::store::{Db, DbError};
 
 /// The open push sessions of this process, by stream id.
@@ -46,6 +50,31 @@ impl LiveSessions {
 }
 
 impl App {
+    /// The LL-HLS packaging of a push of `stream` whose session is open ([`App::begin_push`]):
+    /// the stream's channel, continued after a reconnect within the grace period, or a new one.
+    /// `None` when the stream does not offer LL-HLS.
+    pub fn live_output(&self, stream: &StreamRow) -> Option<LiveOutput> {
+        if !stream.protocols.split_whitespace().any(|p| p == "llhls") {
+            return None;
+        }
+        let dvr = (stream.dvr_enabled == 1).then(|| {
+            let dir = self.settings.data_dir.join("live").join(&stream.id).join(crate::domain::new_id());
+            (stream.dvr_duration as f64, dir)
+        });
+        let config = ChannelConfig {
+            part: f64::from(self.settings.llhls_part_ms) / 1000.0,
+            segment: f64::from(self.settings.llhls_segment_ms) / 1000.0,
+            dvr,
+        };
+        let (channel, generation) = self.channels.start_push(&stream.id, config);
+        Some(LiveOutput {
+            channel,
+            generation,
+            qualities: stream.qualities.split_whitespace().filter_map(|q| Quality::parse(q).ok()).collect(),
+            descriptions: Descriptions::load(self.settings.pipelines_dir.as_deref()),
+        })
+    }
+
     /// Opens a push session: `idle → live` and `stream.live`, in one transaction. Returns the
     /// signal that ends the session early.
     pub async fn begin_push(&self, stream_id: &str, project_id: &str) -> Result<Arc<Notify>, StartError> {

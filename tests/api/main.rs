@@ -1,10 +1,12 @@
 //! Black-box tests of the HTTP API: the real server, a real database (SQLite and Postgres).
 
 mod helpers;
+mod player;
 
 mod api_keys;
 mod auth;
 mod errors;
+mod live_hls;
 mod ops;
 mod projects;
 mod receiver;

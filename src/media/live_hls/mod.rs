@@ -1,4 +1,9 @@
-//! LL-HLS packaging of live sessions (issue 5). The playlist model is plain data and is
-//! unit-tested without GStreamer; the origin and the packaging pipeline build on it.
+//! LL-HLS packaging of live sessions (issue 5): the ladder plan and master playlist
+//! (`ladder`), the media playlist model (`playlist`) and the live edge in memory (`channel`) are
+//! plain data, unit-tested without GStreamer; `pipeline` attaches the transcode and packaging
+//! branches to a push's ingest pipeline and feeds the channel.
 
+pub mod channel;
+pub mod ladder;
+pub mod pipeline;
 pub mod playlist;

@@ -34,6 +34,8 @@ pub struct Segment {
     pub program_date_time: Option<DateTime<Utc>>,
     /// A discontinuity (reconnect) comes before this segment.
     pub discontinuity: bool,
+    /// Its initialization section (`EXT-X-MAP`); a reconnect brings a new one.
+    pub init_uri: String,
 }
 
 /// How long the playlist keeps segments.
@@ -52,8 +54,6 @@ pub struct Config {
     /// Upper bound of every part's duration (seconds).
     pub part_target: f64,
     pub window: Window,
-    /// URI of the initialization section (`EXT-X-MAP`).
-    pub init_uri: String,
 }
 
 /// A rendition's latest position, for `EXT-X-RENDITION-REPORT` in its siblings' playlists.
@@ -83,6 +83,8 @@ pub struct MediaPlaylist {
     open_parts: Vec<Part>,
     open_discontinuity: bool,
     open_pdt: Option<DateTime<Utc>>,
+    /// The initialization section of the segments published from now on.
+    init_uri: String,
     next_msn: u64,
     /// Segments removed from the front (EXT-X-MEDIA-SEQUENCE is the msn of the first kept).
     discontinuity_sequence: u64,
@@ -91,8 +93,9 @@ pub struct MediaPlaylist {
 }
 
 impl MediaPlaylist {
-    pub fn new(config: Config) -> Self {
+    pub fn new(config: Config, init_uri: String) -> Self {
         MediaPlaylist {
+            init_uri,
             config,
             segments: VecDeque::new(),
             open_parts: Vec::new(),
@@ -133,15 +136,35 @@ impl MediaPlaylist {
             parts,
             program_date_time: self.open_pdt.take(),
             discontinuity: std::mem::take(&mut self.open_discontinuity),
+            init_uri: self.init_uri.clone(),
         });
         self.next_msn += 1;
         self.slide();
         Some(msn)
     }
 
-    /// The next segment follows a discontinuity (the publisher reconnected).
-    pub fn discontinuity(&mut self) {
+    /// The next segment follows a discontinuity (the publisher reconnected) and has a new
+    /// initialization section. Parts of a segment left open are closed first.
+    pub fn discontinuity(&mut self, init_uri: String, segment_uri: impl FnOnce(u64) -> String) {
+        let msn = self.next_msn;
+        self.close_segment(segment_uri(msn));
         self.open_discontinuity = true;
+        self.init_uri = init_uri;
+    }
+
+    /// The open segment's parts so far.
+    pub fn open_parts(&self) -> &[Part] {
+        &self.open_parts
+    }
+
+    /// The msn the open (or next) segment gets.
+    pub fn next_msn(&self) -> u64 {
+        self.next_msn
+    }
+
+    /// The segments in the window, oldest first.
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.iter()
     }
 
     /// Where the next part will be published (`EXT-X-PRELOAD-HINT`).
@@ -277,8 +300,10 @@ impl MediaPlaylist {
         if skipped > 0 {
             let _ = writeln!(out, "#EXT-X-SKIP:SKIPPED-SEGMENTS={skipped}");
         }
-        let _ = writeln!(out, "#EXT-X-MAP:URI=\"{}\"", c.init_uri);
         let part_cutoff = total - PART_WINDOW_TARGETS * f64::from(c.target_duration);
+        // EXT-X-MAP before the first listed segment and wherever the section changes (a
+        // reconnect), RFC 8216bis 4.4.4.5.
+        let mut map: Option<&str> = None;
         let mut start = 0.0;
         for (i, s) in self.segments.iter().enumerate() {
             let seg_start = start;
@@ -289,13 +314,8 @@ impl MediaPlaylist {
             if s.discontinuity {
                 let _ = writeln!(out, "#EXT-X-DISCONTINUITY");
             }
-            if let Some(pdt) = s.program_date_time {
-                let _ = writeln!(
-                    out,
-                    "#EXT-X-PROGRAM-DATE-TIME:{}",
-                    pdt.to_rfc3339_opts(SecondsFormat::Millis, true)
-                );
-            }
+            write_map(&mut out, &mut map, &s.init_uri);
+            write_pdt(&mut out, s.program_date_time);
             if seg_start + s.duration > part_cutoff + EPSILON {
                 write_parts(&mut out, &s.parts);
             }
@@ -306,13 +326,8 @@ impl MediaPlaylist {
             if self.open_discontinuity {
                 let _ = writeln!(out, "#EXT-X-DISCONTINUITY");
             }
-            if let Some(pdt) = self.open_pdt {
-                let _ = writeln!(
-                    out,
-                    "#EXT-X-PROGRAM-DATE-TIME:{}",
-                    pdt.to_rfc3339_opts(SecondsFormat::Millis, true)
-                );
-            }
+            write_map(&mut out, &mut map, &self.init_uri);
+            write_pdt(&mut out, self.open_pdt);
             write_parts(&mut out, &self.open_parts);
         }
         if self.ended {
@@ -331,6 +346,20 @@ impl MediaPlaylist {
     }
 }
 
+fn write_map<'a>(out: &mut String, current: &mut Option<&'a str>, uri: &'a str) {
+    if *current != Some(uri) {
+        let _ = writeln!(out, "#EXT-X-MAP:URI=\"{uri}\"");
+        *current = Some(uri);
+    }
+}
+
+fn write_pdt(out: &mut String, pdt: Option<DateTime<Utc>>) {
+    if let Some(pdt) = pdt {
+        let _ =
+            writeln!(out, "#EXT-X-PROGRAM-DATE-TIME:{}", pdt.to_rfc3339_opts(SecondsFormat::Millis, true));
+    }
+}
+
 fn write_parts(out: &mut String, parts: &[Part]) {
     for p in parts {
         let independent = if p.independent { ",INDEPENDENT=YES" } else { "" };
@@ -345,12 +374,7 @@ mod tests {
     const PART: f64 = 1.0 / 3.0;
 
     fn playlist(window: Window) -> MediaPlaylist {
-        MediaPlaylist::new(Config {
-            target_duration: 2,
-            part_target: PART,
-            window,
-            init_uri: "init.mp4".into(),
-        })
+        MediaPlaylist::new(Config { target_duration: 2, part_target: PART, window }, "init.mp4".into())
     }
 
     /// Publishes `segments` segments of 6 parts (2 s each).
@@ -501,17 +525,22 @@ mod tests {
     fn a_reconnect_continues_after_a_discontinuity_and_the_sequence_counts_it_out() {
         let mut p = playlist(Window::Segments(3));
         feed(&mut p, 2);
-        p.discontinuity();
+        p.push_part(Part { duration: PART, independent: true, uri: "seg2.0.m4s".into() }, None);
+        p.discontinuity("init1.mp4".into(), |msn| format!("seg{msn}.m4s"));
+        assert_eq!(p.next_msn(), 3, "the open segment was closed with the part it had");
         feed(&mut p, 1);
         let text = p.render(false, &[]);
         check(&text);
         assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 1);
         assert!(tag_values(&text, "#EXT-X-DISCONTINUITY-SEQUENCE:").is_empty());
         let before = text.find("#EXT-X-DISCONTINUITY\n").unwrap();
+        assert!(text[..before].contains("seg2.m4s"), "the short segment before the reconnect");
         assert!(
-            text[before..].contains("seg2.m4s"),
-            "the discontinuity precedes the first segment after the reconnect"
+            text[before..].starts_with("#EXT-X-DISCONTINUITY\n#EXT-X-MAP:URI=\"init1.mp4\"\n"),
+            "the new initialization section follows the discontinuity"
         );
+        assert!(text[before..].contains("seg3.m4s"));
+        assert_eq!(tag_values(&text, "#EXT-X-MAP:URI="), ["\"init.mp4\"", "\"init1.mp4\""]);
         feed(&mut p, 3);
         let text = p.render(false, &[]);
         check(&text);
@@ -521,6 +550,7 @@ mod tests {
             "counted once it left the window"
         );
         assert!(!text.contains("#EXT-X-DISCONTINUITY\n"));
+        assert_eq!(tag_values(&text, "#EXT-X-MAP:URI="), ["\"init1.mp4\""]);
     }
 
     #[test]

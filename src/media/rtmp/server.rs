@@ -327,28 +327,27 @@ impl Connection {
         if !authorised {
             return Err("wrong push credentials".into());
         }
-        let (pipeline, reports) = IngestPipeline::start(&stream.id).map_err(|e| {
-            tracing::error!(stream = %stream.id, error = %e, "starting the ingest pipeline");
-            "ingest is unavailable".to_string()
-        })?;
-        match self.app.begin_push(&stream.id, &stream.project_id).await {
-            Ok(kill) => {
-                tracing::info!(stream = %stream.id, peer = %self.peer, "push started");
-                self.push = Some(Push {
-                    stream_id: stream.id,
-                    project_id: stream.project_id,
-                    kill,
-                    pipeline,
-                    reports,
-                    input: InputInfo::default(),
-                    rate_from: (Instant::now(), self.media_bytes),
-                });
-                Ok(())
-            }
+        // The session first: it admits one push per stream, and the channel relies on that.
+        let kill = self.app.begin_push(&stream.id, &stream.project_id).await.map_err(|e| e.to_string())?;
+        let live = self.app.live_output(&stream);
+        let (pipeline, reports) = match IngestPipeline::start(&stream.id, live) {
+            Ok(started) => started,
             Err(e) => {
-                pipeline.stop();
-                Err(e.to_string())
+                tracing::error!(stream = %stream.id, error = %e, "starting the ingest pipeline");
+                self.app.end_push(&stream.id, &stream.project_id, "ingest pipeline failed to start").await;
+                return Err("ingest is unavailable".to_string());
             }
-        }
+        };
+        tracing::info!(stream = %stream.id, peer = %self.peer, "push started");
+        self.push = Some(Push {
+            stream_id: stream.id,
+            project_id: stream.project_id,
+            kill,
+            pipeline,
+            reports,
+            input: InputInfo::default(),
+            rate_from: (Instant::now(), self.media_bytes),
+        });
+        Ok(())
     }
 }

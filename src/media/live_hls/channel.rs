@@ -1,0 +1,711 @@
+//! The live edge of one stream, in memory: the renditions' playlists, initialization sections,
+//! parts and segments, fed by the packaging pipeline and read by the origin. Plain data behind
+//! one short-held lock; every change bumps a `watch` version so blocked requests wake the moment
+//! a part exists (RFC 8216bis 6.2.5.2) without polling. A reconnect within
+//! [`RECONNECT_GRACE`] continues the same playlists after an `EXT-X-DISCONTINUITY`; otherwise the
+//! playlists end (`EXT-X-ENDLIST`).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use tokio::sync::watch;
+
+use super::ladder::{self, AudioRendition, Variant};
+use super::playlist::{Config, MediaPlaylist, Part, RenditionReport, Wait, Window};
+
+/// How long after a push ends a new push continues the same playlists.
+pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
+/// Segments a playlist keeps without DVR: long enough that delta updates (CAN-SKIP-UNTIL = six
+/// target durations) have something to skip.
+pub const LIVE_WINDOW_SEGMENTS: usize = 8;
+/// Segments kept in memory when DVR keeps the older ones on disk.
+const MEMORY_SEGMENTS: usize = 10;
+
+/// What a rendition carries.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kind {
+    Video { width: u32, height: u32, kbps: Option<u32>, frame_rate: Option<f64> },
+    Audio { channels: u32 },
+}
+
+/// Output of a rendition's muxer.
+#[derive(Debug, Clone)]
+pub enum Chunk {
+    /// The initialization section (`ftyp` + `moov`).
+    Init(Bytes),
+    /// A CMAF chunk (`moof` + `mdat`): one part.
+    Part {
+        /// The first part of a segment (it starts with a keyframe).
+        starts_segment: bool,
+        independent: bool,
+        duration: f64,
+        /// Wall-clock time of its first sample.
+        pdt: Option<DateTime<Utc>>,
+        data: Bytes,
+    },
+}
+
+/// Durations and window of a channel.
+#[derive(Debug, Clone)]
+pub struct ChannelConfig {
+    pub part: f64,
+    pub segment: f64,
+    /// DVR: seconds kept, and the folder segments are written to.
+    pub dvr: Option<(f64, PathBuf)>,
+}
+
+impl ChannelConfig {
+    /// The advertised PART-TARGET: parts end on the first frame at or after their nominal end,
+    /// so one frame (up to 1/20 s) of slack keeps every part within it.
+    pub fn part_target(&self) -> f64 {
+        self.part + 0.05
+    }
+
+    fn playlist_config(&self, target_duration: u32) -> Config {
+        Config {
+            target_duration,
+            part_target: self.part_target(),
+            window: match &self.dvr {
+                Some((seconds, _)) => Window::Seconds(*seconds),
+                None => Window::Segments(LIVE_WINDOW_SEGMENTS),
+            },
+        }
+    }
+}
+
+struct Rendition {
+    kind: Kind,
+    codec: Option<String>,
+    playlist: MediaPlaylist,
+    inits: HashMap<u32, Bytes>,
+    /// Recent parts by number (`p<n>.m4s`); the oldest are dropped once no playlist lists them.
+    parts: VecDeque<(u64, Bytes)>,
+    next_part: u64,
+    /// Chunks of the open segment.
+    open: Vec<Bytes>,
+    segments: BTreeMap<u64, Bytes>,
+    /// Highest bits per second of a complete segment.
+    peak_bps: f64,
+}
+
+impl Rendition {
+    fn segment_bytes(&self) -> Bytes {
+        let mut all = Vec::with_capacity(self.open.iter().map(Bytes::len).sum());
+        for c in &self.open {
+            all.extend_from_slice(c);
+        }
+        Bytes::from(all)
+    }
+}
+
+struct State {
+    renditions: BTreeMap<String, Rendition>,
+    /// The push generation: bumped by each push; chunks of an older generation are ignored.
+    generation: u32,
+    /// A push feeds the channel now.
+    live: bool,
+    ended: bool,
+}
+
+/// Why a file or playlist could not be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Miss {
+    NotFound,
+    /// A blocking request too far ahead of the live edge (400).
+    TooFarAhead,
+}
+
+pub struct Channel {
+    /// Names this channel in playback URLs, so a later push's parts never reuse a cached URL.
+    pub session: String,
+    config: ChannelConfig,
+    state: Mutex<State>,
+    version: watch::Sender<u64>,
+}
+
+/// What a media playlist request asks for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PlaylistQuery {
+    pub msn: Option<u64>,
+    pub part: Option<u64>,
+    pub skip: bool,
+}
+
+impl Channel {
+    pub fn new(config: ChannelConfig) -> Arc<Channel> {
+        Arc::new(Channel {
+            session: crate::domain::random_token(8),
+            config,
+            state: Mutex::new(State { renditions: BTreeMap::new(), generation: 0, live: true, ended: false }),
+            version: watch::channel(0).0,
+        })
+    }
+
+    pub fn config(&self) -> &ChannelConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn changed(&self) {
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// The current push generation.
+    pub fn generation(&self) -> u32 {
+        self.lock().generation
+    }
+
+    /// A new push continues this channel: every playlist gets a discontinuity and the next
+    /// generation's initialization section. Returns the new generation.
+    pub fn reconnect(&self) -> u32 {
+        let mut s = self.lock();
+        s.generation += 1;
+        s.live = true;
+        let generation = s.generation;
+        for r in s.renditions.values_mut() {
+            if !r.open.is_empty() {
+                let bytes = r.segment_bytes();
+                r.open.clear();
+                let msn = r.playlist.next_msn();
+                r.segments.insert(msn, bytes);
+            }
+            r.playlist.discontinuity(format!("init{generation}.mp4"), |msn| format!("s{msn}.m4s"));
+            r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
+        }
+        drop(s);
+        self.changed();
+        generation
+    }
+
+    /// Declares a rendition of generation `generation` (its sizes and bitrate for the master
+    /// playlist). A rendition the channel had before continues.
+    pub fn add_rendition(&self, generation: u32, name: &str, kind: Kind, target_duration: u32) {
+        let mut s = self.lock();
+        if s.generation != generation || s.ended {
+            return;
+        }
+        let config = self.config.playlist_config(target_duration);
+        let r = s.renditions.entry(name.to_string()).or_insert_with(|| Rendition {
+            kind: kind.clone(),
+            codec: None,
+            playlist: MediaPlaylist::new(config, format!("init{generation}.mp4")),
+            inits: HashMap::new(),
+            parts: VecDeque::new(),
+            next_part: 0,
+            open: Vec::new(),
+            segments: BTreeMap::new(),
+            peak_bps: 0.0,
+        });
+        r.kind = kind;
+        if r.playlist.last_part().is_none() {
+            r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
+        }
+        drop(s);
+        self.changed();
+    }
+
+    /// Renditions of an earlier push that this push does not feed end now.
+    pub fn retire_others(&self, generation: u32, keep: &[String]) {
+        let mut s = self.lock();
+        if s.generation != generation {
+            return;
+        }
+        for (name, r) in s.renditions.iter_mut() {
+            if !keep.contains(name) && !r.playlist.is_ended() {
+                r.playlist.end();
+            }
+        }
+        drop(s);
+        self.changed();
+    }
+
+    /// Records the codec string (`avc1.…`, `mp4a.…`) of a rendition.
+    pub fn set_codec(&self, generation: u32, name: &str, codec: String) {
+        let mut s = self.lock();
+        if s.generation != generation {
+            return;
+        }
+        if let Some(r) = s.renditions.get_mut(name) {
+            r.codec = Some(codec);
+        }
+        drop(s);
+        self.changed();
+    }
+
+    /// Takes a muxer's output. Chunks of an older generation are ignored.
+    pub fn feed(&self, generation: u32, name: &str, chunk: Chunk) {
+        let mut s = self.lock();
+        if s.generation != generation || s.ended {
+            return;
+        }
+        let Some(r) = s.renditions.get_mut(name) else { return };
+        match chunk {
+            Chunk::Init(data) => {
+                r.inits.insert(generation, data);
+            }
+            Chunk::Part { starts_segment, independent, duration, pdt, data } => {
+                if starts_segment && !r.playlist.open_parts().is_empty() {
+                    self.close_segment(name, r);
+                }
+                let n = r.next_part;
+                r.next_part += 1;
+                r.open.push(data.clone());
+                r.parts.push_back((n, data));
+                r.playlist.push_part(Part { duration, independent, uri: format!("p{n}.m4s") }, pdt);
+                r.playlist.set_preload_hint(Some(format!("p{}.m4s", n + 1)));
+                // Keep the parts a playlist can list (three target durations) and some more.
+                let keep = ((4.0 * self.config.segment) / self.config.part).ceil() as usize + 8;
+                while r.parts.len() > keep {
+                    r.parts.pop_front();
+                }
+            }
+        }
+        drop(s);
+        self.changed();
+    }
+
+    fn close_segment(&self, name: &str, r: &mut Rendition) {
+        let bytes = r.segment_bytes();
+        r.open.clear();
+        let duration: f64 = r.playlist.open_parts().iter().map(|p| p.duration).sum();
+        if duration > 0.0 {
+            r.peak_bps = r.peak_bps.max(bytes.len() as f64 * 8.0 / duration);
+        }
+        let Some(msn) = r.playlist.close_segment(format!("s{}.m4s", r.playlist.next_msn())) else { return };
+        if let Some((_, dir)) = &self.config.dvr {
+            let dir = dir.join(name);
+            let written = std::fs::create_dir_all(&dir)
+                .and_then(|_| std::fs::write(dir.join(format!("s{msn}.m4s")), &bytes));
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "DVR: writing a segment");
+            }
+        }
+        r.segments.insert(msn, bytes);
+        let oldest_listed = r.playlist.media_sequence();
+        let keep_from = match self.config.dvr {
+            Some(_) => msn.saturating_sub(MEMORY_SEGMENTS as u64 - 1),
+            None => oldest_listed,
+        };
+        r.segments = r.segments.split_off(&keep_from);
+    }
+
+    /// The push ended: the open segments close with the parts they have. The playlists end
+    /// unless [`Channel::reconnect`] comes within [`RECONNECT_GRACE`] (see [`Channel::finish`]).
+    pub fn push_ended(&self, generation: u32) {
+        let mut s = self.lock();
+        if s.generation != generation {
+            return;
+        }
+        s.live = false;
+        for (name, r) in s.renditions.iter_mut() {
+            if !r.playlist.open_parts().is_empty() {
+                self.close_segment(name, r);
+            }
+        }
+        drop(s);
+        self.changed();
+    }
+
+    /// Ends the playlists (`EXT-X-ENDLIST`) if no push continued generation `generation`.
+    pub fn finish(&self, generation: u32) -> bool {
+        let mut s = self.lock();
+        if s.generation != generation || s.live || s.ended {
+            return false;
+        }
+        s.ended = true;
+        for r in s.renditions.values_mut() {
+            r.playlist.end();
+        }
+        drop(s);
+        self.changed();
+        true
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.lock().live
+    }
+
+    /// The master playlist, once every rendition has published media and knows its codec.
+    pub fn master(&self) -> Option<String> {
+        let s = self.lock();
+        let mut variants = Vec::new();
+        let mut audio = None;
+        for (name, r) in &s.renditions {
+            // A rendition an earlier push had and this one does not feed is left out.
+            if r.playlist.is_ended() && !s.ended {
+                continue;
+            }
+            r.playlist.last_part()?;
+            let codec = r.codec.clone()?;
+            match r.kind {
+                Kind::Audio { channels } => {
+                    let uri = format!("{}/{name}/index.m3u8", self.session);
+                    audio = Some(AudioRendition { uri, codec, channels });
+                }
+                Kind::Video { width, height, kbps, frame_rate } => {
+                    let configured = kbps.map_or(0.0, |k| f64::from(k) * 1000.0 * 1.1);
+                    let bandwidth = configured.max(r.peak_bps).max(current_bps(r)).round() as u64;
+                    variants.push(Variant {
+                        uri: format!("{}/{name}/index.m3u8", self.session),
+                        bandwidth,
+                        width,
+                        height,
+                        codec,
+                        frame_rate,
+                    });
+                }
+            }
+        }
+        // Audio caps come with the first packets; until a segment is complete, a master
+        // without audio may just be early.
+        let segment_done = s.renditions.values().any(|r| r.playlist.segments().next().is_some());
+        if variants.is_empty() || audio.is_none() && !segment_done {
+            return None;
+        }
+        let audio_bps = s
+            .renditions
+            .get(ladder::AUDIO)
+            .map(|r| r.peak_bps.max(current_bps(r)))
+            .filter(|_| audio.is_some())
+            .map_or(0, |bps| (bps.max(ladder::AUDIO_KBPS_GUESS as f64 * 1000.0)).round() as u64);
+        for v in &mut variants {
+            v.bandwidth += audio_bps;
+        }
+        Some(ladder::render_master(&variants, audio.as_ref()))
+    }
+
+    /// A media playlist, now, or `None` when the request must wait (blocking reload).
+    fn try_playlist(&self, name: &str, q: PlaylistQuery) -> Result<Option<String>, Miss> {
+        let s = self.lock();
+        let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
+        if r.playlist.last_part().is_none() && !r.playlist.is_ended() {
+            return Ok(None);
+        }
+        if let Some(msn) = q.msn {
+            match r.playlist.wait_for(msn, q.part) {
+                Wait::Ready => {}
+                Wait::Hold => return Ok(None),
+                Wait::TooFarAhead => return Err(Miss::TooFarAhead),
+            }
+        }
+        let reports: Vec<RenditionReport> = s
+            .renditions
+            .iter()
+            .filter(|(other, _)| other.as_str() != name)
+            .filter_map(|(other, o)| o.playlist.report(&format!("../{other}/index.m3u8")))
+            .collect();
+        Ok(Some(r.playlist.render(q.skip, &reports)))
+    }
+
+    /// A media playlist; a blocking request (`_HLS_msn`/`_HLS_part`) waits until the playlist
+    /// has what it asks for, up to `timeout` (then 503 per RFC 8216bis 6.2.5.2's "three times
+    /// the target duration").
+    pub async fn playlist(
+        &self,
+        name: &str,
+        q: PlaylistQuery,
+        timeout: Duration,
+    ) -> Result<Option<String>, Miss> {
+        self.wait(timeout, || self.try_playlist(name, q)).await
+    }
+
+    /// The master playlist, waiting up to `timeout` for the first media.
+    pub async fn master_waiting(&self, timeout: Duration) -> Option<String> {
+        self.wait(timeout, || Ok(self.master())).await.ok().flatten()
+    }
+
+    /// A file of a rendition: `init<g>.mp4`, `p<n>.m4s` (a part; the next part is waited for:
+    /// the preload hint) or `s<msn>.m4s` (a segment, from memory or the DVR folder).
+    pub async fn file(&self, name: &str, file: &str, timeout: Duration) -> Result<Bytes, Miss> {
+        if let Some(msn) = number(file, "s", ".m4s") {
+            let (in_memory, dir) = {
+                let s = self.lock();
+                let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
+                (r.segments.get(&msn).cloned(), self.config.dvr.as_ref().map(|(_, d)| d.join(name)))
+            };
+            if let Some(b) = in_memory {
+                return Ok(b);
+            }
+            let listed = {
+                let s = self.lock();
+                s.renditions.get(name).is_some_and(|r| r.playlist.segments().any(|seg| seg.msn == msn))
+            };
+            return match dir {
+                Some(dir) if listed => {
+                    tokio::fs::read(dir.join(file)).await.map(Bytes::from).map_err(|_| Miss::NotFound)
+                }
+                _ => Err(Miss::NotFound),
+            };
+        }
+        let lookup = || -> Result<Option<Bytes>, Miss> {
+            let s = self.lock();
+            let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
+            if let Some(g) = number(file, "init", ".mp4") {
+                if g > u64::from(s.generation) {
+                    return Err(Miss::NotFound);
+                }
+                return Ok(r.inits.get(&(g as u32)).cloned().or(None));
+            }
+            let n = number(file, "p", ".m4s").ok_or(Miss::NotFound)?;
+            if let Some((_, b)) = r.parts.iter().find(|(k, _)| *k == n) {
+                return Ok(Some(b.clone()));
+            }
+            // The hinted part (and a couple past it) is held until it exists.
+            if n >= r.next_part && n < r.next_part + 3 && !r.playlist.is_ended() {
+                return Ok(None);
+            }
+            Err(Miss::NotFound)
+        };
+        match self.wait(timeout, lookup).await {
+            Ok(Some(b)) => Ok(b),
+            Ok(None) => Err(Miss::NotFound),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs `try_now` until it gives an answer (`Some`), an error, or `timeout` passes
+    /// (`Ok(None)`). Woken by every change of the channel, never by polling.
+    async fn wait<T>(
+        &self,
+        timeout: Duration,
+        mut try_now: impl FnMut() -> Result<Option<T>, Miss>,
+    ) -> Result<Option<T>, Miss> {
+        let mut rx = self.version.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            rx.borrow_and_update();
+            if let Some(v) = try_now()? {
+                return Ok(Some(v));
+            }
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Bits per second of the open segment so far (before any segment is complete).
+fn current_bps(r: &Rendition) -> f64 {
+    let duration: f64 = r.playlist.open_parts().iter().map(|p| p.duration).sum();
+    if duration < 0.5 {
+        return 0.0;
+    }
+    r.open.iter().map(Bytes::len).sum::<usize>() as f64 * 8.0 / duration
+}
+
+/// `<prefix><number><suffix>` → number.
+fn number(file: &str, prefix: &str, suffix: &str) -> Option<u64> {
+    let digits = file.strip_prefix(prefix)?.strip_suffix(suffix)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.len() > 18 {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+impl Drop for Channel {
+    /// The DVR folder goes with the channel (the next push or the stream's deletion).
+    fn drop(&mut self) {
+        if let Some((_, dir)) = &self.config.dvr {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// The channels of this process, by stream id. A channel outlives its push so viewers get the
+/// ended playlists (and DVR) until the next push replaces it.
+#[derive(Default)]
+pub struct Channels {
+    map: Mutex<HashMap<String, Arc<Channel>>>,
+}
+
+impl Channels {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Channel>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, stream_id: &str) -> Option<Arc<Channel>> {
+        self.lock().get(stream_id).cloned()
+    }
+
+    /// The channel a new push feeds, and its generation: the same channel after a discontinuity
+    /// when the last push ended within [`RECONNECT_GRACE`] with the same settings, else a new one.
+    /// The caller holds the stream's push session (one at a time): a channel still draining
+    /// the previous push is continued too, and that push's late output is ignored.
+    pub fn start_push(&self, stream_id: &str, config: ChannelConfig) -> (Arc<Channel>, u32) {
+        let mut map = self.lock();
+        if let Some(c) = map.get(stream_id) {
+            let compatible = c.config.part == config.part
+                && c.config.segment == config.segment
+                && c.config.dvr.as_ref().map(|d| d.0) == config.dvr.as_ref().map(|d| d.0);
+            let s = c.lock();
+            let continues = compatible && !s.ended;
+            drop(s);
+            if continues {
+                let generation = c.reconnect();
+                return (c.clone(), generation);
+            }
+        }
+        let channel = Channel::new(config);
+        map.insert(stream_id.to_string(), channel.clone());
+        (channel, 0)
+    }
+
+    /// Forgets a stream's channel (the stream was deleted).
+    pub fn remove(&self, stream_id: &str) {
+        self.lock().remove(stream_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ChannelConfig {
+        ChannelConfig { part: 1.0 / 3.0, segment: 2.0, dvr: None }
+    }
+
+    fn part(starts_segment: bool, byte: u8) -> Chunk {
+        Chunk::Part {
+            starts_segment,
+            independent: starts_segment,
+            duration: 1.0 / 3.0,
+            pdt: None,
+            data: Bytes::from(vec![byte; 100]),
+        }
+    }
+
+    fn video() -> Kind {
+        Kind::Video { width: 640, height: 360, kbps: Some(800), frame_rate: Some(30.0) }
+    }
+
+    /// Feeds `segments` segments of six parts to rendition `name`.
+    fn feed(c: &Channel, generation: u32, name: &str, segments: usize) {
+        for _ in 0..segments {
+            for i in 0..6 {
+                c.feed(generation, name, part(i == 0, i as u8));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn parts_and_segments_are_served_and_segments_are_their_parts() {
+        let c = Channel::new(config());
+        c.add_rendition(0, "360p", video(), 2);
+        c.feed(0, "360p", Chunk::Init(Bytes::from_static(b"init")));
+        feed(&c, 0, "360p", 2);
+        c.feed(0, "360p", part(true, 9)); // closes segment 1
+        let t = Duration::from_millis(10);
+        assert_eq!(c.file("360p", "init0.mp4", t).await.unwrap(), Bytes::from_static(b"init"));
+        assert_eq!(c.file("360p", "p3.m4s", t).await.unwrap(), Bytes::from(vec![3u8; 100]));
+        let seg = c.file("360p", "s1.m4s", t).await.unwrap();
+        assert_eq!(seg.len(), 600);
+        assert_eq!(&seg[..100], &[0u8; 100][..]);
+        assert_eq!(c.file("360p", "s2.m4s", t).await, Err(Miss::NotFound), "segment 2 is open");
+        assert_eq!(c.file("360p", "p99.m4s", t).await, Err(Miss::NotFound));
+        assert_eq!(c.file("360p", "x.m4s", t).await, Err(Miss::NotFound));
+        assert_eq!(c.file("480p", "p0.m4s", t).await, Err(Miss::NotFound));
+        let text = c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap();
+        assert!(text.contains("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p13.m4s\""));
+        assert!(text.contains("#EXT-X-MAP:URI=\"init0.mp4\""));
+    }
+
+    #[tokio::test]
+    async fn a_blocked_request_wakes_when_its_part_arrives() {
+        let c = Channel::new(config());
+        c.add_rendition(0, "360p", video(), 2);
+        feed(&c, 0, "360p", 1);
+        c.feed(0, "360p", part(true, 1)); // msn 1, part 0
+        let q = PlaylistQuery { msn: Some(1), part: Some(1), skip: false };
+        let waiter = {
+            let c = c.clone();
+            tokio::spawn(async move { c.playlist("360p", q, Duration::from_secs(5)).await })
+        };
+        let hint = {
+            let c = c.clone();
+            tokio::spawn(async move { c.file("360p", "p7.m4s", Duration::from_secs(5)).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        c.feed(0, "360p", part(false, 7));
+        let text = waiter.await.unwrap().unwrap().unwrap();
+        assert!(text.contains("URI=\"p7.m4s\""));
+        assert_eq!(hint.await.unwrap().unwrap(), Bytes::from(vec![7u8; 100]));
+        // Too far ahead: refused at once.
+        let far = PlaylistQuery { msn: Some(9), part: None, skip: false };
+        assert_eq!(c.playlist("360p", far, Duration::from_secs(5)).await, Err(Miss::TooFarAhead));
+        // Not there within the timeout: no answer.
+        let next = PlaylistQuery { msn: Some(1), part: Some(3), skip: false };
+        assert_eq!(c.playlist("360p", next, Duration::from_millis(20)).await, Ok(None));
+    }
+
+    #[tokio::test]
+    async fn a_reconnect_continues_after_a_discontinuity_and_the_end_ends_the_playlists() {
+        let channels = Channels::default();
+        let (c, g) = channels.start_push("st", config());
+        assert_eq!(g, 0);
+        c.add_rendition(g, "360p", video(), 2);
+        feed(&c, g, "360p", 2);
+        c.push_ended(g);
+        let (again, g1) = channels.start_push("st", config());
+        assert!(Arc::ptr_eq(&c, &again), "the same channel continues");
+        assert_eq!(g1, 1);
+        c.feed(0, "360p", part(true, 5)); // a late chunk of the old push is ignored
+        c.add_rendition(g1, "360p", video(), 2);
+        feed(&c, g1, "360p", 1);
+        c.feed(g1, "360p", part(true, 1));
+        let t = Duration::from_millis(10);
+        let text = c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap();
+        assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 1);
+        assert!(text.contains("#EXT-X-MAP:URI=\"init1.mp4\""));
+        assert_eq!(text.matches("#EXTINF:").count(), 3, "two segments before, one after");
+        assert!(!c.finish(g), "an old generation cannot end the playlists");
+        c.push_ended(g1);
+        assert!(c.finish(g1));
+        let text = c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap();
+        assert!(text.ends_with("#EXT-X-ENDLIST\n") || text.contains("#EXT-X-ENDLIST\n"));
+        assert_eq!(text.matches("#EXTINF:").count(), 4, "the open segment was closed at the end");
+        // After the end a push starts afresh.
+        let (fresh, g) = channels.start_push("st", config());
+        assert!(!Arc::ptr_eq(&c, &fresh));
+        assert_eq!(g, 0);
+    }
+
+    #[tokio::test]
+    async fn the_master_waits_for_every_rendition_and_lists_audio() {
+        let c = Channel::new(config());
+        c.add_rendition(0, "360p", video(), 2);
+        c.add_rendition(0, ladder::AUDIO, Kind::Audio { channels: 2 }, 2);
+        feed(&c, 0, "360p", 1);
+        c.set_codec(0, "360p", "avc1.64001e".into());
+        assert_eq!(c.master(), None, "audio has no media yet");
+        feed(&c, 0, ladder::AUDIO, 1);
+        c.set_codec(0, ladder::AUDIO, "mp4a.40.2".into());
+        let master = c.master().unwrap();
+        assert!(master.contains(&format!("\n{}/360p/index.m3u8\n", c.session)), "{master}");
+        assert!(master.contains("RESOLUTION=640x360,CODECS=\"avc1.64001e,mp4a.40.2\""), "{master}");
+        assert!(master.contains("BANDWIDTH=1040000"), "880k video + 160k audio: {master}");
+    }
+
+    #[tokio::test]
+    async fn dvr_segments_leave_memory_for_disk_and_are_still_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Channel::new(ChannelConfig { dvr: Some((60.0, dir.path().to_path_buf())), ..config() });
+        c.add_rendition(0, "360p", video(), 2);
+        feed(&c, 0, "360p", 16);
+        c.feed(0, "360p", part(true, 1));
+        let t = Duration::from_millis(10);
+        let s0 = c.file("360p", "s0.m4s", t).await.unwrap();
+        assert_eq!(s0.len(), 600, "segment 0 is read back from the DVR folder");
+        assert!(dir.path().join("360p/s0.m4s").exists());
+        let text = c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap();
+        assert!(text.contains("#EXT-X-MEDIA-SEQUENCE:0"), "16 segments of 2 s fit in 60 s");
+    }
+}

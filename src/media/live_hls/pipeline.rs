@@ -1,0 +1,340 @@
+//! Attaches LL-HLS packaging to a push's ingest pipeline (`pipelines/ingest.txt`):
+//!
+//! - `audio` tee → `cmafmux` → the `audio` rendition (AAC passes through: encoded once, by the
+//!   publisher, and shared by every variant);
+//! - `video` tee → `cmafmux` → the `source` variant (H.264 passes through untranscoded);
+//! - `video` tee → decode once (`pipelines/live-decoder.txt`) → a tee → per quality at or below
+//!   the source height: scale and encode (`pipelines/live-rung.txt`) → `cmafmux` → a rendition.
+//!
+//! The video branches are built when the first video caps arrive, since the ladder depends on
+//! the source size. Each `cmafmux` cuts fragments (segments) of `segment` and chunks (parts) of
+//! `part`, and asks its encoder for a keyframe at every fragment start (`send-force-keyunit`);
+//! all rungs see the same frames, so their keyframes and segments align across renditions.
+//! Appsink callbacks only copy bytes into the [`Channel`] under its short lock; they never block
+//! on the network (anchor: gst-plugins-rs `mux/isobmff/examples/hls_live.rs`: the init section
+//! is the `DISCONT|HEADER` buffer, a fragment's first chunk is a `HEADER` buffer without
+//! `DELTA_UNIT`).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+
+use super::channel::{Channel, Chunk, Kind};
+use super::ladder::{self, Rung};
+use crate::domain::stream::Quality;
+
+const DECODER: &str = include_str!("../../../pipelines/live-decoder.txt");
+const RUNG: &str = include_str!("../../../pipelines/live-rung.txt");
+
+/// The source variant's TARGETDURATION: it is cut at the publisher's keyframes, which Sluice
+/// does not choose. Publishers should send a keyframe at least every 2 s (docs/live-ingest.md).
+const SOURCE_TARGET_DURATION: u32 = 6;
+
+/// The pipeline descriptions an operator can replace (`SLUICE_PIPELINES_DIR`), read at each push.
+#[derive(Debug, Clone)]
+pub struct Descriptions {
+    pub decoder: String,
+    pub rung: String,
+}
+
+impl Descriptions {
+    /// The built-in descriptions, each replaced by a file of the same name in `dir` if present.
+    pub fn load(dir: Option<&Path>) -> Descriptions {
+        let read = |name: &str, builtin: &str| -> String {
+            dir.map(|d| d.join(name))
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_else(|| builtin.to_string())
+        };
+        Descriptions { decoder: read("live-decoder.txt", DECODER), rung: read("live-rung.txt", RUNG) }
+    }
+
+    fn rung(&self, r: &Rung) -> String {
+        self.rung
+            .replace("{width}", &r.width.to_string())
+            .replace("{height}", &r.height.to_string())
+            .replace("{kbps}", &r.video_kbps.to_string())
+    }
+}
+
+/// What a push's packaging needs.
+pub struct LiveOutput {
+    pub channel: Arc<Channel>,
+    pub generation: u32,
+    pub qualities: Vec<Quality>,
+    pub descriptions: Descriptions,
+}
+
+/// The wall-clock time of the push's media timestamp zero, set when its first media arrives;
+/// `EXT-X-PROGRAM-DATE-TIME` of a part is this plus the part's timestamp.
+pub type WallBase = Arc<OnceLock<DateTime<Utc>>>;
+
+/// Registers the statically linked fmp4 plugin (cmafmux) once.
+fn register_fmp4() -> Result<(), String> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| gstfmp4::plugin_register_static().map_err(|e| format!("fmp4 plugin: {e}"))).clone()
+}
+
+/// Attaches the audio branch now and the video branches at the first video caps.
+pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Result<(), String> {
+    register_fmp4()?;
+    let out = Arc::new(out);
+    let audio_tee = pipeline.by_name("audio").ok_or("ingest pipeline has no audio tee")?;
+    let video_tee = pipeline.by_name("video").ok_or("ingest pipeline has no video tee")?;
+    let target = out.channel.config().segment.ceil() as u32;
+
+    let audio = build_bin(&format!(
+        "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
+        mux_and_sink(&out, ladder::AUDIO, true)
+    ))?;
+    link_branch(pipeline, &audio_tee, &audio, "q")?;
+    watch_codec(&audio, ladder::AUDIO, out.clone(), target, None)?;
+    feed_channel(&audio, ladder::AUDIO, &out, wall.clone())?;
+
+    let built = Mutex::new(false);
+    let weak = pipeline.downgrade();
+    let pad = video_tee.static_pad("sink").ok_or("video tee has no sink pad")?;
+    pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+        let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
+        let gst::EventView::Caps(c) = ev.view() else { return gst::PadProbeReturn::Ok };
+        let mut done = built.lock().unwrap_or_else(|p| p.into_inner());
+        if *done {
+            return gst::PadProbeReturn::Ok;
+        }
+        *done = true;
+        let (Some(pipeline), Some(s)) = (weak.upgrade(), c.caps().structure(0)) else {
+            return gst::PadProbeReturn::Ok;
+        };
+        let source = SourceFormat {
+            width: s.get::<i32>("width").unwrap_or(0).max(0) as u32,
+            height: s.get::<i32>("height").unwrap_or(0).max(0) as u32,
+            frame_rate: s
+                .get::<gst::Fraction>("framerate")
+                .ok()
+                .filter(|f| f.numer() > 0 && f.denom() > 0)
+                .map(|f| f64::from(f.numer()) / f64::from(f.denom())),
+        };
+        if let Err(e) = attach_video(&pipeline, &video_tee, &out, &wall, &source) {
+            tracing::error!(pipeline = %pipeline.name(), error = %e, "building the live ladder");
+            pipeline.post_message(gst::message::Error::new(gst::CoreError::Negotiation, &e)).ok();
+        }
+        gst::PadProbeReturn::Ok
+    });
+    Ok(())
+}
+
+struct SourceFormat {
+    width: u32,
+    height: u32,
+    frame_rate: Option<f64>,
+}
+
+fn attach_video(
+    pipeline: &gst::Pipeline,
+    tee: &gst::Element,
+    out: &Arc<LiveOutput>,
+    wall: &WallBase,
+    source: &SourceFormat,
+) -> Result<(), String> {
+    let rungs = ladder::plan(&out.qualities, source.width, source.height);
+    let segment_target = out.channel.config().segment.ceil() as u32;
+    let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
+
+    let passthrough = build_bin(&format!(
+        "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
+        mux_and_sink(out, ladder::SOURCE, false)
+    ))?;
+    let source_kind =
+        Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
+    watch_codec(&passthrough, ladder::SOURCE, out.clone(), SOURCE_TARGET_DURATION, Some(source_kind))?;
+    feed_channel(&passthrough, ladder::SOURCE, out, wall.clone())?;
+    link_branch(pipeline, tee, &passthrough, "q")?;
+
+    if !rungs.is_empty() {
+        let mut desc = format!(
+            "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {} ! tee name=raw\n",
+            out.descriptions.decoder.trim()
+        );
+        for r in &rungs {
+            desc.push_str(&format!(
+                "raw. ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 ! {} ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! {}\n",
+                out.descriptions.rung(r).trim(),
+                mux_and_sink(out, &r.name, true)
+            ));
+        }
+        let ladder_bin = build_bin(&desc)?;
+        for r in &rungs {
+            let kind = Kind::Video {
+                width: r.width,
+                height: r.height,
+                kbps: Some(r.video_kbps),
+                frame_rate: source.frame_rate,
+            };
+            watch_codec(&ladder_bin, &r.name, out.clone(), segment_target, Some(kind))?;
+            feed_channel(&ladder_bin, &r.name, out, wall.clone())?;
+            keep.push(r.name.clone());
+        }
+        link_branch(pipeline, tee, &ladder_bin, "q")?;
+    }
+    out.channel.retire_others(out.generation, &keep);
+    tracing::info!(
+        pipeline = %pipeline.name(),
+        source = %format!("{}x{}", source.width, source.height),
+        rungs = %rungs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(","),
+        "live ladder attached"
+    );
+    Ok(())
+}
+
+/// `cmafmux` and the appsink of a rendition. Only transcoded renditions ask their encoder for
+/// keyframes; the source's keyframes are the publisher's.
+fn mux_and_sink(out: &LiveOutput, name: &str, force_keyframes: bool) -> String {
+    let config = out.channel.config();
+    format!(
+        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit={force_keyframes} \
+         ! appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=64 drop=false",
+        (config.segment * 1e9).round() as u64,
+        (config.part * 1e9).round() as u64,
+    )
+}
+
+fn build_bin(description: &str) -> Result<gst::Bin, String> {
+    gst::parse::bin_from_description(description, false)
+        .map_err(|e| format!("live pipeline: {e}: {description}"))
+}
+
+/// Adds `bin` to the running pipeline and links a new pad of `tee` to its element `first`.
+fn link_branch(
+    pipeline: &gst::Pipeline,
+    tee: &gst::Element,
+    bin: &gst::Bin,
+    first: &str,
+) -> Result<(), String> {
+    let sink = bin
+        .by_name(first)
+        .and_then(|e| e.static_pad("sink"))
+        .ok_or_else(|| format!("live branch has no {first} sink pad"))?;
+    let ghost = gst::GhostPad::with_target(&sink).map_err(|e| format!("ghost pad: {e}"))?;
+    bin.add_pad(&ghost).map_err(|e| format!("ghost pad: {e}"))?;
+    pipeline.add(bin).map_err(|e| format!("adding a live branch: {e}"))?;
+    let src = tee.request_pad_simple("src_%u").ok_or("tee gave no pad")?;
+    src.link(&ghost).map_err(|e| format!("linking a live branch: {e}"))?;
+    bin.sync_state_with_parent().map_err(|e| format!("starting a live branch: {e}"))?;
+    Ok(())
+}
+
+/// Declares the rendition and records its codec when its muxer's input caps arrive.
+fn watch_codec(
+    bin: &gst::Bin,
+    name: &str,
+    out: Arc<LiveOutput>,
+    target: u32,
+    kind: Option<Kind>,
+) -> Result<(), String> {
+    let mux = bin.by_name(&format!("mux_{name}")).ok_or_else(|| format!("no muxer for {name}"))?;
+    let pad = mux.static_pad("sink").or_else(|| mux.sink_pads().into_iter().next());
+    let pad = match pad {
+        Some(p) => p,
+        None => {
+            mux.request_pad_simple("sink_%u").ok_or_else(|| format!("muxer of {name} has no sink pad"))?
+        }
+    };
+    let name = name.to_string();
+    pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+        let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
+        let gst::EventView::Caps(c) = ev.view() else { return gst::PadProbeReturn::Ok };
+        let Some(s) = c.caps().structure(0) else { return gst::PadProbeReturn::Ok };
+        let codec_data = s.get::<gst::Buffer>("codec_data").ok();
+        let bytes = codec_data.as_ref().and_then(|b| b.map_readable().ok());
+        let bytes: &[u8] = bytes.as_deref().unwrap_or(&[]);
+        let (kind, codec) = match &kind {
+            Some(k) => (k.clone(), ladder::avc1_codec(bytes)),
+            None => {
+                let channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
+                (Kind::Audio { channels }, ladder::mp4a_codec(bytes))
+            }
+        };
+        out.channel.add_rendition(out.generation, &name, kind, target);
+        match codec {
+            Some(codec) => out.channel.set_codec(out.generation, &name, codec),
+            None => tracing::warn!(rendition = %name, "no codec data in the caps; left out of the master playlist"),
+        }
+        gst::PadProbeReturn::Ok
+    });
+    Ok(())
+}
+
+/// Moves each muxer output into the channel: the init section, then one part per chunk.
+fn feed_channel(bin: &gst::Bin, name: &str, out: &Arc<LiveOutput>, wall: WallBase) -> Result<(), String> {
+    let sink = bin
+        .by_name(&format!("out_{name}"))
+        .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
+        .ok_or_else(|| format!("no appsink for {name}"))?;
+    let (out, name) = (out.clone(), name.to_string());
+    sink.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |sink| {
+                let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                if let Some(list) = sample.buffer_list() {
+                    take_output(&out, &name, list, sample.segment(), &wall);
+                } else if let Some(buffer) = sample.buffer() {
+                    let mut list = gst::BufferList::new();
+                    if let Some(l) = list.get_mut() {
+                        l.add(buffer.copy());
+                    }
+                    take_output(&out, &name, &list, sample.segment(), &wall);
+                }
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    Ok(())
+}
+
+fn take_output(
+    out: &LiveOutput,
+    name: &str,
+    list: &gst::BufferListRef,
+    segment: Option<&gst::Segment>,
+    wall: &WallBase,
+) {
+    let mut buffers = list.iter().peekable();
+    if let Some(first) = buffers.peek() {
+        if first.flags().contains(gst::BufferFlags::DISCONT | gst::BufferFlags::HEADER) {
+            if let Ok(map) = first.map_readable() {
+                out.channel.feed(out.generation, name, Chunk::Init(Bytes::copy_from_slice(&map)));
+            }
+            buffers.next();
+        }
+    }
+    let Some(header) = buffers.peek() else { return };
+    let starts_segment = !header.flags().contains(gst::BufferFlags::DELTA_UNIT);
+    let duration = header.duration().map_or(0.0, |d| d.nseconds() as f64 / 1e9);
+    let pts = header.pts();
+    let pdt = pts.and_then(|pts| {
+        let running = segment
+            .and_then(|s| s.downcast_ref::<gst::ClockTime>())
+            .and_then(|s| s.to_running_time(pts))
+            .unwrap_or(pts);
+        wall.get().map(|base| *base + chrono::Duration::nanoseconds(running.nseconds() as i64))
+    });
+    let mut data = Vec::with_capacity(list.calculate_size());
+    for b in buffers {
+        if let Ok(map) = b.map_readable() {
+            data.extend_from_slice(&map);
+        }
+    }
+    out.channel.feed(
+        out.generation,
+        name,
+        Chunk::Part { starts_segment, independent: starts_segment, duration, pdt, data: Bytes::from(data) },
+    );
+}
+
+/// How long to let the muxers drain at the end of a push before the pipeline stops.
+pub const DRAIN: Duration = Duration::from_secs(2);

@@ -1,0 +1,240 @@
+//! LL-HLS origin routes (RFC 8216bis 6.2.5): the master playlist, media playlists with
+//! blocking reload (`_HLS_msn`, `_HLS_part`) and delta updates (`_HLS_skip`), and the media
+//! (init sections, parts, segments) straight from the stream's in-memory channel.
+//!
+//! Paths: `/live/<id>/master.m3u8`, `/live/<id>/<session>/<rendition>/index.m3u8` and
+//! `/live/<id>/<session>/<rendition>/<file>`. The session names one channel, so a later push
+//! never serves different bytes under a URL a CDN cached as immutable.
+//!
+//! Responses share the channel's bytes (reference-counted); no lock is held while a body is
+//! written, so a slow viewer holds up nobody else.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use poem::http::{header, HeaderMap, Method, StatusCode};
+use poem::web::{Data, Path};
+use poem::{get, handler, Body, IntoResponse, Request, Response, Route};
+
+use super::{authorize, Resource};
+use crate::app::App;
+use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery};
+
+const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
+/// Plain playlist reloads: a CDN may serve them for a second.
+const PLAYLIST_CACHE: &str = "public, max-age=1";
+/// Blocking requests name a future playlist: once answered it does not change for a while
+/// (Apple's LL-HLS guidance: at least a few target durations).
+const BLOCKING_CACHE: &str = "public, max-age=6";
+const MEDIA_CACHE: &str = "public, max-age=31536000, immutable";
+/// How long the master waits for a push's first media.
+const MASTER_WAIT: Duration = Duration::from_secs(10);
+
+pub fn routes() -> Route {
+    Route::new()
+        .at("/live/:id/master.m3u8", get(master).options(preflight))
+        .at("/live/:id/:session/:rendition/:file", get(media).options(preflight))
+}
+
+/// Why a request gets no channel.
+enum Refused {
+    Denied(super::Deny),
+    NotLive,
+}
+
+impl Refused {
+    fn response(self) -> Response {
+        match self {
+            Refused::Denied(deny) => Response::builder()
+                .status(StatusCode::UNAUTHORIZED)
+                .header("X-Deny-Reason", deny.reason())
+                .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+                .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "X-Deny-Reason")
+                .body("playback refused"),
+            Refused::NotLive => status(StatusCode::NOT_FOUND, "stream is not live"),
+        }
+    }
+}
+
+/// The channel of a stream, after the authorisation step.
+fn channel(app: &App, req: &Request, id: &str) -> Result<Arc<Channel>, Refused> {
+    authorize(req, &Resource::Stream(id)).map_err(Refused::Denied)?;
+    app.channels.get(id).ok_or(Refused::NotLive)
+}
+
+fn status(code: StatusCode, text: &'static str) -> Response {
+    Response::builder()
+        .status(code)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::CACHE_CONTROL, "no-store")
+        .content_type("text/plain; charset=utf-8")
+        .body(text)
+}
+
+fn playlist(text: String, cache: &str) -> Response {
+    Response::builder()
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::CACHE_CONTROL, cache)
+        .content_type(PLAYLIST_TYPE)
+        .body(text)
+}
+
+#[handler]
+async fn master(req: &Request, app: Data<&Arc<App>>, Path(id): Path<String>) -> Response {
+    let c = match channel(&app, req, &id) {
+        Ok(c) => c,
+        Err(r) => return r.response(),
+    };
+    match c.master_waiting(MASTER_WAIT).await {
+        Some(text) => playlist(text, PLAYLIST_CACHE),
+        None => status(StatusCode::NOT_FOUND, "stream has no media yet"),
+    }
+}
+
+#[handler]
+async fn media(
+    req: &Request,
+    app: Data<&Arc<App>>,
+    Path((id, session, rendition, file)): Path<(String, String, String, String)>,
+) -> Response {
+    let c = match channel(&app, req, &id) {
+        Ok(c) => c,
+        Err(r) => return r.response(),
+    };
+    if c.session != session {
+        return status(StatusCode::NOT_FOUND, "that session of the stream is over");
+    }
+    // Three target durations: RFC 8216bis 6.2.5.2 lets a blocking request wait that long.
+    let hold = Duration::from_secs_f64(3.0 * c.config().segment.ceil());
+    if file == "index.m3u8" {
+        let q = match query(req.uri().query().unwrap_or("")) {
+            Ok(q) => q,
+            Err(e) => return status(StatusCode::BAD_REQUEST, e),
+        };
+        return match c.playlist(&rendition, q, hold).await {
+            Ok(Some(text)) => playlist(text, if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE }),
+            Ok(None) => status(StatusCode::SERVICE_UNAVAILABLE, "the requested part did not arrive in time"),
+            Err(Miss::TooFarAhead) => {
+                status(StatusCode::BAD_REQUEST, "_HLS_msn/_HLS_part too far ahead of the live edge")
+            }
+            Err(Miss::NotFound) => status(StatusCode::NOT_FOUND, "no such rendition"),
+        };
+    }
+    match c.file(&rendition, &file, hold).await {
+        Ok(bytes) => ranged(req.headers(), req.method(), bytes),
+        Err(_) => status(StatusCode::NOT_FOUND, "no such media"),
+    }
+}
+
+#[handler]
+fn preflight() -> Response {
+    Response::builder()
+        .status(StatusCode::NO_CONTENT)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::ACCESS_CONTROL_ALLOW_METHODS, "GET, HEAD, OPTIONS")
+        .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "Range")
+        .header(header::ACCESS_CONTROL_MAX_AGE, "86400")
+        .finish()
+}
+
+/// `_HLS_msn`, `_HLS_part` and `_HLS_skip` (RFC 8216bis 6.2.5.1, 6.2.5.2). `_HLS_part`
+/// without `_HLS_msn` is a client error.
+fn query(q: &str) -> Result<PlaylistQuery, &'static str> {
+    let mut out = PlaylistQuery::default();
+    for pair in q.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "_HLS_msn" => out.msn = Some(v.parse().map_err(|_| "_HLS_msn must be a whole number")?),
+            "_HLS_part" => out.part = Some(v.parse().map_err(|_| "_HLS_part must be a whole number")?),
+            "_HLS_skip" => out.skip = v == "YES" || v == "v2",
+            _ => {}
+        }
+    }
+    if out.part.is_some() && out.msn.is_none() {
+        return Err("_HLS_part needs _HLS_msn");
+    }
+    Ok(out)
+}
+
+/// The whole body, or one byte range of it (RFC 9110 14): 206 with `Content-Range`, 416 when
+/// the range lies outside.
+fn ranged(headers: &HeaderMap, method: &Method, bytes: bytes::Bytes) -> Response {
+    let len = bytes.len() as u64;
+    let base = || {
+        Response::builder()
+            .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+            .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "Content-Range, Content-Length")
+            .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "Range")
+            .header(header::CACHE_CONTROL, MEDIA_CACHE)
+            .header(header::ACCEPT_RANGES, "bytes")
+            .content_type("video/mp4")
+    };
+    let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
+    let Some(range) = range else {
+        let body = if method == Method::HEAD { Body::empty() } else { Body::from(bytes) };
+        return base().header(header::CONTENT_LENGTH, len).body(body);
+    };
+    match parse_range(range, len) {
+        Some((start, end)) => {
+            let body = if method == Method::HEAD {
+                Body::empty()
+            } else {
+                Body::from(bytes.slice(start as usize..=end as usize))
+            };
+            base()
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"))
+                .header(header::CONTENT_LENGTH, end - start + 1)
+                .body(body)
+        }
+        None => base()
+            .status(StatusCode::RANGE_NOT_SATISFIABLE)
+            .header(header::CONTENT_RANGE, format!("bytes */{len}"))
+            .body(Body::empty()),
+    }
+    .into_response()
+}
+
+/// One `bytes=a-b`, `bytes=a-` or `bytes=-n` range within `len` bytes, as inclusive bounds.
+fn parse_range(value: &str, len: u64) -> Option<(u64, u64)> {
+    let spec = value.trim().strip_prefix("bytes=")?;
+    if spec.contains(',') || len == 0 {
+        return None;
+    }
+    let (a, b) = spec.split_once('-')?;
+    let (start, end) = match (a.trim(), b.trim()) {
+        ("", n) => {
+            let n: u64 = n.parse().ok()?;
+            (len.saturating_sub(n), len - 1)
+        }
+        (a, "") => (a.parse().ok()?, len - 1),
+        (a, b) => (a.parse().ok()?, b.parse::<u64>().ok()?.min(len - 1)),
+    };
+    (start <= end && start < len).then_some((start, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("bytes=0-99", 1000), Some((0, 99)));
+        assert_eq!(parse_range("bytes=900-", 1000), Some((900, 999)));
+        assert_eq!(parse_range("bytes=-100", 1000), Some((900, 999)));
+        assert_eq!(parse_range("bytes=990-2000", 1000), Some((990, 999)));
+        assert_eq!(parse_range("bytes=1000-", 1000), None);
+        assert_eq!(parse_range("bytes=5-1", 1000), None);
+        assert_eq!(parse_range("bytes=0-1,5-6", 1000), None);
+        assert_eq!(parse_range("items=0-1", 1000), None);
+    }
+
+    #[test]
+    fn blocking_query() {
+        let q = query("_HLS_msn=12&_HLS_part=3&_HLS_skip=YES").unwrap();
+        assert_eq!((q.msn, q.part, q.skip), (Some(12), Some(3), true));
+        assert!(query("_HLS_part=1").is_err());
+        assert!(query("_HLS_msn=x").is_err());
+        assert_eq!(query("").unwrap().msn, None);
+    }
+}

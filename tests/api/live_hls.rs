@@ -1,0 +1,281 @@
+//! LL-HLS end to end: ffmpeg pushes to `ingestUrl`; the master playlist lists the ladder;
+//! ffprobe reads every variant; a blocking request for the next part returns within one part
+//! duration of the part appearing; hls.js in headless Chromium plays at low latency; a
+//! reconnect continues the playlists after a discontinuity and the end brings `EXT-X-ENDLIST`.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::helpers::{eventually, spawn_app, Backend, TestApp};
+use crate::player::{played, Player};
+
+/// The part duration Sluice uses by default (`SLUICE_LLHLS_PART_MS`).
+const PART: f64 = 0.333;
+
+struct Pusher(Child);
+
+impl Drop for Pusher {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A real-time 854×480 30 fps H.264 (keyframe every 2 s, as OBS is set up for streaming) and
+/// AAC push.
+fn push(url: &str) -> Pusher {
+    Pusher(
+        Command::new("ffmpeg")
+            .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
+            .args(["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p"])
+            .args(["-g", "60", "-b:v", "1200k", "-c:a", "aac", "-b:a", "96k"])
+            .args(["-t", "300", "-f", "flv", url])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ffmpeg runs"),
+    )
+}
+
+async fn get_text(t: &TestApp, url: &str) -> (u16, String) {
+    match t.client.get(url).send().await {
+        Ok(r) => {
+            let status = r.status().as_u16();
+            (status, r.text().await.unwrap_or_default())
+        }
+        Err(_) => (0, String::new()),
+    }
+}
+
+/// `(msn, index within its segment, uri)` of the newest part of a media playlist.
+fn last_part(playlist: &str) -> (u64, u64, String) {
+    let mut msn: u64 = playlist
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))
+        .and_then(|v| v.parse().ok())
+        .expect("media sequence");
+    let mut index = 0;
+    let mut last = None;
+    for line in playlist.lines() {
+        if let Some(attrs) = line.strip_prefix("#EXT-X-PART:") {
+            let uri = attrs.split("URI=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or_default();
+            last = Some((msn, index, uri.to_string()));
+            index += 1;
+        } else if line.starts_with("#EXTINF:") {
+            msn += 1;
+            index = 0;
+        }
+    }
+    last.expect("the playlist lists parts")
+}
+
+fn attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!("{name}="))? + name.len() + 1;
+    let rest = &line[start..];
+    if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.split('"').next()
+    } else {
+        rest.split(',').next()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_play_blocking_reload_reconnect_and_end() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let resp = t
+        .post_json_with(
+            &t.project_url("/streams"),
+            &t.key,
+            &json!({"name": "llhls", "qualities": ["1080p", "480p", "240p"]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 201);
+    let stream: Value = resp.json().await.expect("json");
+    let ingest = stream["ingestUrl"].as_str().expect("ingestUrl").to_string();
+    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls url").to_string();
+    let base = master_url.trim_end_matches("master.m3u8").to_string();
+
+    let (status, _) = get_text(&t, &master_url).await;
+    assert_eq!(status, 404, "nothing to play before a push");
+
+    let mut pusher = push(&ingest);
+    let master = eventually("the master playlist", Duration::from_secs(30), || async {
+        let (status, text) = get_text(&t, &master_url).await;
+        (status == 200).then_some(text)
+    })
+    .await;
+
+    // The ladder: 1080p is above the 480p source and left out; 480p and 240p are transcoded;
+    // the source passes through; AAC is one shared audio rendition.
+    let variants: Vec<(String, String)> = master
+        .lines()
+        .zip(master.lines().skip(1))
+        .filter(|(inf, _)| inf.starts_with("#EXT-X-STREAM-INF:"))
+        .map(|(inf, uri)| (inf.to_string(), uri.to_string()))
+        .collect();
+    let by_name = |name: &str| {
+        variants
+            .iter()
+            .find(|(_, uri)| uri.ends_with(&format!("/{name}/index.m3u8")))
+            .unwrap_or_else(|| panic!("variant {name} in {master}"))
+            .clone()
+    };
+    assert_eq!(variants.len(), 3, "{master}");
+    assert!(!master.contains("1080p"), "{master}");
+    for (name, resolution, min_bw) in
+        [("480p", "854x480", 1_400_000), ("240p", "428x240", 400_000), ("source", "854x480", 0)]
+    {
+        let (inf, _) = by_name(name);
+        assert_eq!(attr(&inf, "RESOLUTION"), Some(resolution), "{inf}");
+        let codecs = attr(&inf, "CODECS").expect("CODECS");
+        assert!(codecs.starts_with("avc1.") && codecs.ends_with(",mp4a.40.2"), "{inf}");
+        assert_eq!(attr(&inf, "FRAME-RATE"), Some("30.000"), "{inf}");
+        let bw: u64 = attr(&inf, "BANDWIDTH").and_then(|b| b.parse().ok()).expect("BANDWIDTH");
+        assert!(bw > min_bw && bw < 4_000_000, "{inf}");
+        assert_eq!(attr(&inf, "AUDIO"), Some("audio"));
+    }
+    assert!(master.contains("#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"audio\""), "{master}");
+
+    // ffprobe reads every variant at its size (ffmpeg's HLS reader takes whole segments only).
+    for (_, uri) in &variants {
+        let url = format!("{base}{uri}");
+        eventually("two whole segments", Duration::from_secs(20), || async {
+            let (_, text) = get_text(&t, &url).await;
+            (text.matches("#EXTINF:").count() >= 2).then_some(())
+        })
+        .await;
+    }
+    for (name, size) in [("480p", "854,480"), ("240p", "428,240"), ("source", "854,480")] {
+        let url = format!("{base}{}", by_name(name).1);
+        let out = Command::new("ffprobe")
+            .args([
+                "-v",
+                "error",
+                "-select_streams",
+                "v:0",
+                "-show_entries",
+                "stream=codec_name,width,height",
+            ])
+            .args(["-of", "csv=p=0", &url])
+            .output()
+            .expect("ffprobe runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            text.lines().next(),
+            Some(format!("h264,{size}").as_str()),
+            "ffprobe of {name}: {text} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // Blocking reload: ask for the part after the newest one while a poller watches plain
+    // reloads; the blocked request returns within one part duration of the part appearing.
+    let playlist_url = format!("{base}{}", by_name("480p").1);
+    let (_, text) = get_text(&t, &playlist_url).await;
+    assert!(text.contains("#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES"));
+    let part_target: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-PART-INF:PART-TARGET="))
+        .expect("PART-INF")
+        .parse()
+        .unwrap();
+    let (msn, index, _) = last_part(&text);
+    let seen: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let poller = {
+        let (client, url, seen) = (t.client.clone(), playlist_url.clone(), seen.clone());
+        tokio::spawn(async move {
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until {
+                if let Ok(r) = client.get(&url).send().await {
+                    let text = r.text().await.unwrap_or_default();
+                    let (m, i, _) = last_part(&text);
+                    if (m, i) > (msn, index) {
+                        *seen.lock().unwrap() = Some(Instant::now());
+                        return;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let asked = Instant::now();
+    let (status, blocked) =
+        get_text(&t, &format!("{playlist_url}?_HLS_msn={msn}&_HLS_part={}", index + 1)).await;
+    let answered = Instant::now();
+    poller.await.expect("poller");
+    assert_eq!(status, 200);
+    let (m, i, next_uri) = last_part(&blocked);
+    assert!((m, i) > (msn, index), "the blocked answer has the next part");
+    let seen = seen.lock().unwrap().expect("the poller saw the part");
+    let after_seen = answered.saturating_duration_since(seen).as_secs_f64();
+    assert!(
+        after_seen <= PART,
+        "blocking request answered {after_seen:.3} s after the part appeared (held {:.3} s)",
+        answered.duration_since(asked).as_secs_f64()
+    );
+    // The part itself, and a byte range of it.
+    let part_url = format!("{}{}", playlist_url.trim_end_matches("index.m3u8"), next_uri);
+    let part = t.client.get(&part_url).send().await.expect("part");
+    assert_eq!(part.status(), 200);
+    assert_eq!(part.headers()["cache-control"], "public, max-age=31536000, immutable");
+    let whole = part.bytes().await.expect("bytes");
+    let range = t.client.get(&part_url).header("Range", "bytes=4-11").send().await.expect("range");
+    assert_eq!(range.status(), 206);
+    assert_eq!(range.headers()["content-range"], format!("bytes 4-11/{}", whole.len()).as_str());
+    assert_eq!(&range.bytes().await.expect("bytes")[..], &whole[4..12]);
+    assert_eq!(&whole[4..8], b"moof", "a part is a CMAF chunk");
+    // Too far ahead: 400 at once.
+    let (status, _) = get_text(&t, &format!("{playlist_url}?_HLS_msn={}", m + 5)).await;
+    assert_eq!(status, 400);
+    assert!(part_target <= 0.4, "PART-TARGET {part_target}");
+
+    // hls.js in low-latency mode plays it, close to the live edge.
+    let player = Player::start(&master_url).await;
+    let reports = player
+        .wait_until("hls.js plays 6 s at a latency below 3 s", Duration::from_secs(60), |r| {
+            let recent: Vec<_> = r.iter().rev().take(4).collect();
+            played(r) >= 6.0
+                && recent.len() == 4
+                && recent.iter().all(|x| x.latency.is_some_and(|l| l > 0.0 && l < 3.0))
+        })
+        .await;
+    let last = reports.last().expect("reports");
+    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+    assert!(last.video_width > 0, "video decodes");
+    assert_eq!(last.part_target, Some(part_target), "hls.js read the parts");
+    drop(player);
+
+    // A reconnect within the grace period continues the same playlists.
+    let (_, before) = get_text(&t, &playlist_url).await;
+    let (msn_before, _, _) = last_part(&before);
+    drop(pusher);
+    pusher = push(&ingest);
+    let continued = eventually("a discontinuity after the reconnect", Duration::from_secs(30), || async {
+        let (status, text) = get_text(&t, &playlist_url).await;
+        (status == 200 && text.contains("#EXT-X-DISCONTINUITY\n") && text.contains("init1.mp4"))
+            .then_some(text)
+    })
+    .await;
+    let (msn_after, _, _) = last_part(&continued);
+    assert!(msn_after > msn_before, "media sequence numbers continue");
+    let (status, _) = get_text(&t, &master_url).await;
+    assert_eq!(status, 200);
+
+    // The end: after the grace period the playlists end.
+    drop(pusher);
+    let ended = eventually("EXT-X-ENDLIST", Duration::from_secs(30), || async {
+        let (_, text) = get_text(&t, &playlist_url).await;
+        text.contains("#EXT-X-ENDLIST").then_some(text)
+    })
+    .await;
+    assert!(!ended.contains("PRELOAD-HINT"));
+    let status =
+        t.get_with(&t.project_url(&format!("/streams/{}", stream["_id"].as_str().unwrap())), &t.key).await;
+    let body: Value = status.json().await.expect("json");
+    assert_eq!(body["status"], "idle");
+}

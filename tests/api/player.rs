@@ -1,0 +1,420 @@
+//! A real player for playback tests: headless Chromium playing an HLS URL with hls.js
+//! (`tests/player/player.html`, hls.js pinned in `tests/player/package-lock.json`).
+//!
+//! `Player::start` serves the page on 127.0.0.1:0 with poem and opens it in Chromium with
+//! `?src=<url>`; the page POSTs a `Report` of what the `<video>` and hls.js see every 250 ms.
+//! The HLS URL is on another origin (the server under test), so it must answer with
+//! `Access-Control-Allow-Origin: *`. Chromium is `chromium` on PATH unless
+//! `SLUICE_TEST_CHROMIUM` names another binary; hls.js comes from `npm ci --prefix tests/player`,
+//! run once per process when `tests/player/node_modules` is missing or stale.
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use poem::http::StatusCode;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{get, handler, post, EndpointExt, Response, Route};
+use serde::Deserialize;
+
+/// The page, compiled in so it always matches this module.
+const PAGE: &str = include_str!("../player/player.html");
+/// How long `start` waits for the page's first report.
+const FIRST_REPORT: Duration = Duration::from_secs(30);
+/// Reports kept (4 a second: over 15 minutes of playback).
+const MAX_REPORTS: usize = 4000;
+/// Lines of Chromium's stderr kept for failure messages.
+const MAX_STDERR: usize = 200;
+
+/// What the page saw at one instant (see `tests/player/player.html`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Report {
+    /// `Date.now()` in the page, in ms.
+    pub t: f64,
+    #[serde(rename = "currentTime")]
+    pub current_time: f64,
+    /// `hls.latency` in seconds: None until hls.js has measured it, and for VOD.
+    pub latency: Option<f64>,
+    #[serde(rename = "targetLatency")]
+    pub target_latency: Option<f64>,
+    pub drift: Option<f64>,
+    /// `hls.currentLevel`: -1 until a level plays.
+    pub level: i64,
+    pub levels: Vec<Level>,
+    pub buffered_end: Option<f64>,
+    pub paused: bool,
+    pub ended: bool,
+    /// hls.js ERROR events as `type/details fatal=bool ...`, and page or `<video>` errors.
+    pub errors: Vec<String>,
+    /// Notable events, each once unless it repeats meaningfully: `MEDIA_ATTACHED`,
+    /// `MANIFEST_LOADED`, `MANIFEST_PARSED`, `LEVEL_LOADED live|vod`, `BUFFER_CODECS ...`,
+    /// `FRAG_LOADED`, `FRAG_BUFFERED`, `LEVEL_SWITCHED <n>`, `BUFFER_EOS`, `video playing`,
+    /// `video waiting`, `video stalled`, `video ended`.
+    pub events: Vec<String>,
+    /// The playing playlist is live (no `#EXT-X-ENDLIST`).
+    pub live: bool,
+    /// From the playing media playlist: `#EXT-X-TARGETDURATION`, `#EXT-X-PART-INF:PART-TARGET`
+    /// (None without parts) and `CAN-BLOCK-RELOAD=YES` of `#EXT-X-SERVER-CONTROL`.
+    pub target_duration: Option<f64>,
+    pub part_target: Option<f64>,
+    pub can_block_reload: bool,
+    pub low_latency: bool,
+    pub playback_rate: f64,
+    pub ready_state: u32,
+    /// Decoded picture size: non-zero only once video actually decodes.
+    pub video_width: u32,
+    pub video_height: u32,
+    /// `getVideoPlaybackQuality()` counters.
+    pub decoded_frames: Option<u64>,
+    pub dropped_frames: Option<u64>,
+    /// `MediaSource.isTypeSupported('video/mp4; codecs="avc1.64001f,mp4a.40.2"')`.
+    pub mse_h264: bool,
+    pub hls_supported: bool,
+    pub hls_version: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Level {
+    pub width: u32,
+    pub height: u32,
+    pub bitrate: u64,
+}
+
+impl Report {
+    pub fn fatal_errors(&self) -> Vec<&String> {
+        self.errors.iter().filter(|e| e.contains("fatal=true")).collect()
+    }
+
+    pub fn has_event(&self, prefix: &str) -> bool {
+        self.events.iter().any(|e| e.starts_with(prefix))
+    }
+}
+
+/// Seconds of media played across `reports`: the last `currentTime` minus the first non-zero one.
+pub fn played(reports: &[Report]) -> f64 {
+    let first = reports.iter().find(|r| r.current_time > 0.0);
+    match (first, reports.last()) {
+        (Some(f), Some(l)) => l.current_time - f.current_time,
+        _ => 0.0,
+    }
+}
+
+#[derive(Default)]
+struct State {
+    reports: Mutex<Vec<Report>>,
+    /// Report bodies the harness could not read.
+    bad_reports: Mutex<Vec<String>>,
+    hls_js: Vec<u8>,
+}
+
+pub struct Player {
+    /// The page URL Chromium opened.
+    pub page_url: String,
+    state: Arc<State>,
+    chromium: Mutex<Option<Child>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    _profile: tempfile::TempDir,
+    _shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+#[handler]
+fn page() -> Response {
+    Response::builder()
+        .content_type("text/html; charset=utf-8")
+        .header("cache-control", "no-store")
+        .body(PAGE)
+}
+
+#[handler]
+fn script(state: Data<&Arc<State>>) -> Response {
+    Response::builder()
+        .content_type("application/javascript")
+        .header("cache-control", "no-store")
+        .body(state.hls_js.clone())
+}
+
+#[handler]
+fn report(body: Vec<u8>, state: Data<&Arc<State>>) -> StatusCode {
+    match serde_json::from_slice::<Report>(&body) {
+        Ok(r) => {
+            let mut reports = state.reports.lock().unwrap();
+            if reports.len() >= MAX_REPORTS {
+                reports.drain(..MAX_REPORTS / 4);
+            }
+            reports.push(r);
+            StatusCode::NO_CONTENT
+        }
+        Err(e) => {
+            let mut bad = state.bad_reports.lock().unwrap();
+            if bad.len() < 20 {
+                bad.push(format!("{e}: {}", String::from_utf8_lossy(&body[..body.len().min(2000)])));
+            }
+            StatusCode::BAD_REQUEST
+        }
+    }
+}
+
+/// `tests/player`, found from this file's own path (also when included with `#[path]`).
+fn player_dir() -> PathBuf {
+    let here = Path::new(file!());
+    let here = if here.is_absolute() {
+        here.to_path_buf()
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(here)
+    };
+    here.parent().and_then(Path::parent).expect("tests/api/player.rs has a grandparent").join("player")
+}
+
+/// The hls.js version `package.json` pins, and the installed one.
+fn hls_versions(dir: &Path) -> (Option<String>, Option<String>) {
+    let read =
+        |p: PathBuf| -> Option<serde_json::Value> { serde_json::from_slice(&std::fs::read(p).ok()?).ok() };
+    let pinned =
+        read(dir.join("package.json")).and_then(|v| v["dependencies"]["hls.js"].as_str().map(str::to_string));
+    let installed = read(dir.join("node_modules/hls.js/package.json"))
+        .and_then(|v| v["version"].as_str().map(str::to_string));
+    (pinned, installed)
+}
+
+/// Runs `npm ci` once per process if hls.js is missing or not the pinned version.
+fn ensure_hls_js() -> Result<PathBuf, String> {
+    static DONE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let dir = player_dir();
+        let js = dir.join("node_modules/hls.js/dist/hls.min.js");
+        let (pinned, installed) = hls_versions(&dir);
+        if pinned.is_none() {
+            return Err(format!("{} has no hls.js dependency", dir.join("package.json").display()));
+        }
+        if !js.exists() || pinned != installed {
+            let out = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("hls.js is not installed and `npm` cannot run ({e}): install Node.js and npm, then `npm ci --prefix tests/player`"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "`npm ci --prefix {}` failed ({}): {}",
+                    dir.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        if !js.exists() {
+            return Err(format!("{} is missing after npm ci", js.display()));
+        }
+        Ok(js)
+    })
+    .clone()
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, for a query value.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Player {
+    /// Plays `hls_url` with `lowLatencyMode: true`.
+    pub async fn start(hls_url: &str) -> Player {
+        Player::start_with(hls_url, true).await
+    }
+
+    /// Serves the page on 127.0.0.1:0, starts headless Chromium on it with `?src=<hls_url>` and
+    /// waits for the page's first report.
+    pub async fn start_with(hls_url: &str, low_latency: bool) -> Player {
+        let js = tokio::task::spawn_blocking(ensure_hls_js)
+            .await
+            .expect("npm ci task")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let hls_js = std::fs::read(&js).unwrap_or_else(|e| panic!("read {}: {e}", js.display()));
+        let state = Arc::new(State { hls_js, ..Default::default() });
+
+        let acceptor =
+            TcpListener::bind("127.0.0.1:0").into_acceptor().await.expect("player page server binds");
+        let addr = *acceptor.local_addr()[0].as_socket_addr().expect("socket address");
+        let routes = Route::new()
+            .at("/", get(page))
+            .at("/player.html", get(page))
+            .at("/hls.min.js", get(script))
+            .at("/report", post(report))
+            .data(state.clone());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = poem::Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(
+                    routes,
+                    async move {
+                        let _ = rx.await;
+                    },
+                    Some(Duration::from_secs(1)),
+                )
+                .await;
+        });
+
+        let page_url = format!(
+            "http://{addr}/player.html?src={}&lowLatency={}",
+            encode(hls_url),
+            if low_latency { 1 } else { 0 }
+        );
+        let profile = tempfile::tempdir().expect("chromium profile dir");
+        let bin = std::env::var("SLUICE_TEST_CHROMIUM").unwrap_or_else(|_| "chromium".into());
+        let mut child = Command::new(&bin)
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--autoplay-policy=no-user-gesture-required",
+                "--mute-audio",
+                "--disable-gpu",
+                // Debian's wrapper means to add this when /dev/shm is small but its check is
+                // broken; containers often have a 64 MB /dev/shm.
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-extensions",
+                "--disable-breakpad",
+                "--disable-background-timer-throttling",
+                "--disable-renderer-backgrounding",
+                "--disable-backgrounding-occluded-windows",
+                "--disable-features=Translate,MediaRouter,OptimizationHints",
+                "--window-size=800,600",
+                "--enable-logging=stderr",
+                "--log-level=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(&page_url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            // Its own process group, so Drop can end the renderer and GPU processes too.
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start `{bin}` (Debian package chromium, or set SLUICE_TEST_CHROMIUM): {e}")
+            });
+
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        let pipe = child.stderr.take().expect("stderr pipe");
+        let lines = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                // D-Bus is absent in CI containers and Chromium says so on every start.
+                if line.contains("dbus") || line.contains("DBus") {
+                    continue;
+                }
+                let mut l = lines.lock().unwrap();
+                if l.len() >= MAX_STDERR {
+                    l.pop_front();
+                }
+                l.push_back(line);
+            }
+        });
+
+        let player = Player {
+            page_url,
+            state,
+            chromium: Mutex::new(Some(child)),
+            stderr,
+            _profile: profile,
+            _shutdown: Some(tx),
+        };
+        player.wait_until("the player page's first report", FIRST_REPORT, |r| !r.is_empty()).await;
+        player
+    }
+
+    /// Every report received so far, oldest first.
+    pub fn reports(&self) -> Vec<Report> {
+        self.state.reports.lock().unwrap().clone()
+    }
+
+    pub fn last(&self) -> Option<Report> {
+        self.state.reports.lock().unwrap().last().cloned()
+    }
+
+    /// Polls the reports until `cond` holds and returns them; panics on `timeout`, or as soon as
+    /// Chromium exits, with the last reports and Chromium's stderr.
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&[Report]) -> bool,
+    ) -> Vec<Report> {
+        let start = Instant::now();
+        let until = start + timeout;
+        loop {
+            let reports = self.reports();
+            if cond(&reports) {
+                return reports;
+            }
+            let exited = self.chromium.lock().unwrap().as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                self.fail(&format!("Chromium exited ({status}) while waiting for {what}"), &reports);
+            }
+            if Instant::now() >= until {
+                self.fail(&format!("timed out after {:?} waiting for {what}", start.elapsed()), &reports);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn fail(&self, why: &str, reports: &[Report]) -> ! {
+        let mut msg = format!("player: {why}\npage: {}\n{} reports", self.page_url, reports.len());
+        for r in &reports[reports.len().saturating_sub(3)..] {
+            msg.push_str(&format!("\n{r:?}"));
+        }
+        let bad = self.state.bad_reports.lock().unwrap().clone();
+        for b in bad {
+            msg.push_str(&format!("\nunreadable report: {b}"));
+        }
+        let stderr = self.stderr();
+        msg.push_str(&format!("\nchromium stderr (last {} lines):", stderr.len().min(40)));
+        for l in &stderr[stderr.len().saturating_sub(40)..] {
+            msg.push_str(&format!("\n  {l}"));
+        }
+        panic!("{msg}");
+    }
+
+    /// Chromium's stderr lines kept so far (console messages included), D-Bus noise left out.
+    pub fn stderr(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().iter().cloned().collect()
+    }
+}
+
+impl Drop for Player {
+    fn drop(&mut self) {
+        let child = self.chromium.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut child) = child {
+            // SIGKILL to Chromium's whole process group (renderer, GPU, zygote), then reap.
+            let pgid = child.id().to_string();
+            let _ = Command::new("sh")
+                .args(["-c", "kill -KILL -- \"-$0\" 2>/dev/null", &pgid])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self._shutdown.take();
+    }
+}
