@@ -59,7 +59,7 @@ bench_packages=(
     libnginx-mod-rtmp
 )
 
-min_rust="1.80"
+min_rust="1.83"
 
 case "$mode" in
     runtime) wanted=("${runtime_packages[@]}") ;;

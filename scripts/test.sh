@@ -36,6 +36,9 @@ for component in rustfmt clippy; do
     fi
 done
 
+stage "player: npm ci --prefix tests/player (hls.js for the playback tests)"
+npm ci --prefix tests/player --no-audit --no-fund
+
 stage "format: cargo fmt --all -- --check"
 cargo fmt --all -- --check
 

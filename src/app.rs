@@ -226,6 +226,7 @@ impl App {
                 if let Err(e) = app.disable_idle_streams().await {
                     tracing::warn!(error = %e, "disabling idle streams");
                 }
+                app.channels.sweep();
                 if passes % (600 / every).max(1) == 0 {
                     if let Err(e) = app.db.purge_expired_sessions().await {
                         tracing::warn!(error = %e, "purging expired sessions");

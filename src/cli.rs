@@ -1,5 +1,7 @@
 //! The `sluice` command line (CONTRACT: The program).
 
+use std::time::Duration;
+
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use serde_json::json;
@@ -98,7 +100,14 @@ fn init_logging(format: LogFormat) {
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     tracing::info!(?settings, "starting");
     let app = App::build(settings).await?;
-    let (addr, server) = app.start(shutdown_signal()).await?;
+    let drain = app.clone();
+    let (addr, server) = app
+        .start(async move {
+            shutdown_signal().await;
+            // Pushes end while HTTP still serves, so viewers get the ended playlists.
+            drain.drain_live(Duration::from_secs(5)).await;
+        })
+        .await?;
     tracing::info!(%addr, public_url = %app.settings.public_url, rtmp = ?app.rtmp_addr(), "serving HTTP and RTMP");
     server.await.context("server task")?.context("HTTP server")?;
     app.db.close().await;

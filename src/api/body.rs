@@ -115,7 +115,7 @@ impl Fields {
 
     /// A required string of `len` characters.
     pub fn string(&mut self, name: &str, len: RangeInclusive<usize>) -> String {
-        if !self.map.get(name).is_some_and(|v| !v.is_null()) {
+        if self.map.get(name).is_none_or(|v| v.is_null()) {
             self.error(name, "is required");
         }
         self.opt_string(name, len).unwrap_or_default()
@@ -140,7 +140,7 @@ impl Fields {
 
     /// A required value parsed from a string.
     pub fn parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
-        if !self.map.get(name).is_some_and(|v| !v.is_null()) {
+        if self.map.get(name).is_none_or(|v| v.is_null()) {
             self.error(name, "is required");
             return None;
         }
@@ -216,7 +216,7 @@ impl Fields {
         len: RangeInclusive<usize>,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Option<Vec<T>> {
-        if !self.map.get(name).is_some_and(|v| !v.is_null()) {
+        if self.map.get(name).is_none_or(|v| v.is_null()) {
             self.error(name, "is required");
             return None;
         }

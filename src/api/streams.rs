@@ -503,6 +503,8 @@ impl StreamsApi {
         events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
         tx.commit().await?;
         app.live.kill(&row.id);
+        // Its playlists and media go with it (a DVR folder too, once the push has stopped).
+        app.channels.remove(&row.id);
         app.wake_sender();
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream deleted");
         Ok(Json(Stream::from_row(&row, &app)))

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -47,9 +48,38 @@ impl LiveSessions {
     pub fn is_live(&self, stream_id: &str) -> bool {
         self.lock().contains_key(stream_id)
     }
+
+    /// Ends every session of this process; returns how many there were.
+    pub fn kill_all(&self) -> usize {
+        let sessions = self.lock();
+        for kill in sessions.values() {
+            kill.notify_one();
+        }
+        sessions.len()
+    }
+
+    fn count(&self) -> usize {
+        self.lock().len()
+    }
 }
 
 impl App {
+    /// Shutdown (CONTRACT: `SIGTERM` drains): ends every push cleanly (`stream.ended`, the
+    /// stream back to `idle`) and ends its playlists (`EXT-X-ENDLIST`) without the reconnect
+    /// grace, waiting at most `within`.
+    pub async fn drain_live(&self, within: Duration) {
+        let pushes = self.live.kill_all();
+        if pushes == 0 {
+            return;
+        }
+        tracing::info!(pushes, "ending live pushes");
+        let deadline = tokio::time::Instant::now() + within;
+        while (self.live.count() > 0 || self.channels.any_live()) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.channels.finish_all();
+    }
+
     /// The LL-HLS packaging of a push of `stream` whose session is open ([`App::begin_push`]):
     /// the stream's channel, continued after a reconnect within the grace period, or a new one.
     /// `None` when the stream does not offer LL-HLS.

@@ -12,8 +12,9 @@ use serde_json::{json, Value};
 use crate::helpers::{eventually, spawn_app, Backend, TestApp};
 use crate::player::{played, Player};
 
-/// The part duration Sluice uses by default (`SLUICE_LLHLS_PART_MS`).
-const PART: f64 = 0.333;
+/// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 200 rounded to
+/// seven frames).
+const PART: f64 = 0.234;
 
 struct Pusher(Child);
 
@@ -72,6 +73,52 @@ fn last_part(playlist: &str) -> (u64, u64, String) {
         }
     }
     last.expect("the playlist lists parts")
+}
+
+/// RFC 8216bis rules on a served media playlist: every part within PART-TARGET and, except a
+/// segment's first (independent) and last, at least 85 % of it (4.4.4.9); every segment within
+/// TARGETDURATION (4.4.3.1); PART-HOLD-BACK at least twice PART-TARGET and CAN-SKIP-UNTIL at
+/// least six target durations (4.4.3.8); a segment's parts add up to its duration.
+fn check_rfc(name: &str, text: &str) {
+    let value = |tag: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: no {tag} in {text}"))
+    };
+    let target = value("#EXT-X-TARGETDURATION:");
+    let part_target = value("#EXT-X-PART-INF:PART-TARGET=");
+    let control =
+        text.lines().find_map(|l| l.strip_prefix("#EXT-X-SERVER-CONTROL:")).expect("SERVER-CONTROL");
+    assert!(control.contains("CAN-BLOCK-RELOAD=YES"), "{name}: {control}");
+    let hold_back: f64 =
+        attr(control, "PART-HOLD-BACK").and_then(|v| v.parse().ok()).expect("PART-HOLD-BACK");
+    let skip_until: f64 =
+        attr(control, "CAN-SKIP-UNTIL").and_then(|v| v.parse().ok()).expect("CAN-SKIP-UNTIL");
+    assert!(hold_back >= 2.0 * part_target, "{name}: {control}");
+    assert!(skip_until >= 6.0 * target, "{name}: {control}");
+    let mut parts: Vec<(f64, bool)> = Vec::new();
+    for line in text.lines() {
+        if let Some(attrs) = line.strip_prefix("#EXT-X-PART:") {
+            let d: f64 = attr(attrs, "DURATION").and_then(|v| v.parse().ok()).expect("DURATION");
+            assert!(d <= part_target, "{name}: part {d} over PART-TARGET {part_target}");
+            parts.push((d, attrs.contains("INDEPENDENT=YES")));
+        } else if let Some(d) = line.strip_prefix("#EXTINF:") {
+            let d: f64 = d.trim_end_matches(',').parse().expect("EXTINF");
+            assert!(d.round() <= target, "{name}: segment {d} over TARGETDURATION {target}");
+            if !parts.is_empty() {
+                let sum: f64 = parts.iter().map(|p| p.0).sum();
+                assert!((sum - d).abs() < 0.002, "{name}: parts add up to {sum}, EXTINF {d}");
+                for (i, (pd, independent)) in parts.iter().enumerate() {
+                    if i + 1 < parts.len() && !independent {
+                        assert!(*pd >= 0.85 * part_target, "{name}: part {pd} under 85% of {part_target}");
+                    }
+                }
+            }
+            parts.clear();
+        }
+    }
 }
 
 fn attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
@@ -173,6 +220,14 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         );
     }
 
+    for (_, uri) in &variants {
+        let (_, text) = get_text(&t, &format!("{base}{uri}")).await;
+        check_rfc(uri, &text);
+    }
+    let audio_uri = master.split("URI=\"").nth(1).and_then(|r| r.split('"').next()).expect("audio URI");
+    let (_, audio) = get_text(&t, &format!("{base}{audio_uri}")).await;
+    check_rfc("audio", &audio);
+
     // Blocking reload: ask for the part after the newest one while a poller watches plain
     // reloads; the blocked request returns within one part duration of the part appearing.
     let playlist_url = format!("{base}{}", by_name("480p").1);
@@ -218,6 +273,10 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         "blocking request answered {after_seen:.3} s after the part appeared (held {:.3} s)",
         answered.duration_since(asked).as_secs_f64()
     );
+    println!(
+        "blocking reload: held {:.3} s, answered {after_seen:.3} s after the part appeared",
+        answered.duration_since(asked).as_secs_f64()
+    );
     // The part itself, and a byte range of it.
     let part_url = format!("{}{}", playlist_url.trim_end_matches("index.m3u8"), next_uri);
     let part = t.client.get(&part_url).send().await.expect("part");
@@ -232,7 +291,7 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     // Too far ahead: 400 at once.
     let (status, _) = get_text(&t, &format!("{playlist_url}?_HLS_msn={}", m + 5)).await;
     assert_eq!(status, 400);
-    assert!(part_target <= 0.4, "PART-TARGET {part_target}");
+    assert!(part_target <= 0.3, "PART-TARGET {part_target} of the 200-ms default");
 
     // hls.js in low-latency mode plays it, close to the live edge.
     let player = Player::start(&master_url).await;
@@ -245,6 +304,11 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         })
         .await;
     let last = reports.last().expect("reports");
+    println!(
+        "hls.js: latency {:?} s, ingest to screen {:?} s",
+        last.latency,
+        last.playing_date.map(|d| (last.t - d) / 1000.0)
+    );
     assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
     assert!(last.video_width > 0, "video decodes");
     assert_eq!(last.part_target, Some(part_target), "hls.js read the parts");

@@ -7,6 +7,7 @@ mod api_keys;
 mod auth;
 mod errors;
 mod live_hls;
+mod live_shutdown;
 mod ops;
 mod projects;
 mod receiver;

@@ -45,6 +45,8 @@ pub struct Report {
     #[serde(rename = "targetLatency")]
     pub target_latency: Option<f64>,
     pub drift: Option<f64>,
+    /// `hls.playingDate` in ms: the `EXT-X-PROGRAM-DATE-TIME` time of the frame on screen.
+    pub playing_date: Option<f64>,
     /// `hls.currentLevel`: -1 until a level plays.
     pub level: i64,
     pub levels: Vec<Level>,

@@ -22,6 +22,8 @@ pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
 /// Segments a playlist keeps without DVR: long enough that delta updates (CAN-SKIP-UNTIL = six
 /// target durations) have something to skip.
 pub const LIVE_WINDOW_SEGMENTS: usize = 8;
+/// How long ended playlists stay playable (longer with DVR: its window).
+pub const ENDED_KEEP: Duration = Duration::from_secs(600);
 /// Segments kept in memory when DVR keeps the older ones on disk.
 const MEMORY_SEGMENTS: usize = 10;
 
@@ -58,17 +60,18 @@ pub struct ChannelConfig {
     pub dvr: Option<(f64, PathBuf)>,
 }
 
-impl ChannelConfig {
-    /// The advertised PART-TARGET: parts end on the first frame at or after their nominal end,
-    /// so one frame (up to 1/20 s) of slack keeps every part within it.
-    pub fn part_target(&self) -> f64 {
-        self.part + 0.05
-    }
+/// A rendition's `EXT-X-TARGETDURATION` and `PART-TARGET`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub target_duration: u32,
+    pub part_target: f64,
+}
 
-    fn playlist_config(&self, target_duration: u32) -> Config {
+impl ChannelConfig {
+    fn playlist_config(&self, timing: Timing) -> Config {
         Config {
-            target_duration,
-            part_target: self.part_target(),
+            target_duration: timing.target_duration,
+            part_target: timing.part_target,
             window: match &self.dvr {
                 Some((seconds, _)) => Window::Seconds(*seconds),
                 None => Window::Segments(LIVE_WINDOW_SEGMENTS),
@@ -109,6 +112,8 @@ struct State {
     /// A push feeds the channel now.
     live: bool,
     ended: bool,
+    /// When the playlists ended.
+    ended_at: Option<std::time::Instant>,
 }
 
 /// Why a file or playlist could not be served.
@@ -140,7 +145,13 @@ impl Channel {
         Arc::new(Channel {
             session: crate::domain::random_token(8),
             config,
-            state: Mutex::new(State { renditions: BTreeMap::new(), generation: 0, live: true, ended: false }),
+            state: Mutex::new(State {
+                renditions: BTreeMap::new(),
+                generation: 0,
+                live: true,
+                ended: false,
+                ended_at: None,
+            }),
             version: watch::channel(0).0,
         })
     }
@@ -169,12 +180,9 @@ impl Channel {
         s.generation += 1;
         s.live = true;
         let generation = s.generation;
-        for r in s.renditions.values_mut() {
-            if !r.open.is_empty() {
-                let bytes = r.segment_bytes();
-                r.open.clear();
-                let msn = r.playlist.next_msn();
-                r.segments.insert(msn, bytes);
+        for (name, r) in s.renditions.iter_mut() {
+            if !r.playlist.open_parts().is_empty() {
+                self.close_segment(name, r);
             }
             r.playlist.discontinuity(format!("init{generation}.mp4"), |msn| format!("s{msn}.m4s"));
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
@@ -186,12 +194,12 @@ impl Channel {
 
     /// Declares a rendition of generation `generation` (its sizes and bitrate for the master
     /// playlist). A rendition the channel had before continues.
-    pub fn add_rendition(&self, generation: u32, name: &str, kind: Kind, target_duration: u32) {
+    pub fn add_rendition(&self, generation: u32, name: &str, kind: Kind, timing: Timing) {
         let mut s = self.lock();
         if s.generation != generation || s.ended {
             return;
         }
-        let config = self.config.playlist_config(target_duration);
+        let config = self.config.playlist_config(timing);
         let r = s.renditions.entry(name.to_string()).or_insert_with(|| Rendition {
             kind: kind.clone(),
             codec: None,
@@ -320,6 +328,7 @@ impl Channel {
             return false;
         }
         s.ended = true;
+        s.ended_at = Some(std::time::Instant::now());
         for r in s.renditions.values_mut() {
             r.playlist.end();
         }
@@ -558,6 +567,34 @@ impl Channels {
         (channel, 0)
     }
 
+    /// Whether a push still feeds any channel.
+    pub fn any_live(&self) -> bool {
+        self.lock().values().any(|c| c.is_live())
+    }
+
+    /// Ends every channel no push feeds, without waiting for the reconnect grace (shutdown).
+    pub fn finish_all(&self) {
+        for c in self.lock().values() {
+            c.finish(c.generation());
+        }
+    }
+
+    /// Forgets the channels whose playlists ended longer ago than they keep: [`ENDED_KEEP`], or
+    /// the DVR window when that is longer. Returns how many.
+    pub fn sweep(&self) -> usize {
+        let mut map = self.lock();
+        let before = map.len();
+        map.retain(|_, c| {
+            let keep = c
+                .config
+                .dvr
+                .as_ref()
+                .map_or(ENDED_KEEP, |(s, _)| ENDED_KEEP.max(Duration::from_secs_f64(*s)));
+            c.lock().ended_at.is_none_or(|at| at.elapsed() < keep)
+        });
+        before - map.len()
+    }
+
     /// Forgets a stream's channel (the stream was deleted).
     pub fn remove(&self, stream_id: &str) {
         self.lock().remove(stream_id);
@@ -567,6 +604,8 @@ impl Channels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const TIMING: Timing = Timing { target_duration: 2, part_target: 0.37 };
 
     fn config() -> ChannelConfig {
         ChannelConfig { part: 1.0 / 3.0, segment: 2.0, dvr: None }
@@ -598,7 +637,7 @@ mod tests {
     #[tokio::test]
     async fn parts_and_segments_are_served_and_segments_are_their_parts() {
         let c = Channel::new(config());
-        c.add_rendition(0, "360p", video(), 2);
+        c.add_rendition(0, "360p", video(), TIMING);
         c.feed(0, "360p", Chunk::Init(Bytes::from_static(b"init")));
         feed(&c, 0, "360p", 2);
         c.feed(0, "360p", part(true, 9)); // closes segment 1
@@ -620,7 +659,7 @@ mod tests {
     #[tokio::test]
     async fn a_blocked_request_wakes_when_its_part_arrives() {
         let c = Channel::new(config());
-        c.add_rendition(0, "360p", video(), 2);
+        c.add_rendition(0, "360p", video(), TIMING);
         feed(&c, 0, "360p", 1);
         c.feed(0, "360p", part(true, 1)); // msn 1, part 0
         let q = PlaylistQuery { msn: Some(1), part: Some(1), skip: false };
@@ -651,14 +690,14 @@ mod tests {
         let channels = Channels::default();
         let (c, g) = channels.start_push("st", config());
         assert_eq!(g, 0);
-        c.add_rendition(g, "360p", video(), 2);
+        c.add_rendition(g, "360p", video(), TIMING);
         feed(&c, g, "360p", 2);
         c.push_ended(g);
         let (again, g1) = channels.start_push("st", config());
         assert!(Arc::ptr_eq(&c, &again), "the same channel continues");
         assert_eq!(g1, 1);
         c.feed(0, "360p", part(true, 5)); // a late chunk of the old push is ignored
-        c.add_rendition(g1, "360p", video(), 2);
+        c.add_rendition(g1, "360p", video(), TIMING);
         feed(&c, g1, "360p", 1);
         c.feed(g1, "360p", part(true, 1));
         let t = Duration::from_millis(10);
@@ -681,8 +720,8 @@ mod tests {
     #[tokio::test]
     async fn the_master_waits_for_every_rendition_and_lists_audio() {
         let c = Channel::new(config());
-        c.add_rendition(0, "360p", video(), 2);
-        c.add_rendition(0, ladder::AUDIO, Kind::Audio { channels: 2 }, 2);
+        c.add_rendition(0, "360p", video(), TIMING);
+        c.add_rendition(0, ladder::AUDIO, Kind::Audio { channels: 2 }, TIMING);
         feed(&c, 0, "360p", 1);
         c.set_codec(0, "360p", "avc1.64001e".into());
         assert_eq!(c.master(), None, "audio has no media yet");
@@ -698,7 +737,7 @@ mod tests {
     async fn dvr_segments_leave_memory_for_disk_and_are_still_served() {
         let dir = tempfile::tempdir().unwrap();
         let c = Channel::new(ChannelConfig { dvr: Some((60.0, dir.path().to_path_buf())), ..config() });
-        c.add_rendition(0, "360p", video(), 2);
+        c.add_rendition(0, "360p", video(), TIMING);
         feed(&c, 0, "360p", 16);
         c.feed(0, "360p", part(true, 1));
         let t = Duration::from_millis(10);

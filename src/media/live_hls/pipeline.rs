@@ -25,7 +25,7 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-use super::channel::{Channel, Chunk, Kind};
+use super::channel::{Channel, Chunk, Kind, Timing};
 use super::ladder::{self, Rung};
 use crate::domain::stream::Quality;
 
@@ -87,13 +87,14 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     let audio_tee = pipeline.by_name("audio").ok_or("ingest pipeline has no audio tee")?;
     let video_tee = pipeline.by_name("video").ok_or("ingest pipeline has no video tee")?;
     let target = out.channel.config().segment.ceil() as u32;
+    let part = out.channel.config().part;
 
     let audio = build_bin(&format!(
         "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
-        mux_and_sink(&out, ladder::AUDIO, true)
+        mux_and_sink(&out, ladder::AUDIO, true, part)
     ))?;
     link_branch(pipeline, &audio_tee, &audio, "q")?;
-    watch_codec(&audio, ladder::AUDIO, out.clone(), target, None)?;
+    watch_codec(&audio, ladder::AUDIO, out.clone(), Declared::Audio { target_duration: target, part })?;
     feed_channel(&audio, ladder::AUDIO, &out, wall.clone())?;
 
     let built = Mutex::new(false);
@@ -143,15 +144,23 @@ fn attach_video(
 ) -> Result<(), String> {
     let rungs = ladder::plan(&out.qualities, source.width, source.height);
     let segment_target = out.channel.config().segment.ceil() as u32;
+    // Unknown frame rates are taken as 30 fps.
+    let frame = 1.0 / source.frame_rate.unwrap_or(30.0);
+    let (chunk, part_target) = ladder::part_timing(out.channel.config().part, frame);
+    // cmafmux ends a chunk before the first frame at or after chunk start + chunk-duration;
+    // half a frame short of the part, millisecond-rounded timestamps cannot tip a frame over.
+    let chunk = chunk - frame / 2.0;
+    let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
     let passthrough = build_bin(&format!(
         "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
-        mux_and_sink(out, ladder::SOURCE, false)
+        mux_and_sink(out, ladder::SOURCE, false, chunk)
     ))?;
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
-    watch_codec(&passthrough, ladder::SOURCE, out.clone(), SOURCE_TARGET_DURATION, Some(source_kind))?;
+    let declared = Declared::Video(source_kind, timing(SOURCE_TARGET_DURATION));
+    watch_codec(&passthrough, ladder::SOURCE, out.clone(), declared)?;
     feed_channel(&passthrough, ladder::SOURCE, out, wall.clone())?;
     link_branch(pipeline, tee, &passthrough, "q")?;
 
@@ -164,7 +173,7 @@ fn attach_video(
             desc.push_str(&format!(
                 "raw. ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 ! {} ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! {}\n",
                 out.descriptions.rung(r).trim(),
-                mux_and_sink(out, &r.name, true)
+                mux_and_sink(out, &r.name, true, chunk)
             ));
         }
         let ladder_bin = build_bin(&desc)?;
@@ -175,7 +184,7 @@ fn attach_video(
                 kbps: Some(r.video_kbps),
                 frame_rate: source.frame_rate,
             };
-            watch_codec(&ladder_bin, &r.name, out.clone(), segment_target, Some(kind))?;
+            watch_codec(&ladder_bin, &r.name, out.clone(), Declared::Video(kind, timing(segment_target)))?;
             feed_channel(&ladder_bin, &r.name, out, wall.clone())?;
             keep.push(r.name.clone());
         }
@@ -193,13 +202,13 @@ fn attach_video(
 
 /// `cmafmux` and the appsink of a rendition. Only transcoded renditions ask their encoder for
 /// keyframes; the source's keyframes are the publisher's.
-fn mux_and_sink(out: &LiveOutput, name: &str, force_keyframes: bool) -> String {
+fn mux_and_sink(out: &LiveOutput, name: &str, force_keyframes: bool, chunk: f64) -> String {
     let config = out.channel.config();
     format!(
         "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit={force_keyframes} \
          ! appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=64 drop=false",
         (config.segment * 1e9).round() as u64,
-        (config.part * 1e9).round() as u64,
+        (chunk * 1e9).round() as u64,
     )
 }
 
@@ -228,14 +237,18 @@ fn link_branch(
     Ok(())
 }
 
+/// What a rendition is known to be before its caps arrive.
+enum Declared {
+    Video(Kind, Timing),
+    /// The audio's part target depends on its sample rate, read from the caps.
+    Audio {
+        target_duration: u32,
+        part: f64,
+    },
+}
+
 /// Declares the rendition and records its codec when its muxer's input caps arrive.
-fn watch_codec(
-    bin: &gst::Bin,
-    name: &str,
-    out: Arc<LiveOutput>,
-    target: u32,
-    kind: Option<Kind>,
-) -> Result<(), String> {
+fn watch_codec(bin: &gst::Bin, name: &str, out: Arc<LiveOutput>, declared: Declared) -> Result<(), String> {
     let mux = bin.by_name(&format!("mux_{name}")).ok_or_else(|| format!("no muxer for {name}"))?;
     let pad = mux.static_pad("sink").or_else(|| mux.sink_pads().into_iter().next());
     let pad = match pad {
@@ -252,14 +265,18 @@ fn watch_codec(
         let codec_data = s.get::<gst::Buffer>("codec_data").ok();
         let bytes = codec_data.as_ref().and_then(|b| b.map_readable().ok());
         let bytes: &[u8] = bytes.as_deref().unwrap_or(&[]);
-        let (kind, codec) = match &kind {
-            Some(k) => (k.clone(), ladder::avc1_codec(bytes)),
-            None => {
+        let (kind, timing, codec) = match &declared {
+            Declared::Video(k, timing) => (k.clone(), *timing, ladder::avc1_codec(bytes)),
+            Declared::Audio { target_duration, part } => {
                 let channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
-                (Kind::Audio { channels }, ladder::mp4a_codec(bytes))
+                // An AAC frame is 1024 samples.
+                let frame = 1024.0 / f64::from(s.get::<i32>("rate").unwrap_or(48_000).max(8_000));
+                let part_target = ladder::audio_part_target(*part, frame);
+                let timing = Timing { target_duration: *target_duration, part_target };
+                (Kind::Audio { channels }, timing, ladder::mp4a_codec(bytes))
             }
         };
-        out.channel.add_rendition(out.generation, &name, kind, target);
+        out.channel.add_rendition(out.generation, &name, kind, timing);
         match codec {
             Some(codec) => out.channel.set_codec(out.generation, &name, codec),
             None => tracing::warn!(rendition = %name, "no codec data in the caps; left out of the master playlist"),

@@ -1,0 +1,208 @@
+//! What the media benches share: child processes that die with the bench, free ports, CPU
+//! readings from /proc, the sample push and nginx with its rtmp module.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A child process killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// CPU seconds (user + system) a process has used so far.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat (utime, stime) are 12 and 13 after the command name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// `benches/out`, created.
+pub fn out_dir() -> PathBuf {
+    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/out");
+    std::fs::create_dir_all(&out).expect("benches/out");
+    out
+}
+
+/// A 20-s 720p30 2.5 Mbit/s H.264 (keyframe every 2 s) + AAC FLV, made once.
+pub fn sample_file(dir: &Path) -> PathBuf {
+    let file = dir.join("ingest-2500k.flv");
+    if !file.exists() {
+        let ok = Command::new("ffmpeg")
+            .args(["-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "20"])
+            .args([
+                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "2400k", "-maxrate", "2400k", "-bufsize",
+                "4800k", "-pix_fmt", "yuv420p",
+            ])
+            .args(["-g", "60", "-c:a", "aac", "-b:a", "96k", "-f", "flv"])
+            .arg(&file)
+            .status()
+            .expect("ffmpeg encodes the sample")
+            .success();
+        assert!(ok, "encoding the sample failed");
+    }
+    file
+}
+
+/// Pushes `file` in real time, looping, without re-encoding.
+pub fn push(file: &Path, url: &str) -> Proc {
+    Proc(
+        Command::new("ffmpeg")
+            .args(["-loglevel", "quiet", "-re", "-stream_loop", "-1", "-i"])
+            .arg(file)
+            .args(["-c", "copy", "-f", "flv", url])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ffmpeg runs"),
+    )
+}
+
+/// A release `sluice serve` on free ports with its own data dir and a bootstrapped project.
+pub struct Sluice {
+    pub proc: Proc,
+    pub http: u16,
+    pub rtmp: u16,
+    pub key: String,
+    pub api: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Sluice {
+    /// Starts it with extra environment `env`, and waits until it answers.
+    pub async fn start(env: &[(&str, String)]) -> Sluice {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (http, rtmp) = (free_port(), free_port());
+        let configure = |cmd: &mut Command| {
+            cmd.env("SLUICE_DATA_DIR", dir.path())
+                .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{http}"))
+                .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
+                .env("SLUICE_RATE_LIMIT_PER_KEY", "100000")
+                .env("SLUICE_RATE_LIMIT_BURST", "100000")
+                .env("RUST_LOG", "warn");
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+        };
+        let mut boot = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        configure(&mut boot);
+        let boot =
+            boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("bootstrap");
+        let key = serde_json::from_slice::<Value>(&boot.stdout).expect("bootstrap JSON")["apiKey"]["key"]
+            .as_str()
+            .expect("key")
+            .to_string();
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        configure(&mut serve);
+        let proc = Proc(serve.arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve"));
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while client.get(format!("http://127.0.0.1:{http}/healthz")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "sluice did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Sluice { proc, http, rtmp, key, api: format!("http://127.0.0.1:{http}/v1/projects/bench"), _dir: dir }
+    }
+
+    /// Creates a stream; returns its record.
+    pub async fn create_stream(&self, body: Value) -> Value {
+        reqwest::Client::new()
+            .post(format!("{}/streams", self.api))
+            .bearer_auth(&self.key)
+            .json(&body)
+            .send()
+            .await
+            .expect("create stream")
+            .json()
+            .await
+            .expect("stream JSON")
+    }
+}
+
+/// nginx with the rtmp module writing HLS into `<dir>/hls` and serving it over HTTP with CORS,
+/// two workers like Sluice's two cores.
+pub struct Nginx {
+    pub proc: Proc,
+    pub rtmp: u16,
+    pub http: u16,
+    pub hls_dir: PathBuf,
+    pids: Vec<u32>,
+}
+
+impl Nginx {
+    pub fn start(dir: &Path, fragment_s: u32) -> Nginx {
+        let (rtmp, http) = (free_port(), free_port());
+        let hls_dir = dir.join("hls");
+        std::fs::create_dir_all(&hls_dir).expect("hls dir");
+        let conf = dir.join("nginx.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;\ndaemon off;\nworker_processes 2;\n\
+                 pid {pid};\nerror_log {log} warn;\nevents {{ worker_connections 4096; }}\n\
+                 rtmp {{ server {{ listen 127.0.0.1:{rtmp}; application live {{ live on; record off; \
+                 hls on; hls_path {hls}; hls_fragment {fragment_s}s; hls_playlist_length 12s; }} }} }}\n\
+                 http {{ access_log off; server {{ listen 127.0.0.1:{http}; location /hls/ {{ alias {hls}/; \
+                 types {{ application/vnd.apple.mpegurl m3u8; video/mp2t ts; }} \
+                 add_header Cache-Control no-cache; add_header Access-Control-Allow-Origin *; }} }} }}\n",
+                pid = dir.join("nginx.pid").display(),
+                log = dir.join("nginx.log").display(),
+                hls = hls_dir.display(),
+            ),
+        )
+        .expect("nginx.conf");
+        let proc = Proc(
+            Command::new("nginx")
+                .args(["-c"])
+                .arg(&conf)
+                .args(["-p"])
+                .arg(dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("nginx runs (scripts/deps.sh bench installs it)"),
+        );
+        std::thread::sleep(Duration::from_secs(1));
+        let master = proc.0.id();
+        let mut pids = vec![master];
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            if let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let ppid = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().nth(1))
+                    .and_then(|p| p.parse::<u32>().ok());
+                if ppid == Some(master) {
+                    pids.push(pid);
+                }
+            }
+        }
+        Nginx { proc, rtmp, http, hls_dir, pids }
+    }
+
+    /// CPU seconds of the master and its workers.
+    pub fn cpu_seconds(&self) -> f64 {
+        self.pids.iter().map(|p| cpu_seconds(*p)).sum()
+    }
+}

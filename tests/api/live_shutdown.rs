@@ -1,0 +1,111 @@
+//! `SIGTERM` drains (CONTRACT: The program): the real `sluice serve` ends a live push cleanly —
+//! a viewer blocked on the next part gets the ended playlist (`EXT-X-ENDLIST`) — and the stream
+//! is back to `idle` when the process has exited.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sluice::store::Db;
+
+use crate::helpers::eventually;
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn sluice(dir: &std::path::Path, port: u16) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.env("SLUICE_DATA_DIR", dir)
+        .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
+        .env("SLUICE_MODE", "development")
+        .env("RUST_LOG", "warn")
+        .env_remove("SLUICE_CONFIG");
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_live_pushes_and_their_playlists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let boot = sluice(dir.path(), port)
+        .args(["admin", "bootstrap", "--project", "demo", "--json"])
+        .output()
+        .unwrap();
+    let key = serde_json::from_slice::<Value>(&boot.stdout).expect("bootstrap JSON")["apiKey"]["key"]
+        .as_str()
+        .expect("key")
+        .to_string();
+    let mut server = Killed(sluice(dir.path(), port).arg("serve").stdout(Stdio::null()).spawn().unwrap());
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
+    let api = format!("http://127.0.0.1:{port}/v1/projects/demo");
+    eventually("the server to listen", Duration::from_secs(30), || async {
+        client.get(format!("http://127.0.0.1:{port}/readyz")).send().await.ok().filter(|r| r.status() == 200)
+    })
+    .await;
+    let stream: Value = client
+        .post(format!("{api}/streams"))
+        .bearer_auth(&key)
+        .json(&json!({"name": "drain", "qualities": ["240p"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let _pusher = Killed(
+        Command::new("ffmpeg")
+            .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=426x240:rate=15"])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
+            .args(["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p"])
+            .args(["-g", "30", "-c:a", "aac", "-t", "120", "-f", "flv"])
+            .arg(stream["ingestUrl"].as_str().unwrap())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("ffmpeg runs"),
+    );
+    let master_url = stream["playbackUrls"]["hls"].as_str().unwrap().to_string();
+    let master = eventually("the master playlist", Duration::from_secs(30), || async {
+        let r = client.get(&master_url).send().await.ok()?;
+        if r.status() != 200 {
+            return None;
+        }
+        r.text().await.ok()
+    })
+    .await;
+    let uri = master.lines().find(|l| l.ends_with("/240p/index.m3u8")).expect("240p variant");
+    let playlist_url = format!("{}{uri}", master_url.trim_end_matches("master.m3u8"));
+    let text = client.get(&playlist_url).send().await.unwrap().text().await.unwrap();
+    // The open segment's number: the first listed plus the complete ones.
+    let first: u64 =
+        text.lines().find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:")).unwrap().parse().unwrap();
+    let msn = first + text.lines().filter(|l| l.starts_with("#EXTINF:")).count() as u64;
+
+    // A viewer blocks on the segment after the open one; then the process is asked to stop.
+    let blocked = {
+        let (client, url) = (client.clone(), format!("{playlist_url}?_HLS_msn={}", msn + 1));
+        tokio::spawn(async move { client.get(url).send().await.ok()?.text().await.ok() })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let term = Command::new("kill").args(["-TERM", &server.0.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    let ended = blocked.await.unwrap().expect("the blocked viewer gets an answer");
+    assert!(ended.contains("#EXT-X-ENDLIST"), "{ended}");
+
+    let until = Instant::now() + Duration::from_secs(30);
+    while server.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < until, "sluice did not exit after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let db = Db::connect(&format!("sqlite://{}/sluice.db", dir.path().display())).await.unwrap();
+    let row = db.stream_by_key(stream["streamKey"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(row.status, "idle", "the push was ended before the process exited");
+}
