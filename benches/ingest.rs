@@ -10,71 +10,15 @@
 //! parsing and its GStreamer pipeline (flvdemux, h264parse, aacparse) per push.
 //! Knobs: `BENCH_STEPS` (default "4,8,16,32,48"), `BENCH_WINDOW` seconds (default 10).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// CPU seconds (user + system) a process has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // Fields 14 and 15 of stat (utime, stime) are 12 and 13 after the command name.
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn sample_file(dir: &Path) -> PathBuf {
-    let file = dir.join("ingest-2500k.flv");
-    if !file.exists() {
-        let ok = Command::new("ffmpeg")
-            .args(["-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "20"])
-            .args([
-                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "2400k", "-maxrate", "2400k", "-bufsize",
-                "4800k",
-            ])
-            .args(["-g", "60", "-c:a", "aac", "-b:a", "96k", "-f", "flv"])
-            .arg(&file)
-            .status()
-            .expect("ffmpeg encodes the sample")
-            .success();
-        assert!(ok, "encoding the sample failed");
-    }
-    file
-}
-
-fn push(file: &Path, url: &str) -> Proc {
-    Proc(
-        Command::new("ffmpeg")
-            .args(["-loglevel", "quiet", "-re", "-stream_loop", "-1", "-i"])
-            .arg(file)
-            .args(["-c", "copy", "-f", "flv", url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ffmpeg runs"),
-    )
-}
+use common::{cpu_seconds, out_dir, push, sample_file, Nginx, Proc, Sluice};
 
 struct Round {
     alive: usize,
@@ -111,100 +55,30 @@ fn main() {
         .collect();
     let window =
         Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(10));
-    let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/out");
-    std::fs::create_dir_all(&out).expect("benches/out");
-    let file = sample_file(&out);
+    let file = sample_file(&out_dir());
     let dir = tempfile::tempdir().expect("tempdir");
-    let (http, rtmp, nginx_port) = (free_port(), free_port(), free_port());
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
 
     // Sluice: the release binary with the defaults, pushes authenticated as ingestUrl says.
-    let env = |cmd: &mut Command| {
-        cmd.env("SLUICE_DATA_DIR", dir.path())
-            .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{http}"))
-            .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
-            .env("SLUICE_RATE_LIMIT_PER_KEY", "100000")
-            .env("SLUICE_RATE_LIMIT_BURST", "100000")
-            .env("RUST_LOG", "warn");
-    };
-    let mut boot = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    env(&mut boot);
-    let boot = boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("bootstrap");
-    let key = serde_json::from_slice::<Value>(&boot.stdout).expect("bootstrap JSON")["apiKey"]["key"]
-        .as_str()
-        .expect("key")
-        .to_string();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    env(&mut serve);
-    let sluice = Proc(serve.arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve"));
-    let api = format!("http://127.0.0.1:{http}/v1/projects/bench");
+    let sluice = rt.block_on(Sluice::start(&[]));
     let client = reqwest::Client::new();
     let max = steps.iter().copied().max().unwrap_or(0);
     let ingest_urls: Vec<String> = rt.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while client.get(format!("http://127.0.0.1:{http}/healthz")).send().await.is_err() {
-            assert!(Instant::now() < deadline, "sluice did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
         let mut urls = Vec::new();
         for i in 0..max {
-            let s: Value = client
-                .post(format!("{api}/streams"))
-                .bearer_auth(&key)
-                .json(&serde_json::json!({"name": format!("push-{i}")}))
-                .send()
-                .await
-                .expect("create stream")
-                .json()
-                .await
-                .expect("stream JSON");
+            // Ingest alone: a stream without `llhls` gets no transcode or packaging (those are
+            // measured by benches/live_capacity), and RTSP egress does not run yet.
+            let body = serde_json::json!({"name": format!("push-{i}"), "protocols": ["rtsp"]});
+            let s = sluice.create_stream(body).await;
             urls.push(s["ingestUrl"].as_str().expect("ingestUrl").to_string());
         }
         urls
     });
+    let (api, key) = (sluice.api.clone(), sluice.key.clone());
 
-    // nginx with the rtmp module, two workers like Sluice's two cores.
-    let conf = dir.path().join("nginx.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;\ndaemon off;\nworker_processes 2;\npid {pid};\n\
-             error_log {log} warn;\nevents {{ worker_connections 4096; }}\n\
-             rtmp {{ server {{ listen 127.0.0.1:{nginx_port}; application live {{ live on; record off; }} }} }}\n",
-            pid = dir.path().join("nginx.pid").display(),
-            log = dir.path().join("nginx.log").display(),
-        ),
-    )
-    .expect("nginx.conf");
-    let nginx = Proc(
-        Command::new("nginx")
-            .args(["-c"])
-            .arg(&conf)
-            .args(["-p"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("nginx runs (libnginx-mod-rtmp from scripts/deps.sh)"),
-    );
-    std::thread::sleep(Duration::from_secs(1));
-    // nginx's CPU is its master plus its workers.
-    let nginx_pids: Vec<u32> = {
-        let mut pids = vec![nginx.0.id()];
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            if let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let ppid = stat
-                    .rsplit_once(')')
-                    .and_then(|(_, r)| r.split_whitespace().nth(1))
-                    .and_then(|p| p.parse::<u32>().ok());
-                if ppid == Some(nginx.0.id()) {
-                    pids.push(pid);
-                }
-            }
-        }
-        pids
-    };
+    // nginx with the rtmp module relaying only (no HLS), two workers like Sluice's two cores.
+    let nginx = Nginx::start(dir.path(), None);
+    let nginx_port = nginx.rtmp;
 
     println!(
         "ingest bench: 2.5 Mbit/s H.264+AAC pushes (ffmpeg -c copy), {}-s windows, release build",
@@ -215,7 +89,7 @@ fn main() {
     let (mut sluice_cpu_at, mut nginx_cpu_at) = (0.0, 0.0);
     for &n in &steps {
         let urls: Vec<String> = ingest_urls[..n].to_vec();
-        let sluice_pid = sluice.0.id();
+        let sluice_pid = sluice.proc.0.id();
         let s = rt.block_on(round(
             &file,
             &urls,
@@ -236,13 +110,7 @@ fn main() {
         ));
         let nginx_urls: Vec<String> =
             (0..n).map(|i| format!("rtmp://127.0.0.1:{nginx_port}/live/push-{i}")).collect();
-        let g = rt.block_on(round(
-            &file,
-            &nginx_urls,
-            window,
-            || nginx_pids.iter().map(|p| cpu_seconds(*p)).sum(),
-            async || 0,
-        ));
+        let g = rt.block_on(round(&file, &nginx_urls, window, || nginx.cpu_seconds(), async || 0));
         let nginx_cpu = g.cpu_percent;
         let sluice_ok = s.alive == n && s.live == n;
         let nginx_ok = g.alive == n;

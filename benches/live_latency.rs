@@ -206,7 +206,7 @@ fn main() {
     // nginx-rtmp HLS from the same push, 1-s fragments.
     let dir = tempfile::tempdir().expect("tempdir");
     let (frag, g2g) = rt.block_on(async {
-        let nginx = Nginx::start(dir.path(), 1);
+        let nginx = Nginx::start(dir.path(), Some(1));
         let pushed_at = Instant::now();
         let _pusher = push(&file, &format!("rtmp://127.0.0.1:{}/live/latency", nginx.rtmp));
         let until = Instant::now() + window + Duration::from_secs(10);

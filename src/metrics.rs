@@ -65,8 +65,20 @@ pub fn route_of(path: &str) -> String {
         "redeliver",
         "test",
     ];
-    const WORDS: [&str; 10] =
-        ["v1", "play", "auth", "login", "refresh", "logout", "me", "openapi.json", "healthz", "readyz"];
+    const WORDS: [&str; 12] = [
+        "v1",
+        "play",
+        "auth",
+        "login",
+        "refresh",
+        "logout",
+        "me",
+        "openapi.json",
+        "healthz",
+        "readyz",
+        "master.m3u8",
+        "index.m3u8",
+    ];
     let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let top = segments.first().copied().unwrap_or("");
     if !matches!(top, "v1" | "play" | "healthz" | "readyz" | "metrics" | "docs") {
@@ -113,6 +125,9 @@ mod tests {
         );
         assert_eq!(route_of("/healthz"), "/healthz");
         assert_eq!(route_of("/wp-admin/x.php"), "other");
+        assert_eq!(route_of("/play/live/abc/master.m3u8"), "/play/live/:id/master.m3u8");
+        assert_eq!(route_of("/play/live/abc/Xy12/720p/index.m3u8"), "/play/live/:id/*/*/index.m3u8");
+        assert_eq!(route_of("/play/live/abc/Xy12/720p/p41.m4s"), "/play/live/:id/*/*/*");
         assert_eq!(route_of("/docs/swagger.js"), "/docs");
         assert_eq!(route_of("/v1/random-1234"), "/v1/*");
         assert_eq!(route_of("/v1/auth/login"), "/v1/auth/login");

@@ -140,8 +140,8 @@ impl Sluice {
     }
 }
 
-/// nginx with the rtmp module writing HLS into `<dir>/hls` and serving it over HTTP with CORS,
-/// two workers like Sluice's two cores.
+/// nginx with the rtmp module, two workers like Sluice's two cores. With `hls_fragment` (seconds)
+/// it also writes HLS into `<dir>/hls` and serves it over HTTP with CORS.
 pub struct Nginx {
     pub proc: Proc,
     pub rtmp: u16,
@@ -151,24 +151,32 @@ pub struct Nginx {
 }
 
 impl Nginx {
-    pub fn start(dir: &Path, fragment_s: u32) -> Nginx {
+    pub fn start(dir: &Path, hls_fragment: Option<u32>) -> Nginx {
         let (rtmp, http) = (free_port(), free_port());
         let hls_dir = dir.join("hls");
         std::fs::create_dir_all(&hls_dir).expect("hls dir");
+        let hls = hls_dir.display();
+        let (hls_conf, http_conf) = match hls_fragment {
+            Some(s) => (
+                format!("hls on; hls_path {hls}; hls_fragment {s}s; hls_playlist_length 12s;"),
+                format!(
+                    "http {{ access_log off; server {{ listen 127.0.0.1:{http}; location /hls/ {{ alias {hls}/; \
+                     types {{ application/vnd.apple.mpegurl m3u8; video/mp2t ts; }} \
+                     add_header Cache-Control no-cache; add_header Access-Control-Allow-Origin *; }} }} }}\n"
+                ),
+            ),
+            None => (String::new(), String::new()),
+        };
         let conf = dir.join("nginx.conf");
         std::fs::write(
             &conf,
             format!(
                 "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;\ndaemon off;\nworker_processes 2;\n\
                  pid {pid};\nerror_log {log} warn;\nevents {{ worker_connections 4096; }}\n\
-                 rtmp {{ server {{ listen 127.0.0.1:{rtmp}; application live {{ live on; record off; \
-                 hls on; hls_path {hls}; hls_fragment {fragment_s}s; hls_playlist_length 12s; }} }} }}\n\
-                 http {{ access_log off; server {{ listen 127.0.0.1:{http}; location /hls/ {{ alias {hls}/; \
-                 types {{ application/vnd.apple.mpegurl m3u8; video/mp2t ts; }} \
-                 add_header Cache-Control no-cache; add_header Access-Control-Allow-Origin *; }} }} }}\n",
+                 rtmp {{ server {{ listen 127.0.0.1:{rtmp}; application live {{ live on; record off; {hls_conf} }} }} }}\n\
+                 {http_conf}",
                 pid = dir.join("nginx.pid").display(),
                 log = dir.join("nginx.log").display(),
-                hls = hls_dir.display(),
             ),
         )
         .expect("nginx.conf");

@@ -61,7 +61,8 @@ async fn create_applies_defaults_and_returns_credentials_once(app: TestApp) {
     assert_eq!(s["rtmpPort"], rtmp);
     assert_eq!(s["ingestUrl"], format!("rtmp://127.0.0.1:{rtmp}/live/{key}?user={user}&pass={pass}"));
     assert_eq!(s["obs"], json!({"server": format!("rtmp://127.0.0.1:{rtmp}/live"), "streamKey": key}));
-    let play = &app.app.settings.playback_base;
+    let play = app.app.playback_base();
+    assert_eq!(play, format!("{}/play", app.base), "the bound port, not the 0 asked for");
     assert_eq!(s["playbackUrls"], json!({"hls": format!("{play}/live/{id}/master.m3u8")}));
     assert!(s["whipUrl"].as_str().unwrap().ends_with(&format!("/v1/whip/{key}")));
     assert!(pass.len() >= 32);
