@@ -311,6 +311,9 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     );
     assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
     assert!(last.video_width > 0, "video decodes");
+    let mut heights: Vec<u32> = last.levels.iter().map(|l| l.height).collect();
+    heights.sort_unstable();
+    assert_eq!(heights, [240, 480, 480], "hls.js sees the three variants");
     assert_eq!(last.part_target, Some(part_target), "hls.js read the parts");
     drop(player);
 

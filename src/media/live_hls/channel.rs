@@ -93,6 +93,8 @@ struct Rendition {
     segments: BTreeMap<u64, Bytes>,
     /// Highest bits per second of a complete segment.
     peak_bps: f64,
+    /// The rendition's media lags the wall clock by more than two segments (said once).
+    behind: bool,
 }
 
 impl Rendition {
@@ -210,6 +212,7 @@ impl Channel {
             open: Vec::new(),
             segments: BTreeMap::new(),
             peak_bps: 0.0,
+            behind: false,
         });
         r.kind = kind;
         if r.playlist.last_part().is_none() {
@@ -287,6 +290,20 @@ impl Channel {
             r.peak_bps = r.peak_bps.max(bytes.len() as f64 * 8.0 / duration);
         }
         let Some(msn) = r.playlist.close_segment(format!("s{}.m4s", r.playlist.next_msn())) else { return };
+        // A rendition whose encoder cannot keep up falls behind the clock: say so once.
+        if let Some(seg) = r.playlist.segments().next_back().filter(|s| s.msn == msn) {
+            if let Some(pdt) = seg.program_date_time {
+                let end = pdt + chrono::Duration::milliseconds((seg.duration * 1000.0) as i64);
+                let lag = (Utc::now() - end).num_milliseconds() as f64 / 1000.0;
+                let behind = lag > 2.0 * self.config.segment;
+                if behind && !r.behind {
+                    tracing::warn!(rendition = %name, lag_s = lag, "live rendition is falling behind real time (encoder overloaded?)");
+                } else if !behind && r.behind {
+                    tracing::info!(rendition = %name, lag_s = lag, "live rendition caught up");
+                }
+                r.behind = behind;
+            }
+        }
         if let Some((_, dir)) = &self.config.dvr {
             let dir = dir.join(name);
             let written = std::fs::create_dir_all(&dir)

@@ -159,6 +159,14 @@ fn attach_video(
     ))?;
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
+    // Every video rendition is declared now, before its encoder outputs anything, so the master
+    // playlist waits for all of them rather than listing the first ones ready.
+    out.channel.add_rendition(
+        out.generation,
+        ladder::SOURCE,
+        source_kind.clone(),
+        timing(SOURCE_TARGET_DURATION),
+    );
     let declared = Declared::Video(source_kind, timing(SOURCE_TARGET_DURATION));
     watch_codec(&passthrough, ladder::SOURCE, out.clone(), declared)?;
     feed_channel(&passthrough, ladder::SOURCE, out, wall.clone())?;
@@ -184,6 +192,7 @@ fn attach_video(
                 kbps: Some(r.video_kbps),
                 frame_rate: source.frame_rate,
             };
+            out.channel.add_rendition(out.generation, &r.name, kind.clone(), timing(segment_target));
             watch_codec(&ladder_bin, &r.name, out.clone(), Declared::Video(kind, timing(segment_target)))?;
             feed_channel(&ladder_bin, &r.name, out, wall.clone())?;
             keep.push(r.name.clone());

@@ -163,7 +163,7 @@ impl MediaPlaylist {
     }
 
     /// The segments in the window, oldest first.
-    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+    pub fn segments(&self) -> impl DoubleEndedIterator<Item = &Segment> {
         self.segments.iter()
     }
 
