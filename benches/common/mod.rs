@@ -1,5 +1,5 @@
 //! What the media benches share: child processes that die with the bench, free ports, CPU
-//! readings from /proc, the sample push and nginx with its rtmp module.
+//! readings from /proc, the sample push, Sluice and nginx with its rtmp module.
 
 #![allow(dead_code)]
 
@@ -11,6 +11,22 @@ use serde_json::Value;
 
 /// A child process killed when dropped.
 pub struct Proc(pub Child);
+
+impl Proc {
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.0.try_wait(), Ok(None))
+    }
+
+    /// Why `what` (this process) is not running any more, if it is not.
+    pub fn exited(&mut self, what: &str) -> Option<String> {
+        match self.0.try_wait() {
+            Ok(None) => None,
+            Ok(Some(status)) => Some(format!("{what} exited ({status})")),
+            Err(e) => Some(format!("{what}: {e}")),
+        }
+    }
+}
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -68,7 +84,7 @@ pub fn sample_file(dir: &Path) -> PathBuf {
 pub fn push(file: &Path, url: &str) -> Proc {
     Proc(
         Command::new("ffmpeg")
-            .args(["-loglevel", "quiet", "-re", "-stream_loop", "-1", "-i"])
+            .args(["-nostdin", "-loglevel", "quiet", "-re", "-stream_loop", "-1", "-i"])
             .arg(file)
             .args(["-c", "copy", "-f", "flv", url])
             .stdin(Stdio::null())
@@ -86,12 +102,26 @@ pub struct Sluice {
     pub rtmp: u16,
     pub key: String,
     pub api: String,
+    /// A client for it: no proxy, 15-s timeout, many idle connections.
+    pub client: reqwest::Client,
+    /// The file its stderr (its log) goes to, when started with one.
+    pub log: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
 impl Sluice {
-    /// Starts it with extra environment `env`, and waits until it answers.
+    /// Starts it with extra environment `env` (overriding the defaults), its log on the bench's
+    /// stderr, and waits until it answers.
     pub async fn start(env: &[(&str, String)]) -> Sluice {
+        Sluice::launch(env, None).await
+    }
+
+    /// The same, its log written to `log`.
+    pub async fn start_logged(env: &[(&str, String)], log: PathBuf) -> Sluice {
+        Sluice::launch(env, Some(log)).await
+    }
+
+    async fn launch(env: &[(&str, String)], log: Option<PathBuf>) -> Sluice {
         let dir = tempfile::tempdir().expect("tempdir");
         let (http, rtmp) = (free_port(), free_port());
         let configure = |cmd: &mut Command| {
@@ -115,19 +145,29 @@ impl Sluice {
             .to_string();
         let mut serve = Command::new(env!("CARGO_BIN_EXE_sluice"));
         configure(&mut serve);
-        let proc = Proc(serve.arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve"));
-        let client = reqwest::Client::new();
+        serve.arg("serve").stdin(Stdio::null()).stdout(Stdio::null());
+        if let Some(log) = &log {
+            serve.stderr(std::fs::File::create(log).expect("sluice log"));
+        }
+        let proc = Proc(serve.spawn().expect("sluice serve"));
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(15))
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("client");
         let deadline = Instant::now() + Duration::from_secs(30);
         while client.get(format!("http://127.0.0.1:{http}/healthz")).send().await.is_err() {
             assert!(Instant::now() < deadline, "sluice did not start");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Sluice { proc, http, rtmp, key, api: format!("http://127.0.0.1:{http}/v1/projects/bench"), _dir: dir }
+        let api = format!("http://127.0.0.1:{http}/v1/projects/bench");
+        Sluice { proc, http, rtmp, key, api, client, log, _dir: dir }
     }
 
     /// Creates a stream; returns its record.
     pub async fn create_stream(&self, body: Value) -> Value {
-        reqwest::Client::new()
+        self.client
             .post(format!("{}/streams", self.api))
             .bearer_auth(&self.key)
             .json(&body)
@@ -140,32 +180,61 @@ impl Sluice {
     }
 }
 
-/// nginx with the rtmp module, two workers like Sluice's two cores. With `hls_fragment` (seconds)
-/// it also writes HLS into `<dir>/hls` and serves it over HTTP with CORS.
+/// HLS that nginx writes into `<dir>/hls`.
+#[derive(Clone, Copy)]
+pub struct NginxHls {
+    /// `hls_fragment`, seconds.
+    pub fragment: u32,
+    /// `hls_playlist_length`, seconds.
+    pub playlist: u32,
+    /// Also serve `<dir>/hls` over HTTP at `/hls/` (with CORS) on `Nginx::http`.
+    pub serve: bool,
+}
+
+/// nginx with the rtmp module, two workers like Sluice's two cores. Dropping it stops the master
+/// and whatever of its workers is left.
 pub struct Nginx {
     pub proc: Proc,
     pub rtmp: u16,
     pub http: u16,
     pub hls_dir: PathBuf,
-    pids: Vec<u32>,
+    /// Its error log (warnings and up).
+    pub log: PathBuf,
+    /// The master and its workers as they started.
+    started: Vec<u32>,
 }
 
 impl Nginx {
+    /// With `hls_fragment` (seconds) it also writes HLS (12-s playlists) into `<dir>/hls` and
+    /// serves it over HTTP with CORS. Its log is `<dir>/nginx.log`.
     pub fn start(dir: &Path, hls_fragment: Option<u32>) -> Nginx {
+        let hls = hls_fragment.map(|fragment| NginxHls { fragment, playlist: 12, serve: true });
+        Nginx::start_with(dir, hls, dir.join("nginx.log"))
+    }
+
+    /// Runs it in `dir` with `hls`, its error log in `log`.
+    pub fn start_with(dir: &Path, hls: Option<NginxHls>, log: PathBuf) -> Nginx {
         let (rtmp, http) = (free_port(), free_port());
         let hls_dir = dir.join("hls");
         std::fs::create_dir_all(&hls_dir).expect("hls dir");
-        let hls = hls_dir.display();
-        let (hls_conf, http_conf) = match hls_fragment {
-            Some(s) => (
-                format!("hls on; hls_path {hls}; hls_fragment {s}s; hls_playlist_length 12s;"),
-                format!(
-                    "http {{ access_log off; server {{ listen 127.0.0.1:{http}; location /hls/ {{ alias {hls}/; \
-                     types {{ application/vnd.apple.mpegurl m3u8; video/mp2t ts; }} \
-                     add_header Cache-Control no-cache; add_header Access-Control-Allow-Origin *; }} }} }}\n"
-                ),
+        // Workers run as `nobody` when the bench runs as root: let them write the fragments.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755));
+        let _ = std::fs::set_permissions(&hls_dir, std::fs::Permissions::from_mode(0o777));
+        let path = hls_dir.display();
+        let hls_conf = hls.map_or(String::new(), |h| {
+            format!(
+                "hls on; hls_path {path}; hls_fragment {}s; hls_playlist_length {}s;",
+                h.fragment, h.playlist
+            )
+        });
+        let http_conf = match hls {
+            Some(h) if h.serve => format!(
+                "http {{ access_log off; server {{ listen 127.0.0.1:{http}; location /hls/ {{ alias {path}/; \
+                 types {{ application/vnd.apple.mpegurl m3u8; video/mp2t ts; }} \
+                 add_header Cache-Control no-cache; add_header Access-Control-Allow-Origin *; }} }} }}\n"
             ),
-            None => (String::new(), String::new()),
+            _ => String::new(),
         };
         let conf = dir.join("nginx.conf");
         std::fs::write(
@@ -176,7 +245,7 @@ impl Nginx {
                  rtmp {{ server {{ listen 127.0.0.1:{rtmp}; application live {{ live on; record off; {hls_conf} }} }} }}\n\
                  {http_conf}",
                 pid = dir.join("nginx.pid").display(),
-                log = dir.join("nginx.log").display(),
+                log = log.display(),
             ),
         )
         .expect("nginx.conf");
@@ -186,31 +255,66 @@ impl Nginx {
                 .arg(&conf)
                 .args(["-p"])
                 .arg(dir)
+                .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("nginx runs (scripts/deps.sh bench installs it)"),
         );
         std::thread::sleep(Duration::from_secs(1));
-        let master = proc.0.id();
-        let mut pids = vec![master];
-        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            if let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                let ppid = stat
-                    .rsplit_once(')')
-                    .and_then(|(_, r)| r.split_whitespace().nth(1))
-                    .and_then(|p| p.parse::<u32>().ok());
-                if ppid == Some(master) {
-                    pids.push(pid);
-                }
-            }
-        }
-        Nginx { proc, rtmp, http, hls_dir, pids }
+        let started = family(proc.0.id());
+        Nginx { proc, rtmp, http, hls_dir, log, started }
     }
 
-    /// CPU seconds of the master and its workers.
+    /// The master and its workers now.
+    pub fn pids(&self) -> Vec<u32> {
+        family(self.proc.0.id())
+    }
+
+    /// CPU seconds of the master and its workers (those it started with).
     pub fn cpu_seconds(&self) -> f64 {
-        self.pids.iter().map(|p| cpu_seconds(*p)).sum()
+        self.started.iter().map(|p| cpu_seconds(*p)).sum()
+    }
+}
+
+/// `master` and its children.
+fn family(master: u32) -> Vec<u32> {
+    let mut pids = vec![master];
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        if let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if ppid == Some(master) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// nginx's workers outlive a killed master: ask the master to stop (SIGTERM, fast shutdown),
+/// then kill whatever of it is left.
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pids = self.pids();
+        let signal = |sig: &str, pid: u32| {
+            let _ = Command::new("kill").arg(sig).arg(pid.to_string()).stderr(Stdio::null()).status();
+        };
+        signal("-TERM", self.proc.0.id());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && self.proc.running() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.proc.0.kill();
+        let _ = self.proc.0.wait();
+        for pid in pids.into_iter().skip(1) {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "nginx" {
+                signal("-KILL", pid);
+            }
+        }
     }
 }
