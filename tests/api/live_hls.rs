@@ -12,9 +12,8 @@ use serde_json::{json, Value};
 use crate::helpers::{eventually, spawn_app, Backend, TestApp};
 use crate::player::{played, Player};
 
-/// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 200 rounded to
-/// seven frames).
-const PART: f64 = 0.234;
+/// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 333: ten frames).
+const PART: f64 = 0.334;
 
 struct Pusher(Child);
 
@@ -291,7 +290,7 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     // Too far ahead: 400 at once.
     let (status, _) = get_text(&t, &format!("{playlist_url}?_HLS_msn={}", m + 5)).await;
     assert_eq!(status, 400);
-    assert!(part_target <= 0.3, "PART-TARGET {part_target} of the 200-ms default");
+    assert!(part_target <= 0.37, "PART-TARGET {part_target} of the 333-ms default at 30 fps");
 
     // hls.js in low-latency mode plays it, close to the live edge.
     let player = Player::start(&master_url).await;

@@ -241,6 +241,16 @@ impl Player {
     /// Serves the page on 127.0.0.1:0, starts headless Chromium on it with `?src=<hls_url>` and
     /// waits for the page's first report.
     pub async fn start_with(hls_url: &str, low_latency: bool) -> Player {
+        Player::start_opts(hls_url, low_latency, false).await
+    }
+
+    /// Low latency, and hls.js may play at up to 1.5x to get back to its target latency after a
+    /// stall (`maxLiveSyncPlaybackRate`): latency then measures the stream, not the join.
+    pub async fn start_catching_up(hls_url: &str) -> Player {
+        Player::start_opts(hls_url, true, true).await
+    }
+
+    async fn start_opts(hls_url: &str, low_latency: bool, catch_up: bool) -> Player {
         let js = tokio::task::spawn_blocking(ensure_hls_js)
             .await
             .expect("npm ci task")
@@ -271,9 +281,10 @@ impl Player {
         });
 
         let page_url = format!(
-            "http://{addr}/player.html?src={}&lowLatency={}",
+            "http://{addr}/player.html?src={}&lowLatency={}&catchUp={}",
             encode(hls_url),
-            if low_latency { 1 } else { 0 }
+            if low_latency { 1 } else { 0 },
+            if catch_up { 1 } else { 0 }
         );
         let profile = tempfile::tempdir().expect("chromium profile dir");
         let bin = std::env::var("SLUICE_TEST_CHROMIUM").unwrap_or_else(|_| "chromium".into());
