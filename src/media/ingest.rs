@@ -168,6 +168,7 @@ impl IngestPipeline {
         let _ = self.src.end_of_stream();
         let (pipeline, live, drained) = (self.pipeline, self.live, self.drained);
         let rt = tokio::runtime::Handle::try_current().ok();
+        let timers = rt.clone();
         let release = move || {
             if live.is_some() {
                 let (lock, cvar) = &*drained;
@@ -177,7 +178,7 @@ impl IngestPipeline {
             let _ = pipeline.set_state(gst::State::Null);
             if let Some((channel, generation)) = live {
                 channel.push_ended(generation);
-                if let Some(rt) = rt {
+                if let Some(rt) = timers {
                     rt.spawn(async move {
                         tokio::time::sleep(RECONNECT_GRACE).await;
                         channel.finish(generation);
@@ -187,9 +188,9 @@ impl IngestPipeline {
                 }
             }
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn_blocking(release)),
-            Err(_) => release(),
+        match rt {
+            Some(rt) => drop(rt.spawn_blocking(release)),
+            None => release(),
         }
     }
 }

@@ -9,8 +9,7 @@ use tokio::sync::Notify;
 
 use crate::api::streams::event_data;
 use crate::app::App;
-use crate::domain::stream::Quality;
-use crate::domain::stream::{DisabledReason, StreamMove};
+use crate::domain::stream::{DisabledReason, Quality, StreamMove};
 use crate::domain::time::now_ms;
 use crate::events::{self, Event};
 use crate::media::live_hls::channel::ChannelConfig;

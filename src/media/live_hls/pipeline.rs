@@ -7,16 +7,19 @@
 //!   the source height: scale and encode (`pipelines/live-rung.txt`) → `cmafmux` → a rendition.
 //!
 //! The video branches are built when the first video caps arrive, since the ladder depends on
-//! the source size. Each `cmafmux` cuts fragments (segments) of `segment` and chunks (parts) of
-//! `part`, and asks its encoder for a keyframe at every fragment start (`send-force-keyunit`);
-//! all rungs see the same frames, so their keyframes and segments align across renditions.
+//! the source size. Each `cmafmux` cuts fragments (segments) of `segment` at keyframes and
+//! chunks (parts) of `part`. The keyframes of the transcoded renditions are forced once, on the
+//! decoded video before it is split into rungs, at the first frame a whole segment after the
+//! previous keyframe: every rung gets the same request on the same frame, so segments align
+//! across renditions and each one starts where `cmafmux` expects it.
 //! Appsink callbacks only copy bytes into the [`Channel`] under its short lock; they never block
 //! on the network (anchor: gst-plugins-rs `mux/isobmff/examples/hls_live.rs`: the init section
 //! is the `DISCONT|HEADER` buffer, a fragment's first chunk is a `HEADER` buffer without
 //! `DELTA_UNIT`).
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -54,11 +57,14 @@ impl Descriptions {
         Descriptions { decoder: read("live-decoder.txt", DECODER), rung: read("live-rung.txt", RUNG) }
     }
 
-    fn rung(&self, r: &Rung) -> String {
+    /// The rung description with its placeholders filled: `{keyint}` is twice the segment in
+    /// frames, so the encoder's own keyframes never come between the forced ones.
+    fn rung(&self, r: &Rung, keyint: u32) -> String {
         self.rung
             .replace("{width}", &r.width.to_string())
             .replace("{height}", &r.height.to_string())
             .replace("{kbps}", &r.video_kbps.to_string())
+            .replace("{keyint}", &keyint.to_string())
     }
 }
 
@@ -91,23 +97,22 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
 
     let audio = build_bin(&format!(
         "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
-        mux_and_sink(&out, ladder::AUDIO, true, part)
+        mux_and_sink(&out, ladder::AUDIO, part, None)
     ))?;
     link_branch(pipeline, &audio_tee, &audio, "q")?;
     watch_codec(&audio, ladder::AUDIO, out.clone(), Declared::Audio { target_duration: target, part })?;
     feed_channel(&audio, ladder::AUDIO, &out, wall.clone())?;
 
-    let built = Mutex::new(false);
+    let built = AtomicBool::new(false);
     let weak = pipeline.downgrade();
     let pad = video_tee.static_pad("sink").ok_or("video tee has no sink pad")?;
     pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
         let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
         let gst::EventView::Caps(c) = ev.view() else { return gst::PadProbeReturn::Ok };
-        let mut done = built.lock().unwrap_or_else(|p| p.into_inner());
-        if *done {
+        // The ladder is planned once, on the push's first video caps.
+        if built.swap(true, Ordering::SeqCst) {
             return gst::PadProbeReturn::Ok;
         }
-        *done = true;
         let (Some(pipeline), Some(s)) = (weak.upgrade(), c.caps().structure(0)) else {
             return gst::PadProbeReturn::Ok;
         };
@@ -147,6 +152,7 @@ fn attach_video(
     // Unknown frame rates are taken as 30 fps.
     let frame = 1.0 / source.frame_rate.unwrap_or(30.0);
     let (chunk, part_target) = ladder::part_timing(out.channel.config().part, frame);
+    let keyint = (2.0 * out.channel.config().segment / frame).round().max(1.0) as u32;
     // cmafmux ends a chunk before the first frame at or after chunk start + chunk-duration;
     // half a frame short of the part, millisecond-rounded timestamps cannot tip a frame over.
     let chunk = chunk - frame / 2.0;
@@ -155,7 +161,7 @@ fn attach_video(
 
     let passthrough = build_bin(&format!(
         "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
-        mux_and_sink(out, ladder::SOURCE, false, chunk)
+        mux_and_sink(out, ladder::SOURCE, chunk, Some(frame))
     ))?;
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
@@ -180,8 +186,8 @@ fn attach_video(
         for r in &rungs {
             desc.push_str(&format!(
                 "raw. ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 ! {} ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! {}\n",
-                out.descriptions.rung(r).trim(),
-                mux_and_sink(out, &r.name, true, chunk)
+                out.descriptions.rung(r, keyint).trim(),
+                mux_and_sink(out, &r.name, chunk, Some(frame))
             ));
         }
         let ladder_bin = build_bin(&desc)?;
@@ -197,6 +203,7 @@ fn attach_video(
             feed_channel(&ladder_bin, &r.name, out, wall.clone())?;
             keep.push(r.name.clone());
         }
+        force_keyframes(&ladder_bin, out.channel.config().segment, frame)?;
         link_branch(pipeline, tee, &ladder_bin, "q")?;
     }
     out.channel.retire_others(out.generation, &keep);
@@ -209,16 +216,55 @@ fn attach_video(
     Ok(())
 }
 
-/// `cmafmux` and the appsink of a rendition. Only transcoded renditions ask their encoder for
-/// keyframes; the source's keyframes are the publisher's.
-fn mux_and_sink(out: &LiveOutput, name: &str, force_keyframes: bool, chunk: f64) -> String {
+/// `cmafmux` and the appsink of a rendition. The muxer asks for no keyframes itself:
+/// [`force_keyframes`] does, once for all rungs (the source's keyframes are the publisher's).
+///
+/// Video fragments are declared a frame short of the segment: `cmafmux` ends a fragment at the
+/// first keyframe at least `fragment-duration` after its start, and a keyframe a segment later
+/// may carry a timestamp a millisecond early. With no keyframe in between, segments stay whole.
+fn mux_and_sink(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
     let config = out.channel.config();
+    let fragment = config.segment - frame.unwrap_or(0.0);
     format!(
-        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit={force_keyframes} \
+        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit=false \
          ! appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=64 drop=false",
-        (config.segment * 1e9).round() as u64,
+        (fragment * 1e9).round() as u64,
         (chunk * 1e9).round() as u64,
     )
+}
+
+/// Before each decoded frame that comes a segment after the last keyframe (less half a frame, for
+/// millisecond-rounded timestamps), sends a force-keyframe event down to every rung's encoder.
+/// Each muxer then starts a fragment exactly there (see [`mux_and_sink`]).
+fn force_keyframes(bin: &gst::Bin, segment: f64, frame: f64) -> Result<(), String> {
+    let pad = bin.by_name("raw").and_then(|t| t.static_pad("sink")).ok_or("the ladder has no raw tee")?;
+    let segment = gst::ClockTime::from_nseconds(((segment - frame / 2.0) * 1e9).round() as u64);
+    // The pts (ns) of the last keyframe; u64::MAX before the first frame.
+    let last = AtomicU64::new(u64::MAX);
+    pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+        let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
+        let Some(pts) = buffer.pts() else { return gst::PadProbeReturn::Ok };
+        let previous = last.load(Ordering::Relaxed);
+        if previous == u64::MAX {
+            // The first frame is a keyframe anyway.
+            last.store(pts.nseconds(), Ordering::Relaxed);
+        } else if pts.nseconds() >= previous.saturating_add(segment.nseconds()) {
+            last.store(pts.nseconds(), Ordering::Relaxed);
+            let running = pad.sticky_event::<gst::event::Segment>(0).and_then(|s| {
+                s.segment().downcast_ref::<gst::ClockTime>().and_then(|s| s.to_running_time(pts))
+            });
+            let event = gstreamer_video::DownstreamForceKeyUnitEvent::builder()
+                .timestamp(pts)
+                .running_time(running.unwrap_or(pts))
+                .all_headers(true)
+                .build();
+            if !pad.send_event(event) {
+                tracing::debug!("a keyframe request was not taken");
+            }
+        }
+        gst::PadProbeReturn::Ok
+    });
+    Ok(())
 }
 
 fn build_bin(description: &str) -> Result<gst::Bin, String> {
