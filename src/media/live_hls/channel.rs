@@ -451,18 +451,16 @@ impl Channel {
     /// the preload hint) or `s<msn>.m4s` (a segment, from memory or the DVR folder).
     pub async fn file(&self, name: &str, file: &str, timeout: Duration) -> Result<Bytes, Miss> {
         if let Some(msn) = number(file, "s", ".m4s") {
-            let (in_memory, dir) = {
+            let (in_memory, listed, dir) = {
                 let s = self.lock();
                 let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
-                (r.segments.get(&msn).cloned(), self.config.dvr.as_ref().map(|(_, d)| d.join(name)))
+                let listed = r.playlist.segments().any(|seg| seg.msn == msn);
+                (r.segments.get(&msn).cloned(), listed, self.config.dvr.as_ref().map(|(_, d)| d.join(name)))
             };
             if let Some(b) = in_memory {
                 return Ok(b);
             }
-            let listed = {
-                let s = self.lock();
-                s.renditions.get(name).is_some_and(|r| r.playlist.segments().any(|seg| seg.msn == msn))
-            };
+            // Older DVR segments are read back from disk while the playlist lists them.
             return match dir {
                 Some(dir) if listed => {
                     tokio::fs::read(dir.join(file)).await.map(Bytes::from).map_err(|_| Miss::NotFound)
@@ -477,7 +475,7 @@ impl Channel {
                 if g > u64::from(s.generation) {
                     return Err(Miss::NotFound);
                 }
-                return Ok(r.inits.get(&(g as u32)).cloned().or(None));
+                return Ok(r.inits.get(&(g as u32)).cloned());
             }
             let n = number(file, "p", ".m4s").ok_or(Miss::NotFound)?;
             if let Some((_, b)) = r.parts.iter().find(|(k, _)| *k == n) {

@@ -167,14 +167,8 @@ fn attach_video(
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
     // Every video rendition is declared now, before its encoder outputs anything, so the master
     // playlist waits for all of them rather than listing the first ones ready.
-    out.channel.add_rendition(
-        out.generation,
-        ladder::SOURCE,
-        source_kind.clone(),
-        timing(SOURCE_TARGET_DURATION),
-    );
-    let declared = Declared::Video(source_kind, timing(SOURCE_TARGET_DURATION));
-    watch_codec(&passthrough, ladder::SOURCE, out.clone(), declared)?;
+    out.channel.add_rendition(out.generation, ladder::SOURCE, source_kind, timing(SOURCE_TARGET_DURATION));
+    watch_codec(&passthrough, ladder::SOURCE, out.clone(), Declared::Video)?;
     feed_channel(&passthrough, ladder::SOURCE, out, wall.clone())?;
     link_branch(pipeline, tee, &passthrough, "q")?;
 
@@ -198,8 +192,8 @@ fn attach_video(
                 kbps: Some(r.video_kbps),
                 frame_rate: source.frame_rate,
             };
-            out.channel.add_rendition(out.generation, &r.name, kind.clone(), timing(segment_target));
-            watch_codec(&ladder_bin, &r.name, out.clone(), Declared::Video(kind, timing(segment_target)))?;
+            out.channel.add_rendition(out.generation, &r.name, kind, timing(segment_target));
+            watch_codec(&ladder_bin, &r.name, out.clone(), Declared::Video)?;
             feed_channel(&ladder_bin, &r.name, out, wall.clone())?;
             keep.push(r.name.clone());
         }
@@ -292,17 +286,15 @@ fn link_branch(
     Ok(())
 }
 
-/// What a rendition is known to be before its caps arrive.
+/// How a rendition is declared to the channel.
 enum Declared {
-    Video(Kind, Timing),
-    /// The audio's part target depends on its sample rate, read from the caps.
-    Audio {
-        target_duration: u32,
-        part: f64,
-    },
+    /// Already, when the ladder was planned: only its codec comes from the caps.
+    Video,
+    /// From the caps: the audio's part target depends on its sample rate.
+    Audio { target_duration: u32, part: f64 },
 }
 
-/// Declares the rendition and records its codec when its muxer's input caps arrive.
+/// Records a rendition's codec (and declares the audio) when its muxer's input caps arrive.
 fn watch_codec(bin: &gst::Bin, name: &str, out: Arc<LiveOutput>, declared: Declared) -> Result<(), String> {
     let mux = bin.by_name(&format!("mux_{name}")).ok_or_else(|| format!("no muxer for {name}"))?;
     let pad = mux.static_pad("sink").or_else(|| mux.sink_pads().into_iter().next());
@@ -320,18 +312,18 @@ fn watch_codec(bin: &gst::Bin, name: &str, out: Arc<LiveOutput>, declared: Decla
         let codec_data = s.get::<gst::Buffer>("codec_data").ok();
         let bytes = codec_data.as_ref().and_then(|b| b.map_readable().ok());
         let bytes: &[u8] = bytes.as_deref().unwrap_or(&[]);
-        let (kind, timing, codec) = match &declared {
-            Declared::Video(k, timing) => (k.clone(), *timing, ladder::avc1_codec(bytes)),
+        let codec = match &declared {
+            Declared::Video => ladder::avc1_codec(bytes),
             Declared::Audio { target_duration, part } => {
                 let channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
                 // An AAC frame is 1024 samples.
                 let frame = 1024.0 / f64::from(s.get::<i32>("rate").unwrap_or(48_000).max(8_000));
                 let part_target = ladder::audio_part_target(*part, frame);
                 let timing = Timing { target_duration: *target_duration, part_target };
-                (Kind::Audio { channels }, timing, ladder::mp4a_codec(bytes))
+                out.channel.add_rendition(out.generation, &name, Kind::Audio { channels }, timing);
+                ladder::mp4a_codec(bytes)
             }
         };
-        out.channel.add_rendition(out.generation, &name, kind, timing);
         match codec {
             Some(codec) => out.channel.set_codec(out.generation, &name, codec),
             None => tracing::warn!(rendition = %name, "no codec data in the caps; left out of the master playlist"),
