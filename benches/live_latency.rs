@@ -193,6 +193,10 @@ fn main() {
             let screen = sorted(reports.iter().filter_map(|r| r.playing_date.map(|d| (r.t - d) / 1000.0)).collect());
             let hls_latency = median_of(&reports, |r| r.latency);
             let target = median_of(&reports, |r| r.target_latency);
+            if let Some(last) = reports.last() {
+                let stalls: Vec<&String> = last.events.iter().filter(|e| e.starts_with("video waiting") || e.starts_with("LEVEL_SWITCHED")).collect();
+                eprintln!("    {part_ms} ms: stalls {stalls:?}");
+            }
             println!(
                 "  {part_ms:>4} ms | {:>3} parts        {:>6.3} s {:>6.3} s | {:>6.3} s {:>6.3} s             | {:>6.3} s ({:.3} s)",
                 lat.len(),

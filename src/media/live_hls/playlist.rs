@@ -12,6 +12,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 /// Parts more than this many target durations from the end of the playlist are listed no more
 /// (RFC 8216bis 4.4.4.9: they SHOULD be removed once older than three target durations).
 const PART_WINDOW_TARGETS: f64 = 3.0;
+/// How many part targets a player holds back from the live edge (PART-HOLD-BACK; RFC 8216bis
+/// 4.4.3.8: at least two, three recommended).
+const PART_HOLD_BACK_PARTS: f64 = 3.0;
 /// Durations are sums of floating-point seconds: boundaries are compared within a millisecond.
 const EPSILON: f64 = 1e-3;
 /// How far ahead of the newest part a blocking request may point before it is refused
@@ -272,7 +275,7 @@ impl MediaPlaylist {
         let _ = writeln!(
             out,
             "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK={:.3},CAN-SKIP-UNTIL={:.1}",
-            3.0 * c.part_target,
+            PART_HOLD_BACK_PARTS * c.part_target,
             can_skip_until
         );
         // Rounded up at the precision parts are written with, so no part exceeds it as written.
