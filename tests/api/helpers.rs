@@ -217,3 +217,34 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A child process (a real `sluice serve`, a pusher) killed when dropped.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The real `sluice` binary on `dir`, HTTP on `port`, RTMP on a free port, development mode.
+pub fn sluice_command(dir: &std::path::Path, port: u16) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.env("SLUICE_DATA_DIR", dir)
+        .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
+        .env("SLUICE_MODE", "development")
+        .env("RUST_LOG", "warn")
+        .env_remove("SLUICE_CONFIG");
+    cmd
+}
+
+/// Waits until a `sluice serve` on `port` answers `/readyz`.
+pub async fn wait_ready(port: u16) {
+    let client = Client::new();
+    eventually("the server to listen", Duration::from_secs(30), || async {
+        client.get(format!("http://127.0.0.1:{port}/readyz")).send().await.ok().filter(|r| r.status() == 200)
+    })
+    .await;
+}

@@ -2,33 +2,13 @@
 //! a viewer blocked on the next part gets the ended playlist (`EXT-X-ENDLIST`) — and the stream
 //! is back to `idle` when the process has exited.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sluice::store::Db;
 
-use crate::helpers::eventually;
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn sluice(dir: &std::path::Path, port: u16) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.env("SLUICE_DATA_DIR", dir)
-        .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
-        .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
-        .env("SLUICE_MODE", "development")
-        .env("RUST_LOG", "warn")
-        .env_remove("SLUICE_CONFIG");
-    cmd
-}
+use crate::helpers::{eventually, sluice_command as sluice, wait_ready, Killed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_live_pushes_and_their_playlists() {
@@ -45,10 +25,7 @@ async fn sigterm_ends_live_pushes_and_their_playlists() {
     let mut server = Killed(sluice(dir.path(), port).arg("serve").stdout(Stdio::null()).spawn().unwrap());
     let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
     let api = format!("http://127.0.0.1:{port}/v1/projects/demo");
-    eventually("the server to listen", Duration::from_secs(30), || async {
-        client.get(format!("http://127.0.0.1:{port}/readyz")).send().await.ok().filter(|r| r.status() == 200)
-    })
-    .await;
+    wait_ready(port).await;
     let stream: Value = client
         .post(format!("{api}/streams"))
         .bearer_auth(&key)

@@ -99,6 +99,28 @@ impl Report {
     }
 }
 
+/// Serves `routes` on 127.0.0.1:0 until the returned sender is dropped; returns the address.
+/// (Here rather than in `helpers`, so the benches that include this file have it too.)
+pub async fn serve_loopback(
+    routes: impl poem::Endpoint + 'static,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.expect("loopback listener");
+    let addr = *acceptor.local_addr()[0].as_socket_addr().expect("socket address");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = poem::Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(
+                routes,
+                async move {
+                    let _ = rx.await;
+                },
+                Some(Duration::from_secs(1)),
+            )
+            .await;
+    });
+    (addr, tx)
+}
+
 /// Seconds of media played across `reports`: the last `currentTime` minus the first non-zero one.
 pub fn played(reports: &[Report]) -> f64 {
     let first = reports.iter().find(|r| r.current_time > 0.0);
@@ -258,27 +280,13 @@ impl Player {
         let hls_js = std::fs::read(&js).unwrap_or_else(|e| panic!("read {}: {e}", js.display()));
         let state = Arc::new(State { hls_js, ..Default::default() });
 
-        let acceptor =
-            TcpListener::bind("127.0.0.1:0").into_acceptor().await.expect("player page server binds");
-        let addr = *acceptor.local_addr()[0].as_socket_addr().expect("socket address");
         let routes = Route::new()
             .at("/", get(page))
             .at("/player.html", get(page))
             .at("/hls.min.js", get(script))
             .at("/report", post(report))
             .data(state.clone());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = poem::Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(
-                    routes,
-                    async move {
-                        let _ = rx.await;
-                    },
-                    Some(Duration::from_secs(1)),
-                )
-                .await;
-        });
+        let (addr, tx) = serve_loopback(routes).await;
 
         let page_url = format!(
             "http://{addr}/player.html?src={}&lowLatency={}&catchUp={}",

@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{handler, post, EndpointExt, Request, Response, Route};
 
@@ -71,21 +70,8 @@ impl Receiver {
     pub async fn start() -> Receiver {
         let state = Arc::new(State::default());
         *state.behaviour.lock().unwrap() = (200, Duration::ZERO);
-        let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
-        let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
         let routes = Route::new().at("/hook", post(hook)).at("/redirect", post(redirect)).data(state.clone());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = poem::Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(
-                    routes,
-                    async move {
-                        let _ = rx.await;
-                    },
-                    Some(Duration::from_secs(1)),
-                )
-                .await;
-        });
+        let (addr, tx) = crate::player::serve_loopback(routes).await;
         Receiver { base: format!("http://{addr}"), state, _shutdown: tx }
     }
 

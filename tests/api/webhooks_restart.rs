@@ -3,52 +3,24 @@
 //! delivery carries the same id and bytes (CONTRACT: Webhooks — durable across restarts).
 
 use std::collections::{HashMap, HashSet};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{eventually, fresh_postgres_url, Backend};
+use crate::helpers::{eventually, fresh_postgres_url, sluice_command, wait_ready, Backend, Killed};
 use crate::receiver::Receiver;
 
-struct Serve {
-    child: Child,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.env("SLUICE_DATA_DIR", dir)
-        .env("SLUICE_DATABASE_URL", db)
-        .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
-        .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
-        .env("SLUICE_MODE", "development")
-        .env("SLUICE_WEBHOOK_RETRY_SCALE", "0.2")
-        .env("RUST_LOG", "warn")
-        .env_remove("SLUICE_CONFIG");
+    let mut cmd = sluice_command(dir, port);
+    cmd.env("SLUICE_DATABASE_URL", db).env("SLUICE_WEBHOOK_RETRY_SCALE", "0.2");
     cmd
 }
 
-async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Serve {
+async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Killed {
     let child = sluice(dir, db, port).arg("serve").stdout(Stdio::null()).spawn().unwrap();
-    let s = Serve { child };
-    let client = reqwest::Client::new();
-    eventually("the server to listen", Duration::from_secs(30), || async {
-        client
-            .get(format!("http://127.0.0.1:{port}/readyz"))
-            .send()
-            .await
-            .ok()
-            .filter(|r| r.status() == 200)
-            .map(|_| ())
-    })
-    .await;
+    let s = Killed(child);
+    wait_ready(port).await;
     s
 }
 
@@ -128,8 +100,8 @@ async fn kill_and_restart(backend: Backend) {
         (rx.arrivals() > 10).then_some(())
     })
     .await;
-    server.child.kill().unwrap(); // SIGKILL
-    server.child.wait().unwrap();
+    server.0.kill().unwrap(); // SIGKILL
+    server.0.wait().unwrap();
     drop(server);
 
     // Phase 2: the receiver accepts; the restarted server sends everything.
