@@ -248,3 +248,13 @@ pub async fn wait_ready(port: u16) {
     })
     .await;
 }
+
+/// Runs `sluice admin bootstrap --project demo --json` with `cmd`'s settings; returns the key.
+pub fn bootstrap_key(mut cmd: std::process::Command) -> String {
+    let out = cmd.args(["admin", "bootstrap", "--project", "demo", "--json"]).output().expect("sluice runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
+        .as_str()
+        .expect("key")
+        .to_string()
+}

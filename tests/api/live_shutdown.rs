@@ -8,20 +8,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sluice::store::Db;
 
-use crate::helpers::{eventually, sluice_command as sluice, wait_ready, Killed};
+use crate::helpers::{bootstrap_key, eventually, sluice_command as sluice, wait_ready, Killed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_live_pushes_and_their_playlists() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
-    let boot = sluice(dir.path(), port)
-        .args(["admin", "bootstrap", "--project", "demo", "--json"])
-        .output()
-        .unwrap();
-    let key = serde_json::from_slice::<Value>(&boot.stdout).expect("bootstrap JSON")["apiKey"]["key"]
-        .as_str()
-        .expect("key")
-        .to_string();
+    let key = bootstrap_key(sluice(dir.path(), port));
     let mut server = Killed(sluice(dir.path(), port).arg("serve").stdout(Stdio::null()).spawn().unwrap());
     let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
     let api = format!("http://127.0.0.1:{port}/v1/projects/demo");

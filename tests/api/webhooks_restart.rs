@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{eventually, fresh_postgres_url, sluice_command, wait_ready, Backend, Killed};
+use crate::helpers::{
+    bootstrap_key, eventually, fresh_postgres_url, sluice_command, wait_ready, Backend, Killed,
+};
 use crate::receiver::Receiver;
 
 fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
@@ -60,13 +62,7 @@ async fn kill_and_restart(backend: Backend) {
         Backend::Postgres => fresh_postgres_url().await,
     };
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let out = sluice(dir.path(), &db, port)
-        .args(["admin", "bootstrap", "--project", "demo", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let key =
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()["apiKey"]["key"].as_str().unwrap().to_string();
+    let key = bootstrap_key(sluice(dir.path(), &db, port));
     let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
     let client = reqwest::Client::new();
 
@@ -145,13 +141,7 @@ async fn two_processes_share_one_postgres() {
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let (port_a, port_b) = (free(), free());
-    let out = sluice(dir_a.path(), &db, port_a)
-        .args(["admin", "bootstrap", "--project", "demo", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let key =
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()["apiKey"]["key"].as_str().unwrap().to_string();
+    let key = bootstrap_key(sluice(dir_a.path(), &db, port_a));
     let _a = serve(dir_a.path(), &db, port_a).await;
     let _b = serve(dir_b.path(), &db, port_b).await;
     let rx = Receiver::start().await;
