@@ -63,10 +63,10 @@ pub struct ConfigArgs {
     /// Seconds without a push after which a stream is disabled (`no_input`); 0 = never.
     #[arg(long, global = true, env = "SLUICE_STREAM_IDLE_DISABLE")]
     pub stream_idle_disable: Option<u64>,
-    /// LL-HLS part duration in milliseconds (200–1000).
+    /// LL-HLS part duration in milliseconds (200–1000; parts are whole frames, at least seven).
     #[arg(long, global = true, env = "SLUICE_LLHLS_PART_MS")]
     pub llhls_part_ms: Option<u32>,
-    /// LL-HLS segment duration in milliseconds (1000–6000, a whole number of parts).
+    /// LL-HLS segment duration in milliseconds (1000–6000, at least three parts).
     #[arg(long, global = true, env = "SLUICE_LLHLS_SEGMENT_MS")]
     pub llhls_segment_ms: Option<u32>,
     /// Folder whose pipeline descriptions replace the built-in ones of `pipelines/`.
