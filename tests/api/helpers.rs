@@ -228,6 +228,37 @@ impl Drop for Killed {
     }
 }
 
+impl Killed {
+    /// Waits for the child to exit on its own (a refused push).
+    pub async fn exits(&mut self, within: Duration) {
+        let until = Instant::now() + within;
+        while self.0.try_wait().expect("wait").is_none() {
+            assert!(Instant::now() < until, "the pusher did not give up");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// ffmpeg pushing a generated source in real time to `url`, as a publisher would: `video` is a
+/// lavfi source (`testsrc=size=320x240:rate=15`), encoded as 4:2:0 H.264 with a keyframe every
+/// `gop` frames, with a 44.1 kHz AAC tone; `extra` adds output options (bitrates).
+pub fn ffmpeg_push(url: &str, video: &str, gop: u32, extra: &[&str]) -> Killed {
+    Killed(
+        std::process::Command::new("ffmpeg")
+            .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", video])
+            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
+            .args(["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p"])
+            .args(["-g", &gop.to_string(), "-c:a", "aac"])
+            .args(extra)
+            .args(["-t", "300", "-f", "flv", url])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("ffmpeg runs"),
+    )
+}
+
 /// The real `sluice` binary on `dir`, HTTP on `port`, RTMP on a free port, development mode.
 pub fn sluice_command(dir: &std::path::Path, port: u16) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));

@@ -3,43 +3,22 @@
 //! duration of the part appearing; hls.js in headless Chromium plays at low latency; a
 //! reconnect continues the playlists after a discontinuity and the end brings `EXT-X-ENDLIST`.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, spawn_app, Backend, TestApp};
+use crate::helpers::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
 use crate::player::{played, Player};
 
 /// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 333: ten frames).
 const PART: f64 = 0.334;
 
-struct Pusher(Child);
-
-impl Drop for Pusher {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A real-time 854×480 30 fps H.264 (keyframe every 2 s, as OBS is set up for streaming) and
 /// AAC push.
-fn push(url: &str) -> Pusher {
-    Pusher(
-        Command::new("ffmpeg")
-            .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc2=size=854x480:rate=30"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"])
-            .args(["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p"])
-            .args(["-g", "60", "-b:v", "1200k", "-c:a", "aac", "-b:a", "96k"])
-            .args(["-t", "300", "-f", "flv", url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ffmpeg runs"),
-    )
+fn push(url: &str) -> Killed {
+    ffmpeg_push(url, "testsrc2=size=854x480:rate=30", 60, &["-b:v", "1200k", "-b:a", "96k"])
 }
 
 async fn get_text(t: &TestApp, url: &str) -> (u16, String) {

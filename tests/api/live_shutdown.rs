@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sluice::store::Db;
 
-use crate::helpers::{bootstrap_key, eventually, sluice_command as sluice, wait_ready, Killed};
+use crate::helpers::{bootstrap_key, eventually, ffmpeg_push, sluice_command as sluice, wait_ready, Killed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_live_pushes_and_their_playlists() {
@@ -29,19 +29,7 @@ async fn sigterm_ends_live_pushes_and_their_playlists() {
         .json()
         .await
         .unwrap();
-    let _pusher = Killed(
-        Command::new("ffmpeg")
-            .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=426x240:rate=15"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
-            .args(["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p"])
-            .args(["-g", "30", "-c:a", "aac", "-t", "120", "-f", "flv"])
-            .arg(stream["ingestUrl"].as_str().unwrap())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ffmpeg runs"),
-    );
+    let _pusher = ffmpeg_push(stream["ingestUrl"].as_str().unwrap(), "testsrc=size=426x240:rate=15", 30, &[]);
     let master_url = stream["playbackUrls"]["hls"].as_str().unwrap().to_string();
     let master = eventually("the master playlist", Duration::from_secs(30), || async {
         let r = client.get(&master_url).send().await.ok()?;

@@ -3,13 +3,13 @@
 //! authentication" does). Status moves and `stream.live` / `stream.ended` are observed through
 //! GET and a real webhook receiver.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_backends, eventually, TestApp};
+use crate::helpers::{both_backends, eventually, ffmpeg_push, Killed, TestApp};
 use crate::receiver::Receiver;
 use crate::webhooks::create_webhook;
 
@@ -19,68 +19,28 @@ both_backends!(
     refused_pushes_never_go_live
 );
 
-struct Pusher(Child);
-
-impl Drop for Pusher {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// The test suite's publisher: 320×240 at 15 fps, a keyframe every 2 s.
+fn push(url: &str) -> Killed {
+    ffmpeg_push(url, "testsrc=size=320x240:rate=15", 30, &[])
 }
 
-impl Pusher {
-    fn ffmpeg(url: &str) -> Pusher {
-        Pusher(
-            Command::new("ffmpeg")
-                .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=15"])
-                .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
-                .args([
-                    "-c:v",
-                    "libx264",
-                    "-preset",
-                    "ultrafast",
-                    "-tune",
-                    "zerolatency",
-                    "-g",
-                    "30",
-                    "-c:a",
-                    "aac",
-                ])
-                .args(["-t", "120", "-f", "flv", url])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("ffmpeg runs"),
-        )
-    }
-
-    fn rtmp2sink(location: &str, user: &str, password: &str) -> Pusher {
-        let pipeline = format!(
-            "videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=15/1 ! \
-             x264enc tune=zerolatency speed-preset=ultrafast key-int-max=30 ! h264parse ! flvmux streamable=true ! \
-             rtmp2sink location={location} username={user} password={password}"
-        );
-        Pusher(
-            Command::new("gst-launch-1.0")
-                .arg("-q")
-                .args(pipeline.split_whitespace())
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("gst-launch-1.0 runs"),
-        )
-    }
-
-    /// Waits for the client to exit on its own (a refused push).
-    async fn exits(&mut self, within: Duration) {
-        let until = std::time::Instant::now() + within;
-        while self.0.try_wait().expect("wait").is_none() {
-            assert!(std::time::Instant::now() < until, "the pusher did not give up");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+/// GStreamer's rtmp2sink answering the Adobe challenge (video only).
+fn rtmp2sink(location: &str, user: &str, password: &str) -> Killed {
+    let pipeline = format!(
+        "videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=15/1 ! \
+         x264enc tune=zerolatency speed-preset=ultrafast key-int-max=30 ! h264parse ! flvmux streamable=true ! \
+         rtmp2sink location={location} username={user} password={password}"
+    );
+    Killed(
+        Command::new("gst-launch-1.0")
+            .arg("-q")
+            .args(pipeline.split_whitespace())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gst-launch-1.0 runs"),
+    )
 }
 
 async fn create_stream(app: &TestApp, name: &str) -> Value {
@@ -115,7 +75,7 @@ async fn ffmpeg_push_goes_live_then_ends(app: TestApp) {
     create_webhook(&app, &rx.url(), json!(["stream.live", "stream.ended"])).await;
     let s = create_stream(&app, "cam").await;
     let id = s["_id"].as_str().unwrap();
-    let mut pusher = Pusher::ffmpeg(s["ingestUrl"].as_str().unwrap());
+    let mut pusher = push(s["ingestUrl"].as_str().unwrap());
     wait_status(&app, id, "live", Duration::from_secs(20)).await;
     let live: Value =
         app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap();
@@ -138,7 +98,7 @@ async fn ffmpeg_push_goes_live_then_ends(app: TestApp) {
     assert!((20..5000).contains(&kbps), "measured {kbps} kbps");
 
     // A second publisher is refused while the first is live.
-    let mut second = Pusher::ffmpeg(s["ingestUrl"].as_str().unwrap());
+    let mut second = push(s["ingestUrl"].as_str().unwrap());
     second.exits(Duration::from_secs(20)).await;
     assert_eq!(status(&app, id).await, "live");
 
@@ -155,7 +115,7 @@ async fn ffmpeg_push_goes_live_then_ends(app: TestApp) {
     );
 
     // DELETE ends a live push at once.
-    let _pusher = Pusher::ffmpeg(s["ingestUrl"].as_str().unwrap());
+    let _pusher = push(s["ingestUrl"].as_str().unwrap());
     wait_status(&app, id, "live", Duration::from_secs(20)).await;
     let resp = app
         .with_key(Method::DELETE, &app.project_url(&format!("/streams/{id}")), &app.key)
@@ -179,11 +139,11 @@ async fn adobe_authentication_with_rtmp2sink(app: TestApp) {
     let user = s["pushUsername"].as_str().unwrap();
 
     // Wrong password: the challenge is answered wrongly and the stream never goes live.
-    let mut wrong = Pusher::rtmp2sink(&location, user, "not-the-password");
+    let mut wrong = rtmp2sink(&location, user, "not-the-password");
     wrong.exits(Duration::from_secs(20)).await;
     assert_eq!(status(&app, id).await, "idle");
 
-    let mut pusher = Pusher::rtmp2sink(&location, user, s["pushPassword"].as_str().unwrap());
+    let mut pusher = rtmp2sink(&location, user, s["pushPassword"].as_str().unwrap());
     wait_status(&app, id, "live", Duration::from_secs(20)).await;
     let _ = pusher.0.kill();
     wait_status(&app, id, "idle", Duration::from_secs(20)).await;
@@ -205,7 +165,7 @@ async fn refused_pushes_never_go_live(app: TestApp) {
     let wrong_pass = ingest.replace(&format!("pass={pass}"), "pass=wrong");
     let no_creds = ingest.split('?').next().unwrap().to_string();
     for url in [wrong_key, wrong_pass, no_creds] {
-        let mut p = Pusher::ffmpeg(&url);
+        let mut p = push(&url);
         p.exits(Duration::from_secs(20)).await;
     }
     // Rotated-away credentials.
@@ -215,7 +175,7 @@ async fn refused_pushes_never_go_live(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    Pusher::ffmpeg(&ingest).exits(Duration::from_secs(20)).await;
+    push(&ingest).exits(Duration::from_secs(20)).await;
     // A disabled stream.
     let rotated: Value = resp.json().await.unwrap();
     let resp = app
@@ -225,7 +185,7 @@ async fn refused_pushes_never_go_live(app: TestApp) {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    Pusher::ffmpeg(rotated["ingestUrl"].as_str().unwrap()).exits(Duration::from_secs(20)).await;
+    push(rotated["ingestUrl"].as_str().unwrap()).exits(Duration::from_secs(20)).await;
 
     assert_eq!(status(&app, id).await, "disabled");
     let s: Value =
