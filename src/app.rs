@@ -48,6 +48,16 @@ pub struct App {
     rtmp_bound: std::sync::OnceLock<SocketAddr>,
     /// Where HTTP listens, once started.
     http_bound: std::sync::OnceLock<SocketAddr>,
+    /// VOD sources and outputs.
+    pub storage: crate::storage::Storage,
+    /// Keys of signed URLs.
+    pub keys: crate::domain::keyring::KeyRing,
+    /// Uploads running on this process's upload target.
+    pub uploading: crate::upload::Uploading,
+    /// Wakes idle transcode workers when a job was queued.
+    vod_wake: Arc<Notify>,
+    /// Turns true when transcode workers must stop and give their jobs back (shutdown).
+    vod_stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl App {
@@ -55,12 +65,17 @@ impl App {
     pub async fn build(settings: Settings) -> anyhow::Result<Arc<App>> {
         std::fs::create_dir_all(&settings.data_dir)
             .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
-        if let Some(path) = local_storage_path(&settings.storage_url) {
-            std::fs::create_dir_all(&path).with_context(|| format!("creating storage folder {path}"))?;
-        }
+        let storage = crate::storage::Storage::open(&settings.storage_url)?;
         let db = Db::connect(&settings.database_url).await?;
         let node_id = node_id(&settings.data_dir)?;
+        let keys = crate::domain::keyring::KeyRing::new(db.signing_keys().await?)
+            .context("no signing key in the database")?;
         Ok(Arc::new(App {
+            storage,
+            keys,
+            uploading: Default::default(),
+            vod_wake: Arc::new(Notify::new()),
+            vod_stop: tokio::sync::watch::channel(false).0,
             sender_wake: Arc::new(Notify::new()),
             node_id,
             live: Default::default(),
@@ -130,6 +145,32 @@ impl App {
         self.rtmp_bound.get().copied()
     }
 
+    /// This process's identity (owner of its leases).
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// Wakes transcode workers waiting for a job.
+    pub fn vod_wake(&self) -> Arc<Notify> {
+        self.vod_wake.clone()
+    }
+
+    /// Turns true when transcode workers must stop.
+    pub fn vod_stop(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.vod_stop.subscribe()
+    }
+
+    /// Stops the transcode workers: running jobs go back to the queue (CONTRACT: SIGTERM).
+    /// Waits up to `grace` for them to let go.
+    pub async fn drain_vod(&self, grace: Duration) {
+        self.vod_stop.send_replace(true);
+        let deadline = Instant::now() + grace;
+        // Each worker holds a receiver; they drop them as they stop.
+        while self.vod_stop.receiver_count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Tells the webhook sender that deliveries were queued.
     pub fn wake_sender(&self) {
         self.sender_wake.notify_one();
@@ -159,6 +200,7 @@ impl App {
             .at("/readyz", get(readyz))
             .at("/metrics", get(metrics))
             .nest("/play", crate::playback::routes())
+            .nest("/upload", crate::upload::routes())
             .with(CookieJarManager::new())
             .with(CatchPanic::new())
             .data(self.clone())
@@ -186,6 +228,7 @@ impl App {
         let routes = self.routes();
         self.spawn_housekeeping();
         self.spawn_sender()?;
+        crate::media::vod::worker::spawn(self);
         let rtmp = crate::media::rtmp::server::start(self.clone())
             .await
             .with_context(|| format!("binding RTMP on {}", self.settings.rtmp_addr))?;
@@ -250,10 +293,6 @@ fn node_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
     let id = crate::domain::new_id();
     std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
     Ok(id)
-}
-
-fn local_storage_path(storage_url: &str) -> Option<String> {
-    storage_url.strip_prefix("file://").map(str::to_string)
 }
 
 fn client_ip(req: &Request) -> Option<IpAddr> {
@@ -368,10 +407,8 @@ async fn readyz(app: Data<&Arc<App>>) -> Response {
         tracing::warn!(error = %e, "readiness: database");
         problems.push("database unreachable");
     }
-    if let Some(path) = local_storage_path(&app.settings.storage_url) {
-        if !std::path::Path::new(&path).is_dir() {
-            problems.push("storage folder missing");
-        }
+    if !app.storage.check().await {
+        problems.push("storage unreachable");
     }
     if problems.is_empty() {
         "ready".into_response()

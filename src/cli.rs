@@ -104,8 +104,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let (addr, server) = app
         .start(async move {
             shutdown_signal().await;
-            // Pushes end while HTTP still serves, so viewers get the ended playlists.
-            drain.drain_live(Duration::from_secs(5)).await;
+            // Pushes end while HTTP still serves, so viewers get the ended playlists; running
+            // transcodes stop and go back to the queue.
+            tokio::join!(drain.drain_live(Duration::from_secs(5)), drain.drain_vod(Duration::from_secs(10)));
         })
         .await?;
     tracing::info!(%addr, public_url = %app.settings.public_url, rtmp = ?app.rtmp_addr(), "serving HTTP and RTMP");

@@ -72,6 +72,12 @@ pub struct ConfigArgs {
     /// Folder whose pipeline descriptions replace the built-in ones of `pipelines/`.
     #[arg(long, global = true, env = "SLUICE_PIPELINES_DIR")]
     pub pipelines_dir: Option<PathBuf>,
+    /// Largest VOD source file accepted, in bytes (default 20 GiB).
+    #[arg(long, global = true, env = "SLUICE_MAX_UPLOAD_BYTES")]
+    pub max_upload_bytes: Option<u64>,
+    /// Transcode jobs this process runs at once (default 1; 0 = none, the API only).
+    #[arg(long, global = true, env = "SLUICE_TRANSCODE_WORKERS")]
+    pub transcode_workers: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
@@ -116,6 +122,8 @@ struct FileConfig {
     llhls_part_ms: Option<u32>,
     llhls_segment_ms: Option<u32>,
     pipelines_dir: Option<PathBuf>,
+    max_upload_bytes: Option<u64>,
+    transcode_workers: Option<u32>,
 }
 
 /// The resolved settings every part of Sluice reads.
@@ -140,6 +148,8 @@ pub struct Settings {
     pub llhls_part_ms: u32,
     pub llhls_segment_ms: u32,
     pub pipelines_dir: Option<PathBuf>,
+    pub max_upload_bytes: u64,
+    pub transcode_workers: u32,
 }
 
 impl fmt::Debug for Settings {
@@ -162,6 +172,8 @@ impl fmt::Debug for Settings {
             .field("llhls_part_ms", &self.llhls_part_ms)
             .field("llhls_segment_ms", &self.llhls_segment_ms)
             .field("pipelines_dir", &self.pipelines_dir)
+            .field("max_upload_bytes", &self.max_upload_bytes)
+            .field("transcode_workers", &self.transcode_workers)
             .finish()
     }
 }
@@ -210,6 +222,8 @@ impl Settings {
             llhls_part_ms: pick(args.llhls_part_ms, file.llhls_part_ms, DEFAULT_PART_MS),
             llhls_segment_ms: pick(args.llhls_segment_ms, file.llhls_segment_ms, DEFAULT_SEGMENT_MS),
             pipelines_dir: args.pipelines_dir.clone().or(file.pipelines_dir),
+            max_upload_bytes: pick(args.max_upload_bytes, file.max_upload_bytes, 20 << 30),
+            transcode_workers: pick(args.transcode_workers, file.transcode_workers, 1),
             data_dir,
         };
         settings.check()?;
@@ -234,6 +248,15 @@ impl Settings {
         }
         if !(1000..=6000).contains(&self.llhls_segment_ms) || self.llhls_segment_ms < 3 * self.llhls_part_ms {
             bail!("LL-HLS segment duration must be 1000 to 6000 ms and at least three parts");
+        }
+        if self.max_upload_bytes == 0 {
+            bail!("max upload bytes must be at least 1");
+        }
+        if self.transcode_workers > 64 {
+            bail!("transcode workers must be 0 to 64");
+        }
+        if !(self.storage_url.starts_with("file://") || self.storage_url.starts_with("s3://")) {
+            bail!("storage URL must start with file:// or s3://");
         }
         for (name, url) in [("public URL", &self.public_url), ("playback base", &self.playback_base)] {
             if !(url.starts_with("http://") || url.starts_with("https://")) {

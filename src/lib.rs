@@ -10,4 +10,6 @@ pub mod media;
 pub mod metrics;
 pub mod playback;
 pub mod ratelimit;
+pub mod storage;
 pub mod store;
+pub mod upload;

@@ -223,6 +223,52 @@ impl Fields {
         self.opt_list(name, len, parse)
     }
 
+    /// An optional array of objects, each read by `read` from its own fields; problems are named
+    /// `<name>.<index>.<field>`, and unknown fields inside an object are problems too.
+    pub fn opt_objects<T>(
+        &mut self,
+        name: &str,
+        len: RangeInclusive<usize>,
+        read: impl Fn(&mut Fields) -> T,
+    ) -> Option<Vec<T>> {
+        let Value::Array(items) = self.take(name)? else {
+            self.error(name, "must be an array");
+            return None;
+        };
+        if !len.contains(&items.len()) {
+            self.error(name, format!("must have {} to {} elements", len.start(), len.end()));
+            return None;
+        }
+        let mut out = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.into_iter().enumerate() {
+            let Value::Object(map) = item else {
+                self.error(&format!("{name}.{i}"), "must be an object");
+                ok = false;
+                continue;
+            };
+            let mut inner = Fields { map, errors: Vec::new() };
+            let value = read(&mut inner);
+            let unknown: Vec<String> = inner.map.keys().cloned().collect();
+            for field in unknown {
+                inner.errors.push(format!("property {field} should not exist"));
+            }
+            ok &= inner.errors.is_empty();
+            self.errors.extend(inner.errors.into_iter().map(|e| format!("{name}.{i}.{e}")));
+            out.push(value);
+        }
+        ok.then_some(out)
+    }
+
+    /// A required integer within `range`.
+    pub fn int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
+        if self.map.get(name).is_none_or(|v| v.is_null()) {
+            self.error(name, "is required");
+            return None;
+        }
+        self.opt_int(name, range)
+    }
+
     /// Unknown fields are problems too.
     fn finish(mut self) -> Result<(), ApiError> {
         let unknown: Vec<String> = self.map.keys().cloned().collect();

@@ -10,6 +10,7 @@ pub mod pagination;
 pub mod projects;
 pub mod security;
 pub mod streams;
+pub mod vod;
 pub mod webhooks;
 
 use poem_openapi::{OpenApiService, Tags};
@@ -25,12 +26,21 @@ pub enum ApiTags {
     ApiKeys,
     /// Live streams: push credentials, status and playback addresses.
     Streams,
+    /// Video on demand: upload a file, get an HLS ladder and a thumbnail.
+    #[oai(rename = "VOD")]
+    Vod,
     /// Signed HTTP callbacks for stream and VOD events, and their delivery log.
     Webhooks,
 }
 
-pub type Apis =
-    (auth::AuthApi, projects::ProjectsApi, api_keys::ApiKeysApi, streams::StreamsApi, webhooks::WebhooksApi);
+pub type Apis = (
+    auth::AuthApi,
+    projects::ProjectsApi,
+    api_keys::ApiKeysApi,
+    streams::StreamsApi,
+    vod::VodApi,
+    webhooks::WebhooksApi,
+);
 pub type Service = OpenApiService<Apis, outgoing::OutgoingWebhooks>;
 
 const DESCRIPTION: &str = "Sluice: self-hostable live streaming and video on demand. \
@@ -47,6 +57,7 @@ pub fn service() -> Service {
             projects::ProjectsApi,
             api_keys::ApiKeysApi,
             streams::StreamsApi,
+            vod::VodApi,
             webhooks::WebhooksApi,
         ),
         "Sluice",

@@ -2,11 +2,13 @@
 //! is meant.
 
 pub mod api_key;
+pub mod keyring;
 pub mod password;
 pub mod project;
 pub mod scope;
 pub mod stream;
 pub mod time;
+pub mod vod;
 
 pub use api_key::{ApiKeyHash, RawApiKey};
 pub use project::{Email, ProjectSlug};

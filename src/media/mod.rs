@@ -5,3 +5,4 @@ pub mod ingest;
 pub mod live;
 pub mod live_hls;
 pub mod rtmp;
+pub mod vod;

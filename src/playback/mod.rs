@@ -1,7 +1,8 @@
-//! The playback origin under `{playback_base}` (served at `/play`): live LL-HLS today, VOD
-//! next. Every request passes [`authorize`] first, so no path serves media around it.
+//! The playback origin under `{playback_base}` (served at `/play`): live LL-HLS and VOD.
+//! Every request passes [`authorize`] first, so no path serves media around it.
 
 pub mod origin;
+pub mod vod;
 
 use poem::Request;
 
@@ -11,6 +12,7 @@ pub use origin::routes;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resource<'a> {
     Stream(&'a str),
+    Vod(&'a str),
 }
 
 /// Why playback was refused (401 with `X-Deny-Reason`, CONTRACT: Signed playback).

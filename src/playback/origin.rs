@@ -26,7 +26,7 @@ const PLAYLIST_CACHE: &str = "public, max-age=1";
 /// Blocking requests name a future playlist: once answered it does not change for a while
 /// (Apple's LL-HLS guidance: at least a few target durations).
 const BLOCKING_CACHE: &str = "public, max-age=6";
-const MEDIA_CACHE: &str = "public, max-age=31536000, immutable";
+pub(super) const MEDIA_CACHE: &str = "public, max-age=31536000, immutable";
 /// How long the master waits for a push's first media.
 const MASTER_WAIT: Duration = Duration::from_secs(10);
 
@@ -34,16 +34,18 @@ pub fn routes() -> Route {
     Route::new()
         .at("/live/:id/master.m3u8", get(master).options(preflight))
         .at("/live/:id/:session/:rendition/:file", get(media).options(preflight))
+        .at("/vod/:id/:file", get(super::vod::top).options(preflight))
+        .at("/vod/:id/:rendition/:file", get(super::vod::media).options(preflight))
 }
 
-/// Why a request gets no channel.
-enum Refused {
+/// Why a request gets no media.
+pub(super) enum Refused {
     Denied(super::Deny),
     NotLive,
 }
 
 impl Refused {
-    fn response(self) -> Response {
+    pub(super) fn response(self) -> Response {
         match self {
             Refused::Denied(deny) => Response::builder()
                 .status(StatusCode::UNAUTHORIZED)
@@ -62,7 +64,7 @@ fn channel(app: &App, req: &Request, id: &str) -> Result<Arc<Channel>, Refused> 
     app.channels.get(id).ok_or(Refused::NotLive)
 }
 
-fn status(code: StatusCode, text: &'static str) -> Response {
+pub(super) fn status(code: StatusCode, text: &'static str) -> Response {
     Response::builder()
         .status(code)
         .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
@@ -121,13 +123,13 @@ async fn media(
         };
     }
     match c.file(&rendition, &file, hold).await {
-        Ok(bytes) => ranged(req.headers(), req.method(), bytes),
+        Ok(bytes) => ranged(req.headers(), req.method(), bytes, "video/mp4", MEDIA_CACHE),
         Err(_) => status(StatusCode::NOT_FOUND, "no such media"),
     }
 }
 
 #[handler]
-fn preflight() -> Response {
+pub(super) fn preflight() -> Response {
     Response::builder()
         .status(StatusCode::NO_CONTENT)
         .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
@@ -158,16 +160,22 @@ fn query(q: &str) -> Result<PlaylistQuery, &'static str> {
 
 /// The whole body, or one byte range of it (RFC 9110 14): 206 with `Content-Range`, 416 when
 /// the range lies outside.
-fn ranged(headers: &HeaderMap, method: &Method, bytes: bytes::Bytes) -> Response {
+pub(super) fn ranged(
+    headers: &HeaderMap,
+    method: &Method,
+    bytes: bytes::Bytes,
+    content_type: &str,
+    cache: &str,
+) -> Response {
     let len = bytes.len() as u64;
     let base = || {
         Response::builder()
             .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
             .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "Content-Range, Content-Length")
             .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "Range")
-            .header(header::CACHE_CONTROL, MEDIA_CACHE)
+            .header(header::CACHE_CONTROL, cache)
             .header(header::ACCEPT_RANGES, "bytes")
-            .content_type("video/mp4")
+            .content_type(content_type)
     };
     let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
     let Some(range) = range else {

@@ -4,8 +4,10 @@
 
 pub mod accounts;
 pub mod api_keys;
+pub mod keys;
 pub mod sessions;
 pub mod streams;
+pub mod vods;
 pub mod webhooks;
 
 use std::path::Path;

@@ -15,6 +15,7 @@ mod rtmp;
 mod rtmp_limits;
 mod store;
 mod streams;
+mod vod;
 mod webhook_guide;
 mod webhooks;
 mod webhooks_restart;

@@ -81,7 +81,7 @@ pub struct LiveOutput {
 pub type WallBase = Arc<OnceLock<DateTime<Utc>>>;
 
 /// Registers the statically linked fmp4 plugin (cmafmux) once.
-fn register_fmp4() -> Result<(), String> {
+pub(crate) fn register_fmp4() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| gstfmp4::plugin_register_static().map_err(|e| format!("fmp4 plugin: {e}"))).clone()
 }

@@ -1,0 +1,460 @@
+//! `/v1/projects/<slug>/vod` (interface: VOD, VOD moves; CONTRACT: VOD).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use poem::http::Method;
+use poem::web::Data;
+use poem_openapi::param::{Path, Query};
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, Object, OpenApi};
+
+use super::body::{Fields, FromJsonBody, JsonBody};
+use super::error::{ApiError, ApiResult};
+use super::pagination::{PageQuery, Paginated};
+use super::security::Auth;
+use super::ApiTags;
+use crate::app::App;
+use crate::domain::time::{iso, now_ms};
+use crate::domain::vod::{
+    default_ladder, AspectRatio, ProducedRendition, RenditionSpec, VodMove, VodMoveError, VodStatus,
+};
+use crate::domain::{new_id, Scope};
+use crate::events::catalog::VodEventData;
+use crate::events::{self, Event};
+use crate::media::vod::probe::probe;
+use crate::storage::{source_key, vod_prefix};
+use crate::store::vods::VodRow;
+use crate::store::Db;
+
+/// How long an upload URL (and a heartbeat's extension) lives.
+pub const UPLOAD_TTL: Duration = Duration::from_secs(3600);
+
+/// The VOD record.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Vod {
+    #[oai(rename = "_id")]
+    pub id: String,
+    pub name: String,
+    pub filename: String,
+    pub status: VodStatus,
+    pub output_format: String,
+    pub video_codec: String,
+    pub audio_codec: String,
+    pub aspect_ratio: AspectRatio,
+    /// The rungs asked for.
+    pub ladder: Vec<RenditionSpec>,
+    /// What was produced (rungs above the source are left out); empty until complete.
+    pub renditions: Vec<ProducedRendition>,
+    /// Transcode progress, 0–100.
+    pub progress: i64,
+    /// Bytes of the source file, once uploaded.
+    pub source_size: Option<i64>,
+    /// Seconds.
+    pub duration: Option<f64>,
+    /// `{playback_base}/vod/<id>/master.m3u8`, once complete (null when archived).
+    pub playback_url: Option<String>,
+    /// `{playback_base}/vod/<id>/thumb.jpg`, once complete.
+    pub thumbnail_url: Option<String>,
+    /// Why the VOD failed.
+    pub error: Option<String>,
+    /// Whether playback needs a signed URL from a playback ticket.
+    pub signed_playback: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    pub completed_at: Option<String>,
+    pub archived_at: Option<String>,
+}
+
+/// Where to send the source file.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct UploadTarget {
+    /// Presigned: no other credential is needed. Sluice's own upload target also takes
+    /// `Content-Range` chunks (see the VOD guide).
+    pub url: String,
+    /// Always `PUT`.
+    pub method: String,
+    pub expires_at: String,
+}
+
+/// A VOD and where to upload its source.
+#[derive(Debug, Object)]
+pub struct VodWithUpload {
+    pub vod: Vod,
+    pub upload: UploadTarget,
+}
+
+/// Body of `POST /vod`.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct CreateVod {
+    /// 1–100 characters.
+    pub name: String,
+    /// Name of the file to be uploaded, 1–255 characters.
+    pub filename: String,
+    /// `hls` (default).
+    pub output_format: Option<String>,
+    /// `h264` (default).
+    pub video_codec: Option<String>,
+    /// `aac` (default).
+    pub audio_codec: Option<String>,
+    /// `preserve` (default), `pad`, `crop` or `stretch`.
+    pub aspect_ratio: Option<AspectRatio>,
+    /// 1–8 rungs with unique names. Default: 1080p 1920×1080 5M, 720p 1280×720 3M,
+    /// 480p 854×480 1500k, 360p 640×360 800k.
+    pub ladder: Option<Vec<RenditionSpec>>,
+}
+
+fn one_of(allowed: &'static str) -> impl Fn(&str) -> Result<String, String> {
+    move |s| if s == allowed { Ok(s.to_string()) } else { Err(format!("must be {allowed}")) }
+}
+
+fn rung(f: &mut Fields) -> RenditionSpec {
+    let spec = RenditionSpec {
+        name: f.string("name", 1..=32),
+        width: f.int("width", 0..=100_000).unwrap_or(0) as u32,
+        height: f.int("height", 0..=100_000).unwrap_or(0) as u32,
+        video_bitrate: f.string("videoBitrate", 1..=16),
+    };
+    for problem in spec.problems() {
+        if let Some((field, rest)) = problem.split_once(' ') {
+            f.error(field, rest);
+        }
+    }
+    spec
+}
+
+impl FromJsonBody for CreateVod {
+    fn from_fields(f: &mut Fields) -> Self {
+        let ladder = f.opt_objects("ladder", 1..=8, rung);
+        if let Some(l) = &ladder {
+            let mut names: Vec<&str> = l.iter().map(|r| r.name.as_str()).collect();
+            names.sort_unstable();
+            if names.windows(2).any(|w| w[0] == w[1]) {
+                f.error("ladder", "must have unique rung names");
+            }
+        }
+        CreateVod {
+            name: f.string("name", 1..=100),
+            filename: f.string("filename", 1..=255),
+            output_format: f.opt_parsed("outputFormat", one_of("hls")),
+            video_codec: f.opt_parsed("videoCodec", one_of("h264")),
+            audio_codec: f.opt_parsed("audioCodec", one_of("aac")),
+            aspect_ratio: f.opt_parsed("aspectRatio", AspectRatio::parse),
+            ladder,
+        }
+    }
+}
+
+#[derive(ApiResponse)]
+pub enum CreateVodResponse {
+    /// Created; send the source file to `upload.url`.
+    #[oai(status = 201)]
+    Created(Json<VodWithUpload>),
+}
+
+impl Vod {
+    pub fn from_row(row: &VodRow, app: &App) -> Vod {
+        let status = row.status();
+        let urls = status == VodStatus::Complete && row.archived_at.is_none();
+        let base = format!("{}/vod/{}", app.playback_base(), row.id);
+        Vod {
+            id: row.id.clone(),
+            name: row.name.clone(),
+            filename: row.filename.clone(),
+            status,
+            output_format: row.output_format.clone(),
+            video_codec: row.video_codec.clone(),
+            audio_codec: row.audio_codec.clone(),
+            aspect_ratio: AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve),
+            ladder: serde_json::from_str(&row.ladder).unwrap_or_default(),
+            renditions: row
+                .renditions
+                .as_deref()
+                .and_then(|r| serde_json::from_str(r).ok())
+                .unwrap_or_default(),
+            progress: row.progress,
+            source_size: row.source_size,
+            duration: row.duration,
+            playback_url: urls.then(|| format!("{base}/master.m3u8")),
+            thumbnail_url: urls.then(|| format!("{base}/thumb.jpg")),
+            error: row.error.clone(),
+            signed_playback: row.signed_playback == 1,
+            created_at: iso(row.created_at),
+            updated_at: iso(row.updated_at),
+            completed_at: row.completed_at.map(iso),
+            archived_at: row.archived_at.map(iso),
+        }
+    }
+}
+
+/// The `data` of a VOD event.
+pub fn event_data(row: &VodRow, app: &App) -> VodEventData {
+    let base = format!("{}/vod/{}", app.playback_base(), row.id);
+    VodEventData {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        status: row.status.clone(),
+        project_id: row.project_id.clone(),
+        output_format: row.output_format.clone(),
+        playback_url: format!("{base}/master.m3u8"),
+        thumbnail_url: format!("{base}/thumb.jpg"),
+        source_size: row.source_size,
+        completed_at: row.completed_at.map(iso),
+        error: (row.status() == VodStatus::Failed).then(|| row.error.clone().unwrap_or_default()),
+    }
+}
+
+/// A fresh upload target valid for [`UPLOAD_TTL`]; returns it with its expiry (ms).
+async fn upload_target(app: &App, id: &str) -> ApiResult<(UploadTarget, i64)> {
+    let expires_ms = now_ms() + UPLOAD_TTL.as_millis() as i64;
+    let url = match app.storage.presigned(Method::PUT, &source_key(id), UPLOAD_TTL).await {
+        Ok(Some(url)) => url,
+        Ok(None) => crate::upload::url(app, id, expires_ms / 1000),
+        Err(e) => return Err(ApiError::internal(e)),
+    };
+    Ok((UploadTarget { url, method: "PUT".into(), expires_at: iso(expires_ms) }, expires_ms))
+}
+
+fn vod_not_found() -> ApiError {
+    ApiError::not_found("VOD not found")
+}
+
+fn move_error(e: VodMoveError) -> ApiError {
+    ApiError::conflict(e.to_string())
+}
+
+pub struct VodApi;
+
+#[OpenApi(tag = "ApiTags::Vod")]
+impl VodApi {
+    /// List VODs, newest first
+    #[oai(path = "/v1/projects/:slug/vod", method = "get", operation_id = "listVods")]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        /// Items to skip (default 0).
+        skip: Query<Option<i64>>,
+        /// Page size (default 20, at most 100).
+        limit: Query<Option<i64>>,
+        /// Only VODs with this status.
+        status: Query<Option<VodStatus>>,
+        /// Include archived VODs (default false).
+        archived: Query<Option<bool>>,
+    ) -> ApiResult<Json<Paginated<Vod>>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::VodRead)).await?;
+        let page = PageQuery::list(skip.0, limit.0)?;
+        let rows = app
+            .db
+            .list_vods(
+                &p.project.id,
+                status.0.map(VodStatus::as_str),
+                archived.0.unwrap_or(false),
+                page.skip,
+                page.limit,
+            )
+            .await?;
+        let items = rows.items.iter().map(|r| Vod::from_row(r, &app)).collect();
+        Ok(Json(Paginated::new(items, rows.total, page)))
+    }
+
+    /// Create a VOD; returns the presigned URL to PUT the source file to
+    #[oai(path = "/v1/projects/:slug/vod", method = "post", operation_id = "createVod")]
+    async fn create(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        body: JsonBody<CreateVod>,
+    ) -> ApiResult<CreateVodResponse> {
+        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
+        let b = body.0;
+        let id = new_id();
+        let (upload, expires_ms) = upload_target(&app, &id).await?;
+        let now = now_ms();
+        let ladder = b.ladder.unwrap_or_else(default_ladder);
+        let row = VodRow {
+            id,
+            project_id: p.project.id.clone(),
+            name: b.name,
+            filename: b.filename,
+            output_format: b.output_format.unwrap_or_else(|| "hls".into()),
+            video_codec: b.video_codec.unwrap_or_else(|| "h264".into()),
+            audio_codec: b.audio_codec.unwrap_or_else(|| "aac".into()),
+            aspect_ratio: b.aspect_ratio.unwrap_or(AspectRatio::Preserve).as_str().to_string(),
+            ladder: serde_json::to_string(&ladder).map_err(ApiError::internal)?,
+            status: VodStatus::PendingUpload.as_str().to_string(),
+            source_size: None,
+            duration: None,
+            renditions: None,
+            progress: 0,
+            error: None,
+            signed_playback: 0,
+            upload_expires_at: expires_ms,
+            created_at: now,
+            updated_at: now,
+            completed_at: None,
+            archived_at: None,
+        };
+        let mut tx = app.db.begin_write().await?;
+        Db::insert_vod(&mut tx, &row).await?;
+        tx.commit().await?;
+        tracing::info!(project = %p.project.slug, vod = %row.id, "VOD created");
+        Ok(CreateVodResponse::Created(Json(VodWithUpload { vod: Vod::from_row(&row, &app), upload })))
+    }
+
+    /// Get a VOD
+    #[oai(path = "/v1/projects/:slug/vod/:id", method = "get", operation_id = "getVod")]
+    async fn get(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Vod>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::VodRead)).await?;
+        let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+        Ok(Json(Vod::from_row(&row, &app)))
+    }
+
+    /// Mark the source uploaded: probes it and queues the transcode
+    ///
+    /// 409 when nothing has landed yet or the VOD is past `pending_upload`. A file that is not
+    /// playable video moves the VOD to `failed` (with `error`) and fires `vod.failed`.
+    #[oai(path = "/v1/projects/:slug/vod/:id/uploaded", method = "post", operation_id = "markVodUploaded")]
+    async fn uploaded(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Vod>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
+        let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+        row.status().apply(VodMove::Probed).map_err(move_error)?;
+        let size = app.storage.size(&source_key(&id)).await.map_err(ApiError::internal)?;
+        let Some(size) = size else {
+            return Err(ApiError::conflict("no file has been uploaded for this VOD yet"));
+        };
+        let max = app.settings.max_upload_bytes;
+        let probed = if size > max {
+            Err(format!("the file is larger than the {max}-byte limit"))
+        } else {
+            let uri = app
+                .storage
+                .read_uri(&source_key(&id), Duration::from_secs(600))
+                .await
+                .map_err(ApiError::internal)?;
+            tokio::task::spawn_blocking(move || probe(&uri)).await.map_err(ApiError::internal)?
+        };
+
+        let mut tx = app.db.begin_write().await?;
+        let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+        let now = now_ms();
+        row.source_size = Some(size as i64);
+        row.updated_at = now;
+        match &probed {
+            Ok(info) => {
+                row.status = row.status().apply(VodMove::Probed).map_err(move_error)?.as_str().to_string();
+                row.duration = info.duration;
+                events::emit(&mut tx, &row.project_id, &Event::VodUploaded(event_data(&row, &app))).await?;
+                row.status = row.status().apply(VodMove::Queued).map_err(move_error)?.as_str().to_string();
+                Db::insert_job(&mut tx, &row.id, &row.project_id, now).await?;
+            }
+            Err(error) => {
+                row.status = row.status().apply(VodMove::Rejected).map_err(move_error)?.as_str().to_string();
+                row.error = Some(error.clone());
+                events::emit(&mut tx, &row.project_id, &Event::VodFailed(event_data(&row, &app))).await?;
+            }
+        }
+        Db::update_vod(&mut tx, &row).await?;
+        tx.commit().await?;
+        app.wake_sender();
+        app.vod_wake().notify_waiters();
+        match &probed {
+            Ok(_) => tracing::info!(vod = %id.0, bytes = size, "source accepted; transcode queued"),
+            Err(e) => tracing::info!(vod = %id.0, error = %e, "source refused"),
+        }
+        Ok(Json(Vod::from_row(&row, &app)))
+    }
+
+    /// Keep the upload session alive: returns a fresh upload URL
+    #[oai(
+        path = "/v1/projects/:slug/vod/:id/heartbeat",
+        method = "post",
+        operation_id = "vodUploadHeartbeat"
+    )]
+    async fn heartbeat(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<VodWithUpload>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
+        let (upload, expires_ms) = upload_target(&app, &id).await?;
+        let mut tx = app.db.begin_write().await?;
+        let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+        if row.status() != VodStatus::PendingUpload {
+            return Err(ApiError::conflict("this VOD is not waiting for an upload"));
+        }
+        row.upload_expires_at = expires_ms;
+        row.updated_at = now_ms();
+        Db::update_vod(&mut tx, &row).await?;
+        tx.commit().await?;
+        Ok(Json(VodWithUpload { vod: Vod::from_row(&row, &app), upload }))
+    }
+
+    /// Cancel an unfinished VOD, or archive a complete one
+    ///
+    /// `pending_upload`, `uploaded`, `queued`, `processing` → `cancelled` (`vod.cancelled`; a
+    /// running transcode stops and its output is removed). `complete` → archived (`archivedAt`
+    /// set; left out of lists; playback 404). Otherwise 409.
+    #[oai(path = "/v1/projects/:slug/vod/:id", method = "delete", operation_id = "deleteVod")]
+    async fn delete(
+        &self,
+        app: Data<&Arc<App>>,
+        auth: Auth,
+        slug: Path<String>,
+        id: Path<String>,
+    ) -> ApiResult<Json<Vod>> {
+        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
+        let mut tx = app.db.begin_write().await?;
+        let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+        let now = now_ms();
+        let cancelled = match row.status() {
+            VodStatus::Complete if row.archived_at.is_some() => {
+                return Err(ApiError::conflict("this VOD is already archived"))
+            }
+            VodStatus::Complete => {
+                row.archived_at = Some(now);
+                false
+            }
+            status => {
+                row.status = status.apply(VodMove::Cancel).map_err(move_error)?.as_str().to_string();
+                Db::delete_job(&mut tx, &id).await?;
+                events::emit(&mut tx, &row.project_id, &Event::VodCancelled(event_data(&row, &app))).await?;
+                true
+            }
+        };
+        row.updated_at = now;
+        Db::update_vod(&mut tx, &row).await?;
+        tx.commit().await?;
+        app.wake_sender();
+        if cancelled {
+            // A running transcode notices at its next lease renewal and removes what it wrote since.
+            if let Err(e) = app.storage.delete_prefix(&vod_prefix(&id), &[]).await {
+                tracing::warn!(vod = %id.0, error = %e, "removing a cancelled VOD's files");
+            }
+            tracing::info!(vod = %id.0, "VOD cancelled");
+        } else {
+            tracing::info!(vod = %id.0, "VOD archived");
+        }
+        Ok(Json(Vod::from_row(&row, &app)))
+    }
+}

@@ -1,0 +1,66 @@
+//! The VOD HLS playlists as plain text (RFC 8216bis 4.4.3, 4.4.4): one media playlist per
+//! rendition (fMP4 segments after an `EXT-X-MAP`, `EXT-X-PLAYLIST-TYPE:VOD`, `EXT-X-ENDLIST`).
+//! The master playlist is the live one's ([`crate::media::live_hls::ladder::render_master`]).
+
+use std::fmt::Write;
+
+/// One segment of a rendition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    pub uri: String,
+    /// Seconds.
+    pub duration: f64,
+    pub bytes: u64,
+}
+
+/// The media playlist of a rendition. TARGETDURATION is the longest segment rounded to the
+/// nearest second, as 4.4.3.1 asks (EXTINF rounded to an integer must not exceed it).
+pub fn media_playlist(init_uri: &str, segments: &[Segment]) -> String {
+    let target = segments.iter().map(|s| s.duration.round() as u64).max().unwrap_or(1).max(1);
+    let mut out = format!(
+        "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:{target}\n#EXT-X-MEDIA-SEQUENCE:0\n\
+         #EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-INDEPENDENT-SEGMENTS\n#EXT-X-MAP:URI=\"{init_uri}\"\n"
+    );
+    for s in segments {
+        let _ = writeln!(out, "#EXTINF:{:.5},\n{}", s.duration, s.uri);
+    }
+    out.push_str("#EXT-X-ENDLIST\n");
+    out
+}
+
+/// (peak, average) bits per second over the segments (BANDWIDTH and AVERAGE-BANDWIDTH,
+/// RFC 8216bis 4.4.6.2).
+pub fn bitrates(segments: &[Segment]) -> (u64, u64) {
+    let peak = segments
+        .iter()
+        .filter(|s| s.duration > 0.0)
+        .map(|s| (s.bytes as f64 * 8.0 / s.duration) as u64)
+        .max()
+        .unwrap_or(0);
+    let seconds: f64 = segments.iter().map(|s| s.duration).sum();
+    let bytes: u64 = segments.iter().map(|s| s.bytes).sum();
+    let average = if seconds > 0.0 { (bytes as f64 * 8.0 / seconds) as u64 } else { 0 };
+    (peak, average)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_playlist_is_a_vod_playlist_within_its_target() {
+        let segs = vec![
+            Segment { uri: "s0.m4s".into(), duration: 4.0, bytes: 1000 },
+            Segment { uri: "s1.m4s".into(), duration: 4.4, bytes: 3000 },
+            Segment { uri: "s2.m4s".into(), duration: 1.2, bytes: 100 },
+        ];
+        let text = media_playlist("init.mp4", &segs);
+        assert!(text.contains("#EXT-X-TARGETDURATION:4\n"));
+        assert!(text.contains("#EXT-X-PLAYLIST-TYPE:VOD\n"));
+        assert!(text.contains("#EXT-X-MAP:URI=\"init.mp4\"\n"));
+        assert!(text.ends_with("#EXTINF:1.20000,\ns2.m4s\n#EXT-X-ENDLIST\n"));
+        let (peak, avg) = bitrates(&segs);
+        assert_eq!(peak, (3000.0 * 8.0 / 4.4) as u64);
+        assert_eq!(avg, (4100.0 * 8.0 / 9.6) as u64);
+    }
+}

@@ -1,0 +1,7 @@
+//! Video on demand: the probe of an uploaded source, the ladder transcode and its workers, and the
+//! HLS playlists of the result.
+
+pub mod hls;
+pub mod probe;
+pub mod transcode;
+pub mod worker;

@@ -1,0 +1,515 @@
+//! The ladder transcode of one VOD, in one GStreamer pipeline:
+//!
+//! ```text
+//! uridecodebin ─ video ─ videoconvert ─ tee raw ─┬─ fit ─ x264 (rung 1) ─ cmafmux ─ appsink
+//!                                                ├─ fit ─ x264 (rung n) ─ cmafmux ─ appsink
+//!                                                └─ fit ─ one frame ─ jpegenc ───── appsink (thumb.jpg)
+//!              └ audio ─ audioconvert ─ AAC (once) ─ cmafmux ─ appsink
+//! ```
+//!
+//! The source is decoded once. Every rung's encoder gets the same frames with a fixed keyframe
+//! interval of one segment and no scene-cut keyframes (`pipelines/vod-rung.txt`), so keyframes,
+//! and the `cmafmux` fragments cut at them, line up across renditions. Appsink callbacks write
+//! each init section and fragment to the job's work folder; the worker uploads them afterwards.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use tokio::sync::watch;
+
+use super::hls::Segment;
+use super::probe::SourceInfo;
+use crate::domain::vod::PlannedRung;
+use crate::media::live_hls::ladder;
+
+const RUNG: &str = include_str!("../../../pipelines/vod-rung.txt");
+const AUDIO: &str = include_str!("../../../pipelines/vod-audio.txt");
+
+/// Segment length of VOD renditions (Apple's HLS authoring guidance: 6 s; 4 s starts faster).
+pub const SEGMENT_SECONDS: f64 = 4.0;
+/// A pipeline that makes no progress for this long has stalled.
+const STALL: Duration = Duration::from_secs(120);
+
+/// The VOD pipeline descriptions an operator can replace (`SLUICE_PIPELINES_DIR`).
+#[derive(Debug, Clone)]
+pub struct Descriptions {
+    pub rung: String,
+    pub audio: String,
+}
+
+impl Descriptions {
+    pub fn load(dir: Option<&Path>) -> Descriptions {
+        let read = |name: &str, builtin: &str| -> String {
+            dir.map(|d| d.join(name))
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_else(|| builtin.to_string())
+        };
+        Descriptions { rung: read("vod-rung.txt", RUNG), audio: read("vod-audio.txt", AUDIO) }
+    }
+}
+
+/// What to transcode, and where to.
+pub struct Job {
+    pub uri: String,
+    pub work_dir: PathBuf,
+    pub rungs: Vec<PlannedRung>,
+    pub source: SourceInfo,
+    pub descriptions: Descriptions,
+}
+
+/// One rendition written to the work folder (`<name>/init.mp4`, `<name>/s<n>.m4s`).
+#[derive(Debug, Clone, Default)]
+pub struct Rendition {
+    pub name: String,
+    pub width: u32,
+    pub height: u32,
+    pub kbps: u32,
+    pub codec: Option<String>,
+    pub channels: u32,
+    pub has_init: bool,
+    pub segments: Vec<Segment>,
+    pub error: Option<String>,
+}
+
+impl Rendition {
+    pub fn duration(&self) -> f64 {
+        self.segments.iter().map(|s| s.duration).sum()
+    }
+}
+
+/// What the pipeline wrote.
+#[derive(Debug)]
+pub struct Output {
+    pub video: Vec<Rendition>,
+    pub audio: Option<Rendition>,
+    /// `thumb.jpg` in the work folder.
+    pub thumbnail: bool,
+}
+
+/// Why a transcode did not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The media cannot be transcoded; the message is for the VOD's `error`.
+    Media(String),
+    /// Stopped from outside (cancellation or shutdown).
+    Stopped,
+}
+
+/// The name of the audio rendition.
+pub const AUDIO_NAME: &str = "audio";
+
+fn fit_chain(r: &PlannedRung) -> String {
+    let mut chain = format!(
+        "videoscale add-borders=false ! video/x-raw,width={},height={},pixel-aspect-ratio=1/1",
+        r.scale_width, r.scale_height
+    );
+    if r.scale_width > r.width || r.scale_height > r.height {
+        // crop: cut what sticks out of the box, evenly on both sides.
+        let (x, y) = (r.crop_x, r.crop_y);
+        chain.push_str(&format!(
+            " ! videocrop left={x} right={} top={y} bottom={}",
+            r.scale_width - r.width - x,
+            r.scale_height - r.height - y
+        ));
+    } else if r.scale_width < r.width || r.scale_height < r.height {
+        // pad: black bars around the fitted picture (videobox borders are negative crops).
+        let (x, y) = (r.crop_x, r.crop_y);
+        chain.push_str(&format!(
+            " ! videobox fill=black left=-{x} right=-{} top=-{y} bottom=-{}",
+            r.width - r.scale_width - x,
+            r.height - r.scale_height - y
+        ));
+    }
+    chain
+}
+
+fn mux(name: &str) -> String {
+    // A fragment a frame short of the segment: the keyframe a segment later always starts the
+    // next one, even with millisecond-rounded timestamps.
+    let fragment = ((SEGMENT_SECONDS - 0.04) * 1e9) as u64;
+    format!(
+        "cmafmux name=mux_{name} fragment-duration={fragment} send-force-keyunit=false \
+         ! appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=8 drop=false"
+    )
+}
+
+/// The thumbnail's frame: a quarter in, at most 5 s (past fades from black), or the first.
+fn thumbnail_at(duration: Option<f64>) -> gst::ClockTime {
+    let at = duration.map_or(0.0, |d| (d / 4.0).min(5.0));
+    gst::ClockTime::from_nseconds((at * 1e9) as u64)
+}
+
+fn video_description(job: &Job) -> String {
+    let fps = job.source.frame_rate.filter(|f| *f > 0.0).unwrap_or(30.0);
+    let keyint = (SEGMENT_SECONDS * fps).round().max(1.0) as u32;
+    let q = "queue max-size-buffers=8 max-size-bytes=0 max-size-time=0";
+    let mut desc = format!("{q} name=vin ! videoconvert ! tee name=raw\n");
+    for r in &job.rungs {
+        let enc = job
+            .descriptions
+            .rung
+            .replace("{kbps}", &r.kbps.to_string())
+            .replace("{keyint}", &keyint.to_string())
+            .replace("{width}", &r.width.to_string())
+            .replace("{height}", &r.height.to_string());
+        desc.push_str(&format!(
+            "raw. ! {q} ! {} ! {} ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! {}\n",
+            fit_chain(r),
+            enc.trim(),
+            mux(&r.name)
+        ));
+    }
+    if let Some(top) = job.rungs.first() {
+        desc.push_str(&format!(
+            "raw. ! {q} name=thumbq ! videoconvert ! {} ! jpegenc quality=85 \
+             ! appsink name=thumb sync=false async=false\n",
+            fit_chain(top)
+        ));
+    }
+    desc
+}
+
+fn audio_description(job: &Job) -> String {
+    format!(
+        "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=ain ! audioconvert ! audioresample \
+         ! {} ! aacparse ! {}",
+        job.descriptions.audio.trim(),
+        mux(AUDIO_NAME)
+    )
+}
+
+fn bin(description: &str, input: &str) -> Result<gst::Bin, Failure> {
+    let bin = gst::parse::bin_from_description(description, false)
+        .map_err(|e| Failure::Media(format!("building the transcode pipeline: {e}")))?;
+    let pad =
+        bin.by_name(input).and_then(|e| e.static_pad("sink")).ok_or(Failure::Media("no input pad".into()))?;
+    let ghost = gst::GhostPad::builder_with_target(&pad)
+        .map_err(|e| Failure::Media(format!("ghost pad: {e}")))?
+        .name("sink")
+        .build();
+    bin.add_pad(&ghost).map_err(|e| Failure::Media(format!("ghost pad: {e}")))?;
+    Ok(bin)
+}
+
+type Shared = Arc<Mutex<Rendition>>;
+
+fn lock(r: &Shared) -> std::sync::MutexGuard<'_, Rendition> {
+    r.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes a muxer's output into `<work>/<name>/`: the init section, then one file per fragment.
+fn collect(bin: &gst::Bin, name: &str, dir: PathBuf, audio: bool, out: Shared) -> Result<(), Failure> {
+    let missing = || Failure::Media(format!("no muxer output for {name}"));
+    let mux = bin.by_name(&format!("mux_{name}")).ok_or_else(missing)?;
+    let sink = bin
+        .by_name(&format!("out_{name}"))
+        .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
+        .ok_or_else(missing)?;
+    std::fs::create_dir_all(&dir).map_err(|e| Failure::Media(format!("work folder: {e}")))?;
+    let pad = mux.static_pad("sink").or_else(|| mux.sink_pads().into_iter().next()).ok_or_else(missing)?;
+    let codec_out = out.clone();
+    pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+        let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
+        let gst::EventView::Caps(c) = ev.view() else { return gst::PadProbeReturn::Ok };
+        let Some(s) = c.caps().structure(0) else { return gst::PadProbeReturn::Ok };
+        let data = s.get::<gst::Buffer>("codec_data").ok();
+        let map = data.as_ref().and_then(|b| b.map_readable().ok());
+        let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
+        let mut r = lock(&codec_out);
+        if audio {
+            r.codec = ladder::mp4a_codec(bytes);
+            r.channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
+        } else {
+            r.codec = ladder::avc1_codec(bytes);
+        }
+        gst::PadProbeReturn::Ok
+    });
+    sink.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |sink| {
+                let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let mut buffers: Vec<gst::Buffer> = match sample.buffer_list() {
+                    Some(list) => list.iter_owned().collect(),
+                    None => sample.buffer_owned().into_iter().collect(),
+                };
+                let mut r = lock(&out);
+                if buffers
+                    .first()
+                    .is_some_and(|b| b.flags().contains(gst::BufferFlags::DISCONT | gst::BufferFlags::HEADER))
+                    && !r.has_init
+                {
+                    let init = buffers.remove(0);
+                    let ok = init.map_readable().map(|m| std::fs::write(dir.join("init.mp4"), &m[..]));
+                    match ok {
+                        Ok(Ok(())) => r.has_init = true,
+                        _ => r.error = Some("writing an init section".into()),
+                    }
+                }
+                let Some(header) = buffers.first() else { return Ok(gst::FlowSuccess::Ok) };
+                if std::env::var("SLUICE_DEBUG_FRAGMENTS").is_ok() {
+                    for b in &buffers {
+                        eprintln!(
+                            "{}: flags {:?} pts {:?} dur {:?} size {}",
+                            r.name,
+                            b.flags(),
+                            b.pts(),
+                            b.duration(),
+                            b.size()
+                        );
+                    }
+                }
+                let duration = header.duration().map_or(0.0, |d| d.nseconds() as f64 / 1e9);
+                let uri = format!("s{}.m4s", r.segments.len());
+                let mut data = Vec::new();
+                for b in &buffers {
+                    if let Ok(m) = b.map_readable() {
+                        data.extend_from_slice(&m);
+                    }
+                }
+                if std::fs::write(dir.join(&uri), &data).is_err() {
+                    r.error = Some("writing a segment".into());
+                    return Err(gst::FlowError::Error);
+                }
+                r.segments.push(Segment { uri, duration, bytes: data.len() as u64 });
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    Ok(())
+}
+
+/// Builds the pipeline and runs it to the end, reporting progress (0–1). `stop` turning true
+/// stops it (cancellation, shutdown).
+pub async fn run(
+    job: &Job,
+    progress: impl Fn(f64),
+    mut stop: watch::Receiver<bool>,
+) -> Result<Output, Failure> {
+    gst::init().map_err(|e| Failure::Media(format!("GStreamer: {e}")))?;
+    crate::media::live_hls::pipeline::register_fmp4().map_err(Failure::Media)?;
+    if job.rungs.is_empty() {
+        return Err(Failure::Media("no rendition to produce".into()));
+    }
+    let pipeline = gst::Pipeline::with_name("vod");
+    let decode = gst::ElementFactory::make("uridecodebin")
+        .property("uri", &job.uri)
+        .build()
+        .map_err(|e| Failure::Media(format!("uridecodebin: {e}")))?;
+    let video = bin(&video_description(job), "vin")?;
+    pipeline.add_many([&decode, video.upcast_ref()]).map_err(|e| Failure::Media(e.to_string()))?;
+    let mut video_out = Vec::new();
+    for r in &job.rungs {
+        let shared: Shared = Arc::new(Mutex::new(Rendition {
+            name: r.name.clone(),
+            width: r.width,
+            height: r.height,
+            kbps: r.kbps,
+            ..Default::default()
+        }));
+        collect(&video, &r.name, job.work_dir.join(&r.name), false, shared.clone())?;
+        video_out.push(shared);
+    }
+    let thumb_written = Arc::new(Mutex::new(false));
+    thumbnail(&video, &job.work_dir, job.source.duration, thumb_written.clone())?;
+
+    let audio = if job.source.has_audio {
+        let audio = bin(&audio_description(job), "ain")?;
+        pipeline.add(&audio).map_err(|e| Failure::Media(e.to_string()))?;
+        let shared: Shared =
+            Arc::new(Mutex::new(Rendition { name: AUDIO_NAME.into(), ..Default::default() }));
+        collect(&audio, AUDIO_NAME, job.work_dir.join(AUDIO_NAME), true, shared.clone())?;
+        Some((audio, shared))
+    } else {
+        None
+    };
+    link_decoder(&pipeline, &decode, &video, audio.as_ref().map(|(b, _)| b));
+
+    let bus = pipeline.bus().ok_or(Failure::Media("pipeline has no bus".into()))?;
+    let mut messages = bus.stream();
+    if pipeline.set_state(gst::State::Playing).is_err() {
+        let error = first_error(&bus);
+        let _ = pipeline.set_state(gst::State::Null);
+        return Err(Failure::Media(error));
+    }
+    let duration = job.source.duration.unwrap_or(0.0);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let (mut last_position, mut last_move) = (0u64, Instant::now());
+    let result = loop {
+        tokio::select! {
+            msg = messages.next() => {
+                let Some(msg) = msg else { break Err(Failure::Media("the pipeline stopped".into())) };
+                match msg.view() {
+                    gst::MessageView::Eos(_) => break Ok(()),
+                    gst::MessageView::Error(e) => {
+                        let from = e.src().map(|s| s.name().to_string()).unwrap_or_default();
+                        break Err(Failure::Media(format!("{from}: {}", e.error())));
+                    }
+                    _ => {}
+                }
+            }
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    break Err(Failure::Stopped);
+                }
+            }
+            _ = tick.tick() => {
+                let position = pipeline.query_position::<gst::ClockTime>().map_or(0, |p| p.nseconds());
+                if position != last_position {
+                    (last_position, last_move) = (position, Instant::now());
+                } else if last_move.elapsed() > STALL {
+                    break Err(Failure::Media("the transcode stalled".into()));
+                }
+                if duration > 0.0 {
+                    progress((position as f64 / 1e9 / duration).clamp(0.0, 1.0));
+                }
+            }
+        }
+    };
+    let _ = pipeline.set_state(gst::State::Null);
+    result?;
+    let video: Vec<Rendition> = video_out.iter().map(|r| lock(r).clone()).collect();
+    let audio = audio.map(|(_, r)| lock(&r).clone());
+    for r in video.iter().chain(audio.iter()) {
+        if let Some(e) = &r.error {
+            return Err(Failure::Media(format!("{}: {e}", r.name)));
+        }
+        if !r.has_init || r.segments.is_empty() || r.codec.is_none() {
+            return Err(Failure::Media("the file has no decodable frames".into()));
+        }
+    }
+    // A file cut short still decodes, up to where it ends: compare with what its header says.
+    if let (Some(declared), Some(top)) = (job.source.duration, video.first()) {
+        if declared > 2.0 && top.duration() < 0.9 * declared {
+            return Err(Failure::Media(format!(
+                "the file is truncated: {:.1} s of video decoded of the {declared:.1} s it declares",
+                top.duration()
+            )));
+        }
+    }
+    let thumbnail = *thumb_written.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(Output { video, audio, thumbnail })
+}
+
+/// Lets one frame at [`thumbnail_at`] through to the JPEG encoder, and writes it to `thumb.jpg`.
+fn thumbnail(
+    bin: &gst::Bin,
+    work: &Path,
+    duration: Option<f64>,
+    written: Arc<Mutex<bool>>,
+) -> Result<(), Failure> {
+    let (Some(queue), Some(sink)) =
+        (bin.by_name("thumbq"), bin.by_name("thumb").and_then(|e| e.downcast::<gst_app::AppSink>().ok()))
+    else {
+        return Err(Failure::Media("no thumbnail branch".into()));
+    };
+    let at = thumbnail_at(duration);
+    let passed = std::sync::atomic::AtomicBool::new(false);
+    if let Some(pad) = queue.static_pad("src") {
+        pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            let Some(gst::PadProbeData::Buffer(b)) = &info.data else { return gst::PadProbeReturn::Ok };
+            let late_enough = b.pts().is_none_or(|pts| pts >= at);
+            if late_enough && !passed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                gst::PadProbeReturn::Ok
+            } else {
+                gst::PadProbeReturn::Drop
+            }
+        });
+    }
+    let path = work.join("thumb.jpg");
+    sink.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |sink| {
+                let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let mut done = written.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(map) = sample.buffer().and_then(|b| b.map_readable().ok()) {
+                    if !*done && std::fs::write(&path, &map[..]).is_ok() {
+                        *done = true;
+                    }
+                }
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    Ok(())
+}
+
+/// Links the decoder's first video and first audio pads to their branches, and anything else
+/// to a fakesink (an unlinked pad would stop the decoder).
+fn link_decoder(pipeline: &gst::Pipeline, decode: &gst::Element, video: &gst::Bin, audio: Option<&gst::Bin>) {
+    let weak = pipeline.downgrade();
+    let (video, audio) = (video.downgrade(), audio.map(|a| a.downgrade()));
+    decode.connect_pad_added(move |_, pad| {
+        let Some(pipeline) = weak.upgrade() else { return };
+        let caps = pad.current_caps().or_else(|| Some(pad.query_caps(None)));
+        let kind =
+            caps.as_ref().and_then(|c| c.structure(0)).map(|s| s.name().to_string()).unwrap_or_default();
+        let target = if kind.starts_with("video/") {
+            video.upgrade()
+        } else if kind.starts_with("audio/") {
+            audio.as_ref().and_then(|a| a.upgrade())
+        } else {
+            None
+        };
+        if let Some(sink) = target.and_then(|b| b.static_pad("sink")).filter(|p| !p.is_linked()) {
+            if pad.link(&sink).is_ok() {
+                return;
+            }
+        }
+        if let Ok(fake) =
+            gst::ElementFactory::make("fakesink").property("sync", false).property("async", false).build()
+        {
+            if pipeline.add(&fake).is_ok() {
+                let _ = fake.sync_state_with_parent();
+                if let Some(sink) = fake.static_pad("sink") {
+                    let _ = pad.link(&sink);
+                }
+            }
+        }
+    });
+}
+
+fn first_error(bus: &gst::Bus) -> String {
+    while let Some(msg) = bus.pop() {
+        if let gst::MessageView::Error(e) = msg.view() {
+            let from = e.src().map(|s| s.name().to_string()).unwrap_or_default();
+            return format!("{from}: {}", e.error());
+        }
+    }
+    "the transcode pipeline would not start".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rung(width: u32, height: u32, sw: u32, sh: u32, x: u32, y: u32) -> PlannedRung {
+        PlannedRung {
+            name: "r".into(),
+            kbps: 1000,
+            width,
+            height,
+            scale_width: sw,
+            scale_height: sh,
+            crop_x: x,
+            crop_y: y,
+        }
+    }
+
+    #[test]
+    fn fitting_chains() {
+        let plain = fit_chain(&rung(640, 360, 640, 360, 0, 0));
+        assert!(!plain.contains("videobox") && !plain.contains("videocrop"), "{plain}");
+        let pad = fit_chain(&rung(1280, 720, 406, 720, 437, 0));
+        assert!(pad.ends_with("videobox fill=black left=-437 right=-437 top=-0 bottom=-0"), "{pad}");
+        let crop = fit_chain(&rung(1280, 720, 1280, 2276, 0, 778));
+        assert!(crop.ends_with("videocrop left=0 right=0 top=778 bottom=778"), "{crop}");
+        assert_eq!(thumbnail_at(Some(8.0)).nseconds(), 2_000_000_000);
+        assert_eq!(thumbnail_at(Some(600.0)).nseconds(), 5_000_000_000);
+        assert_eq!(thumbnail_at(None).nseconds(), 0);
+    }
+}

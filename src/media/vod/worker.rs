@@ -1,0 +1,382 @@
+//! Transcode workers: `SLUICE_TRANSCODE_WORKERS` loops per process that lease jobs from the
+//! database queue ([`crate::store::vods`]), run the ladder pipeline, upload the outputs (master
+//! playlist last) and move the VOD on, with its event, in one transaction.
+//!
+//! While a job runs its lease is renewed every [`RENEW`]. A renewal that fails means the job is no
+//! longer this worker's (the VOD was cancelled): the pipeline stops and its output is removed. A
+//! worker that dies leaves its lease to run out (or to the restart of its process, which frees
+//! its leases at once), and another takes the job up again: at most [`MAX_ATTEMPTS`] times.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::hls;
+use super::probe::{probe, SourceInfo};
+use super::transcode::{self, Failure, Output};
+use crate::app::App;
+use crate::domain::time::now_ms;
+use crate::domain::vod::{self, AspectRatio, ProducedRendition, RenditionSpec, VodMove};
+use crate::events::{self, Event};
+use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
+use crate::storage::{source_key, vod_prefix};
+use crate::store::vods::LeasedJob;
+use crate::store::Db;
+
+pub const LEASE: Duration = Duration::from_secs(30);
+pub const RENEW: Duration = Duration::from_secs(2);
+pub const MAX_ATTEMPTS: i64 = 3;
+/// How long a presigned source URL (S3) stays valid for a transcode.
+const SOURCE_URL_VALID: Duration = Duration::from_secs(24 * 3600);
+
+/// Starts the workers. Leases this process held before a restart are freed first.
+pub fn spawn(app: &Arc<App>) {
+    let weak = Arc::downgrade(app);
+    let workers = app.settings.transcode_workers;
+    tokio::spawn(async move {
+        if let Some(app) = weak.upgrade() {
+            match app.db.release_jobs(app.node_id()).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(jobs = n, "took back transcode jobs interrupted by the last stop"),
+                Err(e) => tracing::warn!(error = %e, "freeing old transcode leases"),
+            }
+        }
+        for i in 0..workers {
+            tokio::spawn(worker(weak.clone(), i));
+        }
+    });
+}
+
+async fn worker(app: Weak<App>, index: u32) {
+    loop {
+        let Some(a) = app.upgrade() else { return };
+        let mut stop = a.vod_stop();
+        if *stop.borrow() {
+            return;
+        }
+        let now = now_ms();
+        match a.db.claim_job(a.node_id(), now, now + LEASE.as_millis() as i64).await {
+            Ok(Some(job)) => {
+                tracing::info!(worker = index, vod = %job.vod_id, attempt = job.attempts, "transcode job leased");
+                run_job(&a, job).await;
+            }
+            Ok(None) => {
+                let wake = a.vod_wake();
+                drop(a);
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "leasing a transcode job");
+                drop(a);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
+    }
+}
+
+/// How a job ended, for the queue.
+enum Ending {
+    Done,
+    Failed(String),
+    /// Cancelled meanwhile: the output is removed.
+    Cancelled,
+    /// Shutdown: the job goes back to the queue, the attempt not counted.
+    Returned,
+    /// A passing problem (storage, database): tried again later, the attempt counted.
+    Retry(String),
+}
+
+async fn run_job(app: &Arc<App>, job: LeasedJob) {
+    let owner = app.node_id().to_string();
+    let work = app.settings.data_dir.join("work").join(&job.vod_id);
+    let ending = match job_body(app, &job, &work).await {
+        Ok(e) => e,
+        Err(e) => Ending::Retry(format!("{e:#}")),
+    };
+    let _ = tokio::fs::remove_dir_all(&work).await;
+    let id = &job.vod_id;
+    let outcome = match ending {
+        Ending::Done => Ok(()),
+        Ending::Failed(error) => {
+            tracing::info!(vod = %id, %error, "transcode failed");
+            remove_outputs(app, id).await;
+            fail(app, &owner, id, error).await
+        }
+        Ending::Cancelled => {
+            tracing::info!(vod = %id, "transcode stopped: the VOD was cancelled");
+            remove_outputs(app, id).await;
+            let _ = app.storage.delete_prefix(&vod_prefix(id), &[]).await;
+            Ok(())
+        }
+        Ending::Returned => app.db.return_job(&owner, id).await.map_err(Into::into),
+        Ending::Retry(error) if job.attempts >= MAX_ATTEMPTS => {
+            tracing::warn!(vod = %id, %error, "transcode failed for good");
+            remove_outputs(app, id).await;
+            fail(app, &owner, id, format!("transcoding failed {MAX_ATTEMPTS} times; last: {error}")).await
+        }
+        Ending::Retry(error) => {
+            tracing::warn!(vod = %id, %error, attempt = job.attempts, "transcode attempt failed; will retry");
+            remove_outputs(app, id).await;
+            app.db.retry_job_at(&owner, id, now_ms() + 10_000).await.map_err(Into::into)
+        }
+    };
+    if let Err(e) = outcome {
+        // The lease runs out and the job is tried again.
+        tracing::warn!(vod = %id, error = %e, "recording the end of a transcode job");
+    }
+}
+
+/// Everything but the source.
+async fn remove_outputs(app: &App, id: &str) {
+    if let Err(e) = app.storage.delete_prefix(&vod_prefix(id), &[source_key(id)]).await {
+        tracing::warn!(vod = %id, error = %e, "removing partial output");
+    }
+}
+
+async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> anyhow::Result<Ending> {
+    let owner = app.node_id().to_string();
+    let id = job.vod_id.clone();
+    if job.attempts > MAX_ATTEMPTS {
+        return Ok(Ending::Failed(format!(
+            "transcoding was interrupted {MAX_ATTEMPTS} times (the worker stopped each time)"
+        )));
+    }
+    // Moves the VOD to processing; `vod.processing` fires once, when it leaves the queue.
+    let mut tx = app.db.begin_write().await?;
+    let Some(mut row) = Db::vod_in(&mut tx, &job.project_id, &id).await? else {
+        Db::delete_job(&mut tx, &id).await?;
+        tx.commit().await?;
+        return Ok(Ending::Cancelled);
+    };
+    let was = row.status();
+    let Ok(next) = was.apply(VodMove::Started) else {
+        Db::delete_job(&mut tx, &id).await?;
+        tx.commit().await?;
+        return Ok(Ending::Cancelled);
+    };
+    row.status = next.as_str().to_string();
+    row.progress = 0;
+    row.updated_at = now_ms();
+    Db::update_vod(&mut tx, &row).await?;
+    if was != next {
+        events::emit(&mut tx, &row.project_id, &Event::VodProcessing(crate::api::vod::event_data(&row, app)))
+            .await?;
+    }
+    tx.commit().await?;
+    app.wake_sender();
+
+    let uri = app.storage.read_uri(&source_key(&id), SOURCE_URL_VALID).await?;
+    let probe_uri = uri.clone();
+    let source = match tokio::task::spawn_blocking(move || probe(&probe_uri)).await? {
+        Ok(s) => s,
+        Err(e) => return Ok(Ending::Failed(e)),
+    };
+    let ladder: Vec<RenditionSpec> = serde_json::from_str(&row.ladder)?;
+    let aspect = AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve);
+    let rungs = vod::plan(&ladder, aspect, source.width, source.height);
+    let _ = tokio::fs::remove_dir_all(work).await;
+    tokio::fs::create_dir_all(work).await?;
+    let t = transcode::Job {
+        uri,
+        work_dir: work.to_path_buf(),
+        rungs,
+        source: source.clone(),
+        descriptions: transcode::Descriptions::load(app.settings.pipelines_dir.as_deref()),
+    };
+
+    // The lease keeper: renews, records progress, and stops the pipeline when the job is no
+    // longer ours (cancelled) or the process stops.
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let progress = Arc::new(AtomicI64::new(0));
+    let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let keeper = {
+        let (app, id, owner, progress, cancelled) =
+            (app.clone(), id.clone(), owner.clone(), progress.clone(), cancelled.clone());
+        let mut shutdown = app.vod_stop();
+        let stop_tx = stop_tx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(RENEW);
+            let mut recorded = -1;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = shutdown.changed() => {}
+                }
+                if *shutdown.borrow() {
+                    let _ = stop_tx.send(true);
+                    return;
+                }
+                match app.db.renew_job(&owner, &id, now_ms() + LEASE.as_millis() as i64).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        cancelled.store(true, Ordering::SeqCst);
+                        let _ = stop_tx.send(true);
+                        return;
+                    }
+                    Err(e) => tracing::warn!(vod = %id, error = %e, "renewing a transcode lease"),
+                }
+                let p = progress.load(Ordering::Relaxed);
+                if p != recorded {
+                    if let Err(e) = app.db.set_vod_progress(&id, p).await {
+                        tracing::debug!(error = %e, "recording progress");
+                    }
+                    recorded = p;
+                }
+            }
+        })
+    };
+    let progress_in = progress.clone();
+    let result =
+        transcode::run(&t, move |p| progress_in.store((p * 99.0) as i64, Ordering::Relaxed), stop_rx).await;
+    let stopped = |cancelled: &std::sync::atomic::AtomicBool| {
+        if cancelled.load(Ordering::SeqCst) {
+            Ending::Cancelled
+        } else {
+            Ending::Returned
+        }
+    };
+    let ending = match result {
+        Err(Failure::Stopped) => stopped(&cancelled),
+        Err(Failure::Media(e)) => Ending::Failed(e),
+        Ok(output) => match publish(app, &id, work, &output, &source).await {
+            Ok(renditions) if *stop_tx.borrow() => {
+                drop(renditions);
+                stopped(&cancelled)
+            }
+            Ok(renditions) => {
+                keeper.abort();
+                complete(app, &owner, &id, renditions, &source).await?
+            }
+            Err(e) => Ending::Retry(format!("storing the renditions: {e:#}")),
+        },
+    };
+    keeper.abort();
+    Ok(ending)
+}
+
+/// Uploads every rendition, the thumbnail, and the master playlist last.
+async fn publish(
+    app: &App,
+    id: &str,
+    work: &std::path::Path,
+    out: &Output,
+    source: &SourceInfo,
+) -> anyhow::Result<Vec<ProducedRendition>> {
+    let prefix = vod_prefix(id);
+    let put_dir = |name: String, playlist: String| {
+        let dir: PathBuf = work.join(&name);
+        let prefix = prefix.clone();
+        async move {
+            for entry in std::fs::read_dir(&dir)? {
+                let path = entry?.path();
+                if let Some(file) = path.file_name().and_then(|f| f.to_str()) {
+                    app.storage.put_file(&format!("{prefix}/{name}/{file}"), &path).await?;
+                }
+            }
+            app.storage.put(&format!("{prefix}/{name}/index.m3u8"), playlist.into()).await?;
+            anyhow::Ok(())
+        }
+    };
+    let audio = match &out.audio {
+        Some(a) => {
+            put_dir(a.name.clone(), hls::media_playlist("init.mp4", &a.segments)).await?;
+            Some((hls::bitrates(&a.segments).0, a))
+        }
+        None => None,
+    };
+    let mut produced = Vec::new();
+    let mut variants = Vec::new();
+    for r in &out.video {
+        put_dir(r.name.clone(), hls::media_playlist("init.mp4", &r.segments)).await?;
+        let (peak, average) = hls::bitrates(&r.segments);
+        let uri = format!("{}/index.m3u8", r.name);
+        variants.push(Variant {
+            uri: uri.clone(),
+            bandwidth: peak + audio.as_ref().map_or(0, |(p, _)| *p),
+            width: r.width,
+            height: r.height,
+            codec: r.codec.clone().unwrap_or_default(),
+            frame_rate: source.frame_rate,
+        });
+        produced.push(ProducedRendition {
+            name: r.name.clone(),
+            width: r.width,
+            height: r.height,
+            video_bitrate: vod::Bitrate(r.kbps).name(),
+            average_bandwidth: average,
+            peak_bandwidth: peak,
+            uri,
+        });
+    }
+    if out.thumbnail {
+        app.storage.put_file(&format!("{prefix}/thumb.jpg"), &work.join("thumb.jpg")).await?;
+    }
+    let audio_rendition = audio.map(|(_, a)| AudioRendition {
+        uri: format!("{}/index.m3u8", a.name),
+        codec: a.codec.clone().unwrap_or_default(),
+        channels: a.channels,
+    });
+    let master = ladder::render_master(&variants, audio_rendition.as_ref());
+    app.storage.put(&format!("{prefix}/master.m3u8"), master.into()).await?;
+    Ok(produced)
+}
+
+/// `complete` and `vod.complete`, if the job is still ours (else it was cancelled meanwhile).
+async fn complete(
+    app: &App,
+    owner: &str,
+    id: &str,
+    renditions: Vec<ProducedRendition>,
+    source: &SourceInfo,
+) -> anyhow::Result<Ending> {
+    let mut tx = app.db.begin_write().await?;
+    if !Db::job_is_ours(&mut tx, owner, id).await? {
+        return Ok(Ending::Cancelled);
+    }
+    let Some(mut row) = Db::vod_by_id_in(&mut tx, id).await? else { return Ok(Ending::Cancelled) };
+    let Ok(next) = row.status().apply(VodMove::Finished) else { return Ok(Ending::Cancelled) };
+    let now = now_ms();
+    row.status = next.as_str().to_string();
+    row.progress = 100;
+    row.renditions = Some(serde_json::to_string(&renditions)?);
+    row.duration = source.duration.or(row.duration);
+    row.completed_at = Some(now);
+    row.updated_at = now;
+    Db::update_vod(&mut tx, &row).await?;
+    Db::delete_job(&mut tx, id).await?;
+    events::emit(&mut tx, &row.project_id, &Event::VodComplete(crate::api::vod::event_data(&row, app)))
+        .await?;
+    tx.commit().await?;
+    app.wake_sender();
+    tracing::info!(vod = %id, renditions = renditions.len(), "VOD complete");
+    Ok(Ending::Done)
+}
+
+/// `failed` with `error` and `vod.failed`; the job leaves the queue.
+async fn fail(app: &App, owner: &str, id: &str, error: String) -> anyhow::Result<()> {
+    let mut tx = app.db.begin_write().await?;
+    if !Db::job_is_ours(&mut tx, owner, id).await? {
+        return Ok(());
+    }
+    Db::delete_job(&mut tx, id).await?;
+    if let Some(mut row) = Db::vod_by_id_in(&mut tx, id).await? {
+        if let Ok(next) = row.status().apply(VodMove::Errored) {
+            row.status = next.as_str().to_string();
+            row.error = Some(error);
+            row.updated_at = now_ms();
+            Db::update_vod(&mut tx, &row).await?;
+            events::emit(&mut tx, &row.project_id, &Event::VodFailed(crate::api::vod::event_data(&row, app)))
+                .await?;
+        }
+    }
+    tx.commit().await?;
+    app.wake_sender();
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg` and
+//! `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}`, with byte ranges and cache headers.
+//! Only a complete, unarchived VOD plays (CONTRACT: VOD — an archived VOD's playback is 404).
+
+use std::sync::Arc;
+
+use poem::http::StatusCode;
+use poem::web::{Data, Path};
+use poem::{handler, Request, Response};
+
+use super::origin::{ranged, status, Refused, MEDIA_CACHE};
+use super::{authorize, Resource};
+use crate::app::App;
+use crate::domain::vod::VodStatus;
+use crate::storage::vod_prefix;
+
+/// Playlists may be cached briefly: archiving a VOD takes effect within this.
+const PLAYLIST_CACHE: &str = "public, max-age=60";
+
+#[handler]
+pub async fn top(req: &Request, app: Data<&Arc<App>>, Path((id, file)): Path<(String, String)>) -> Response {
+    if file != "master.m3u8" && file != "thumb.jpg" {
+        return status(StatusCode::NOT_FOUND, "no such file");
+    }
+    serve(req, &app, &id, &file).await
+}
+
+#[handler]
+pub async fn media(
+    req: &Request,
+    app: Data<&Arc<App>>,
+    Path((id, rendition, file)): Path<(String, String, String)>,
+) -> Response {
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    };
+    let media_file = file == "index.m3u8" || file == "init.mp4" || file.ends_with(".m4s");
+    if !(name_ok(&rendition) && name_ok(&file) && media_file) {
+        return status(StatusCode::NOT_FOUND, "no such file");
+    }
+    serve(req, &app, &id, &format!("{rendition}/{file}")).await
+}
+
+async fn serve(req: &Request, app: &App, id: &str, file: &str) -> Response {
+    if let Err(deny) = authorize(req, &Resource::Vod(id)) {
+        return Refused::Denied(deny).response();
+    }
+    match app.db.vod_by_id(id).await {
+        Ok(Some(row)) if row.status() == VodStatus::Complete && row.archived_at.is_none() => {}
+        Ok(_) => return status(StatusCode::NOT_FOUND, "no such VOD"),
+        Err(e) => {
+            tracing::error!(error = %e, "playback: reading a VOD");
+            return status(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+        }
+    }
+    let bytes = match app.storage.get(&format!("{}/{file}", vod_prefix(id)), None).await {
+        Ok(Some(b)) => b,
+        Ok(None) => return status(StatusCode::NOT_FOUND, "no such file"),
+        Err(e) => {
+            tracing::error!(error = %e, "playback: reading storage");
+            return status(StatusCode::BAD_GATEWAY, "storage unavailable");
+        }
+    };
+    let (content_type, cache) = if file.ends_with(".m3u8") {
+        ("application/vnd.apple.mpegurl", PLAYLIST_CACHE)
+    } else if file.ends_with(".jpg") {
+        ("image/jpeg", PLAYLIST_CACHE)
+    } else {
+        ("video/mp4", MEDIA_CACHE)
+    };
+    ranged(req.headers(), req.method(), bytes, content_type, cache)
+}

@@ -1,0 +1,194 @@
+//! Object storage for VOD sources and outputs, through `object_store`: a local folder
+//! (`file://…`, the default) or any S3-compatible store
+//! (`s3://bucket?endpoint=…&region=…[&access_key_id=…&secret_access_key=…]`; without keys in the
+//! URL, the usual `AWS_*` environment variables apply).
+//!
+//! Keys: `vod/<id>/source`, `vod/<id>/<rendition>/…`, `vod/<id>/thumb.jpg`, `vod/<id>/master.m3u8`.
+//! On the local store Sluice itself is the upload target ([`crate::upload`]) and writes the
+//! source straight into the folder; on S3 the client uploads with the store's presigned URL.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as Key;
+use object_store::signer::Signer;
+use object_store::{ObjectStore, PutPayload};
+use poem::http::Method;
+
+/// Where the store keeps things.
+#[derive(Debug, Clone)]
+enum Kind {
+    Local(PathBuf),
+    S3(Arc<AmazonS3>),
+}
+
+#[derive(Debug, Clone)]
+pub struct Storage {
+    store: Arc<dyn ObjectStore>,
+    kind: Kind,
+}
+
+/// The source file of a VOD.
+pub fn source_key(vod_id: &str) -> String {
+    format!("vod/{vod_id}/source")
+}
+
+/// The folder of a VOD's outputs (and source).
+pub fn vod_prefix(vod_id: &str) -> String {
+    format!("vod/{vod_id}")
+}
+
+impl Storage {
+    pub fn open(url: &str) -> anyhow::Result<Storage> {
+        if let Some(path) = url.strip_prefix("file://") {
+            std::fs::create_dir_all(path).with_context(|| format!("creating storage folder {path}"))?;
+            let root = std::fs::canonicalize(path).with_context(|| format!("storage folder {path}"))?;
+            let store = LocalFileSystem::new_with_prefix(&root).context("opening the storage folder")?;
+            return Ok(Storage { store: Arc::new(store), kind: Kind::Local(root) });
+        }
+        if url.starts_with("s3://") {
+            let parsed = url::Url::parse(url).context("storage URL")?;
+            let bucket = parsed.host_str().filter(|b| !b.is_empty()).context("s3:// URL names no bucket")?;
+            let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            for (k, v) in parsed.query_pairs() {
+                b = match k.as_ref() {
+                    "endpoint" => b.with_endpoint(v.as_ref()).with_allow_http(v.starts_with("http://")),
+                    "region" => b.with_region(v.as_ref()),
+                    "access_key_id" => b.with_access_key_id(v.as_ref()),
+                    "secret_access_key" => b.with_secret_access_key(v.as_ref()),
+                    other => bail!("unknown storage URL parameter {other}"),
+                };
+            }
+            let s3 = Arc::new(b.build().context("configuring the S3 store")?);
+            return Ok(Storage { store: s3.clone(), kind: Kind::S3(s3) });
+        }
+        bail!("storage URL must start with file:// or s3://")
+    }
+
+    /// The file behind a key on the local store.
+    pub fn local_path(&self, key: &str) -> Option<PathBuf> {
+        match &self.kind {
+            Kind::Local(root) => Some(root.join(key)),
+            Kind::S3(_) => None,
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        matches!(self.kind, Kind::Local(_))
+    }
+
+    /// The store's own presigned URL (S3 only; the local store's upload target is Sluice).
+    pub async fn presigned(
+        &self,
+        method: Method,
+        key: &str,
+        expires_in: Duration,
+    ) -> anyhow::Result<Option<String>> {
+        match &self.kind {
+            Kind::Local(_) => Ok(None),
+            Kind::S3(s3) => Ok(Some(
+                s3.signed_url(method, &Key::from(key), expires_in).await.context("presigning")?.to_string(),
+            )),
+        }
+    }
+
+    /// A URI GStreamer can read the object from: the file, or a presigned GET good for `valid`.
+    pub async fn read_uri(&self, key: &str, valid: Duration) -> anyhow::Result<String> {
+        match &self.kind {
+            Kind::Local(root) => Ok(url::Url::from_file_path(root.join(key))
+                .map_err(|_| anyhow::anyhow!("bad path"))?
+                .to_string()),
+            Kind::S3(_) => self.presigned(Method::GET, key, valid).await?.context("presigning"),
+        }
+    }
+
+    /// The size of an object, or `None` when there is none.
+    pub async fn size(&self, key: &str) -> anyhow::Result<Option<u64>> {
+        match self.store.head(&Key::from(key)).await {
+            Ok(meta) => Ok(Some(meta.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e).context("reading object metadata"),
+        }
+    }
+
+    /// The object, or one byte range of it; `None` when there is none.
+    pub async fn get(&self, key: &str, range: Option<Range<u64>>) -> anyhow::Result<Option<Bytes>> {
+        let key = Key::from(key);
+        let got = match range {
+            Some(r) => self.store.get_range(&key, r).await,
+            None => match self.store.get(&key).await {
+                Ok(r) => r.bytes().await,
+                Err(e) => Err(e),
+            },
+        };
+        match got {
+            Ok(b) => Ok(Some(b)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e).context("reading an object"),
+        }
+    }
+
+    /// Stores a local file under `key` (outputs are segments of a few MB at most).
+    pub async fn put_file(&self, key: &str, file: &Path) -> anyhow::Result<()> {
+        let bytes = tokio::fs::read(file).await.with_context(|| format!("reading {}", file.display()))?;
+        self.put(key, Bytes::from(bytes)).await
+    }
+
+    pub async fn put(&self, key: &str, bytes: Bytes) -> anyhow::Result<()> {
+        self.store
+            .put(&Key::from(key), PutPayload::from(bytes))
+            .await
+            .with_context(|| format!("storing {key}"))?;
+        Ok(())
+    }
+
+    /// Removes every object under `prefix/` except those whose key is in `keep`.
+    pub async fn delete_prefix(&self, prefix: &str, keep: &[String]) -> anyhow::Result<usize> {
+        let mut listed = self.store.list(Some(&Key::from(prefix)));
+        let mut removed = 0;
+        while let Some(meta) = listed.next().await {
+            let meta = meta.context("listing objects")?;
+            if keep.iter().any(|k| k.as_str() == meta.location.as_ref()) {
+                continue;
+            }
+            match self.store.delete(&meta.location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => removed += 1,
+                Err(e) => return Err(e).context("deleting an object"),
+            }
+        }
+        if let Kind::Local(root) = &self.kind {
+            // object_store leaves empty folders behind.
+            remove_empty_dirs(&root.join(prefix));
+        }
+        Ok(removed)
+    }
+
+    /// Whether the store answers (readiness).
+    pub async fn check(&self) -> bool {
+        match &self.kind {
+            Kind::Local(root) => root.is_dir(),
+            Kind::S3(_) => {
+                let mut listed = self.store.list(Some(&Key::from("vod")));
+                !matches!(listed.next().await, Some(Err(_)))
+            }
+        }
+    }
+}
+
+fn remove_empty_dirs(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}

@@ -1,0 +1,300 @@
+//! VOD records and their transcode queue.
+//!
+//! A job row exists from `queued` until the transcode ends. Workers lease jobs: on Postgres with
+//! `FOR UPDATE SKIP LOCKED`, so several processes never take the same job; SQLite has one writer
+//! at a time, which makes the single UPDATE atomic. A lease that runs out (its worker died) makes
+//! the job available again; every lease counts as an attempt.
+
+use sqlx::{AnyConnection, FromRow};
+
+use super::{count, Backend, Db, DbError, Page};
+use crate::domain::vod::VodStatus;
+
+#[derive(Debug, Clone, FromRow)]
+pub struct VodRow {
+    pub id: String,
+    pub project_id: String,
+    pub name: String,
+    pub filename: String,
+    pub output_format: String,
+    pub video_codec: String,
+    pub audio_codec: String,
+    pub aspect_ratio: String,
+    /// JSON array of [`crate::domain::vod::RenditionSpec`].
+    pub ladder: String,
+    pub status: String,
+    pub source_size: Option<i64>,
+    pub duration: Option<f64>,
+    /// JSON array of what was produced.
+    pub renditions: Option<String>,
+    pub progress: i64,
+    pub error: Option<String>,
+    pub signed_playback: i64,
+    pub upload_expires_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub completed_at: Option<i64>,
+    pub archived_at: Option<i64>,
+}
+
+impl VodRow {
+    pub fn status(&self) -> VodStatus {
+        VodStatus::parse(&self.status).unwrap_or(VodStatus::Failed)
+    }
+}
+
+/// A job leased by a worker.
+#[derive(Debug, Clone, FromRow)]
+pub struct LeasedJob {
+    pub vod_id: String,
+    pub project_id: String,
+    pub attempts: i64,
+}
+
+const COLUMNS: &str =
+    "id, project_id, name, filename, output_format, video_codec, audio_codec, aspect_ratio, \
+     ladder, status, source_size, duration, renditions, progress, error, signed_playback, upload_expires_at, \
+     created_at, updated_at, completed_at, archived_at";
+
+impl Db {
+    pub async fn insert_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
+        sqlx::query(&format!(
+            "INSERT INTO vods ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
+             $15, $16, $17, $18, $19, $20, $21)"
+        ))
+        .bind(&v.id)
+        .bind(&v.project_id)
+        .bind(&v.name)
+        .bind(&v.filename)
+        .bind(&v.output_format)
+        .bind(&v.video_codec)
+        .bind(&v.audio_codec)
+        .bind(&v.aspect_ratio)
+        .bind(&v.ladder)
+        .bind(&v.status)
+        .bind(v.source_size)
+        .bind(v.duration)
+        .bind(&v.renditions)
+        .bind(v.progress)
+        .bind(&v.error)
+        .bind(v.signed_playback)
+        .bind(v.upload_expires_at)
+        .bind(v.created_at)
+        .bind(v.updated_at)
+        .bind(v.completed_at)
+        .bind(v.archived_at)
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    /// Writes every mutable column, on the caller's transaction.
+    pub async fn update_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE vods SET status = $1, source_size = $2, duration = $3, renditions = $4, progress = $5, \
+             error = $6, signed_playback = $7, upload_expires_at = $8, updated_at = $9, completed_at = $10, \
+             archived_at = $11 WHERE id = $12",
+        )
+        .bind(&v.status)
+        .bind(v.source_size)
+        .bind(v.duration)
+        .bind(&v.renditions)
+        .bind(v.progress)
+        .bind(&v.error)
+        .bind(v.signed_playback)
+        .bind(v.upload_expires_at)
+        .bind(v.updated_at)
+        .bind(v.completed_at)
+        .bind(v.archived_at)
+        .bind(&v.id)
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    /// A VOD of a project, read on the caller's transaction.
+    pub async fn vod_in(
+        conn: &mut AnyConnection,
+        project_id: &str,
+        id: &str,
+    ) -> Result<Option<VodRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM vods WHERE project_id = $1 AND id = $2"))
+            .bind(project_id)
+            .bind(id)
+            .fetch_optional(conn)
+            .await
+    }
+
+    pub async fn vod(&self, project_id: &str, id: &str) -> Result<Option<VodRow>, DbError> {
+        let mut conn = self.pool().acquire().await?;
+        Db::vod_in(&mut conn, project_id, id).await
+    }
+
+    /// A VOD by id alone (the upload target and the origin, which carry no project).
+    pub async fn vod_by_id(&self, id: &str) -> Result<Option<VodRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM vods WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
+    }
+
+    /// A VOD by id, on the caller's transaction.
+    pub async fn vod_by_id_in(conn: &mut AnyConnection, id: &str) -> Result<Option<VodRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM vods WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(conn)
+            .await
+    }
+
+    pub async fn list_vods(
+        &self,
+        project_id: &str,
+        status: Option<&str>,
+        archived: bool,
+        skip: i64,
+        limit: i64,
+    ) -> Result<Page<VodRow>, DbError> {
+        let conditions =
+            "project_id = $1 AND ($2 IS NULL OR status = $2) AND ($3 = 1 OR archived_at IS NULL)";
+        let archived = i64::from(archived);
+        let items = sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM vods WHERE {conditions} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5"
+        ))
+        .bind(project_id)
+        .bind(status)
+        .bind(archived)
+        .bind(limit)
+        .bind(skip)
+        .fetch_all(self.pool())
+        .await?;
+        let total = count(
+            &sqlx::query(&format!("SELECT COUNT(*) FROM vods WHERE {conditions}"))
+                .bind(project_id)
+                .bind(status)
+                .bind(archived)
+                .fetch_one(self.pool())
+                .await?,
+        )?;
+        Ok(Page { items, total })
+    }
+
+    /// Records transcode progress (percent) while the job is still this worker's.
+    pub async fn set_vod_progress(&self, id: &str, percent: i64) -> Result<(), DbError> {
+        sqlx::query("UPDATE vods SET progress = $1 WHERE id = $2 AND status = 'processing'")
+            .bind(percent)
+            .bind(id)
+            .execute(self.pool())
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn insert_job(
+        conn: &mut AnyConnection,
+        vod_id: &str,
+        project_id: &str,
+        now: i64,
+    ) -> Result<(), DbError> {
+        sqlx::query(
+            "INSERT INTO transcode_jobs (vod_id, project_id, attempts, lease_owner, lease_until, created_at) \
+             VALUES ($1, $2, 0, NULL, NULL, $3)",
+        )
+        .bind(vod_id)
+        .bind(project_id)
+        .bind(now)
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    pub async fn delete_job(conn: &mut AnyConnection, vod_id: &str) -> Result<(), DbError> {
+        sqlx::query("DELETE FROM transcode_jobs WHERE vod_id = $1")
+            .bind(vod_id)
+            .execute(conn)
+            .await
+            .map(|_| ())
+    }
+
+    /// Leases the oldest available job for `owner` until `lease_until`, counting an attempt.
+    pub async fn claim_job(
+        &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Option<LeasedJob>, DbError> {
+        let lock = match self.backend() {
+            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Sqlite => "",
+        };
+        sqlx::query_as(&format!(
+            "UPDATE transcode_jobs SET lease_owner = $1, lease_until = $2, attempts = attempts + 1 \
+             WHERE vod_id IN (SELECT vod_id FROM transcode_jobs WHERE lease_until IS NULL OR lease_until < $3 \
+               ORDER BY created_at LIMIT 1{lock}) \
+             RETURNING vod_id, project_id, attempts"
+        ))
+        .bind(owner)
+        .bind(lease_until)
+        .bind(now)
+        .fetch_optional(self.pool())
+        .await
+    }
+
+    /// Extends a lease; false when the job is no longer this owner's (cancelled, or taken over).
+    pub async fn renew_job(&self, owner: &str, vod_id: &str, lease_until: i64) -> Result<bool, DbError> {
+        let done =
+            sqlx::query("UPDATE transcode_jobs SET lease_until = $1 WHERE vod_id = $2 AND lease_owner = $3")
+                .bind(lease_until)
+                .bind(vod_id)
+                .bind(owner)
+                .execute(self.pool())
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Returns a job to the queue without counting the attempt (a clean shutdown).
+    pub async fn return_job(&self, owner: &str, vod_id: &str) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = NULL, attempts = attempts - 1 \
+             WHERE vod_id = $1 AND lease_owner = $2",
+        )
+        .bind(vod_id)
+        .bind(owner)
+        .execute(self.pool())
+        .await
+        .map(|_| ())
+    }
+
+    /// Frees every lease of `owner`: a restarted process takes its jobs up again at once instead of
+    /// waiting for the leases to run out. The interrupted attempts still count.
+    pub async fn release_jobs(&self, owner: &str) -> Result<u64, DbError> {
+        sqlx::query("UPDATE transcode_jobs SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1")
+            .bind(owner)
+            .execute(self.pool())
+            .await
+            .map(|r| r.rows_affected())
+    }
+
+    /// Whether `owner` still holds the job of `vod_id` (not cancelled, not taken over), on the
+    /// caller's transaction.
+    pub async fn job_is_ours(conn: &mut AnyConnection, owner: &str, vod_id: &str) -> Result<bool, DbError> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT vod_id FROM transcode_jobs WHERE vod_id = $1 AND lease_owner = $2")
+                .bind(vod_id)
+                .bind(owner)
+                .fetch_optional(conn)
+                .await?;
+        Ok(row.is_some())
+    }
+
+    /// Gives a job back to be tried again after `retry_at` (ms); the attempt counts.
+    pub async fn retry_job_at(&self, owner: &str, vod_id: &str, retry_at: i64) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = $1 WHERE vod_id = $2 AND lease_owner = $3",
+        )
+        .bind(retry_at)
+        .bind(vod_id)
+        .bind(owner)
+        .execute(self.pool())
+        .await
+        .map(|_| ())
+    }
+}
