@@ -41,12 +41,14 @@ build_packages=(
 
 # Media tests push real streams with ffmpeg (and GStreamer's gst-launch-1.0, a runtime package);
 # the Postgres tests need a server and psql; the webhook guide's receiver runs on python3;
-# playback tests play in headless Chromium with hls.js, installed by npm (tests/player).
+# playback tests play in headless Chromium with hls.js, installed by npm (tests/player); the S3
+# tests run moto's server from a Python venv (scripts/moto.sh).
 test_packages=(
     ffmpeg
     postgresql
     postgresql-client
     python3
+    python3-venv
     chromium
     nodejs
 )

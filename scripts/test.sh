@@ -36,6 +36,9 @@ for component in rustfmt clippy; do
     fi
 done
 
+stage "s3: scripts/moto.sh (an S3-compatible server for the S3 storage tests)"
+bash scripts/moto.sh
+
 stage "player: npm ci --prefix tests/player (hls.js for the playback tests)"
 npm ci --prefix tests/player --no-audit --no-fund
 

@@ -16,6 +16,8 @@ mod rtmp_limits;
 mod store;
 mod streams;
 mod vod;
+mod vod_restart;
+mod vod_s3;
 mod webhook_guide;
 mod webhooks;
 mod webhooks_restart;

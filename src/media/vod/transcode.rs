@@ -251,18 +251,6 @@ fn collect(bin: &gst::Bin, name: &str, dir: PathBuf, audio: bool, out: Shared) -
                     }
                 }
                 let Some(header) = buffers.first() else { return Ok(gst::FlowSuccess::Ok) };
-                if std::env::var("SLUICE_DEBUG_FRAGMENTS").is_ok() {
-                    for b in &buffers {
-                        eprintln!(
-                            "{}: flags {:?} pts {:?} dur {:?} size {}",
-                            r.name,
-                            b.flags(),
-                            b.pts(),
-                            b.duration(),
-                            b.size()
-                        );
-                    }
-                }
                 let duration = header.duration().map_or(0.0, |d| d.nseconds() as f64 / 1e9);
                 let uri = format!("s{}.m4s", r.segments.len());
                 let mut data = Vec::new();

@@ -1,0 +1,138 @@
+//! Durable transcode jobs, with the real binary on Postgres: SIGKILL mid-transcode, and the job
+//! finishes after a restart with one `vod.complete`; SIGTERM mid-transcode gives the job back to
+//! the queue without counting the attempt (CONTRACT: The program — SIGTERM; VOD — jobs).
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sqlx::Connection;
+
+use crate::helpers::{bootstrap_key, eventually, fresh_postgres_url, sluice_command, wait_ready, Killed};
+use crate::receiver::Receiver;
+use crate::vod::{events_for, make_file};
+
+fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
+    let mut cmd = sluice_command(dir, port);
+    cmd.env("SLUICE_DATABASE_URL", db);
+    cmd
+}
+
+async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Killed {
+    let child = sluice(dir, db, port).arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve");
+    let s = Killed(child);
+    wait_ready(port).await;
+    s
+}
+
+async fn vod(client: &reqwest::Client, base: &str, key: &str, id: &str) -> Value {
+    client
+        .get(format!("{base}/vod/{id}"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json")
+}
+
+/// Waits until the VOD is processing and at least `percent` done.
+async fn processing_past(client: &reqwest::Client, base: &str, key: &str, id: &str, percent: i64) {
+    eventually(&format!("progress past {percent} %"), Duration::from_secs(120), || async {
+        let v = vod(client, base, key, id).await;
+        assert!(!["failed", "complete"].contains(&v["status"].as_str().unwrap_or_default()), "{v}");
+        (v["status"] == "processing" && v["progress"].as_i64().unwrap_or(0) >= percent).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_transcode_finishes_after_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = fresh_postgres_url().await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let key = bootstrap_key(sluice(dir.path(), &db, port));
+    let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
+    let client = reqwest::Client::new();
+    let rx = Receiver::start().await;
+
+    let mut server = serve(dir.path(), &db, port).await;
+    let hook = client
+        .post(format!("{base}/webhooks"))
+        .bearer_auth(&key)
+        .json(&json!({"url": rx.url(), "events": ["*"]}));
+    assert_eq!(hook.send().await.expect("hook").status(), 201);
+    let file = make_file(dir.path(), "long.mp4", Some("testsrc2=size=1280x720:rate=30"), 40);
+    let created: Value = client
+        .post(format!("{base}/vod"))
+        .bearer_auth(&key)
+        .json(&json!({"name": "Long", "filename": "long.mp4"}))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let id = created["vod"]["_id"].as_str().expect("id").to_string();
+    let upload = created["upload"]["url"].as_str().expect("url");
+    let put = client.put(upload).body(std::fs::read(&file).expect("read")).send().await.expect("put");
+    assert_eq!(put.status(), 200);
+    let resp =
+        client.post(format!("{base}/vod/{id}/uploaded")).bearer_auth(&key).send().await.expect("uploaded");
+    assert_eq!(resp.status(), 200);
+
+    // SIGKILL mid-transcode: the partial output stays behind, the lease with the dead process.
+    processing_past(&client, &base, &key, &id, 10).await;
+    let _ = server.0.kill();
+    let _ = server.0.wait();
+    assert!(dir.path().join("work").join(&id).exists(), "the killed attempt left its work folder");
+
+    // A restart takes the job up again (attempt 2); SIGTERM then gives it back uncounted.
+    server = serve(dir.path(), &db, port).await;
+    processing_past(&client, &base, &key, &id, 10).await;
+    let status = Command::new("kill").args(["-TERM", &server.0.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    server.exits(Duration::from_secs(30)).await;
+    let mut conn = sqlx::PgConnection::connect(&db).await.expect("db");
+    let (attempts, owner): (i64, Option<String>) =
+        sqlx::query_as("SELECT attempts, lease_owner FROM transcode_jobs WHERE vod_id = $1")
+            .bind(&id)
+            .fetch_one(&mut conn)
+            .await
+            .expect("the job is back in the queue");
+    assert_eq!((attempts, owner), (1, None), "the killed attempt counts; the stopped one does not");
+    assert!(!dir.path().join("work").join(&id).exists(), "a stopped job removes its work folder");
+
+    drop(server);
+    let _server = serve(dir.path(), &db, port).await;
+    let done = eventually("complete", Duration::from_secs(180), || async {
+        let v = vod(&client, &base, &key, &id).await;
+        assert_ne!(v["status"], "failed", "{v}");
+        (v["status"] == "complete").then_some(v)
+    })
+    .await;
+    assert_eq!(done["renditions"].as_array().map(Vec::len), Some(3), "{done}");
+    let master = client.get(done["playbackUrl"].as_str().expect("url")).send().await.expect("master");
+    assert_eq!(master.status(), 200);
+
+    // One vod.complete, one vod.processing: the retries are invisible to the project.
+    let (jobs,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM transcode_jobs").fetch_one(&mut conn).await.expect("count");
+    assert_eq!(jobs, 0);
+    let counted: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT event, COUNT(*) FROM webhook_deliveries WHERE body LIKE $1 GROUP BY event ORDER BY event",
+    )
+    .bind(format!("%{id}%"))
+    .fetch_all(&mut conn)
+    .await
+    .expect("deliveries");
+    let counted: Vec<(&str, i64)> = counted.iter().map(|(e, n)| (e.as_str(), *n)).collect();
+    assert_eq!(counted, [("vod.complete", 1), ("vod.processing", 1), ("vod.uploaded", 1)]);
+    let events = eventually("vod.complete delivered", Duration::from_secs(30), || async {
+        let e = events_for(&rx, &id);
+        e.iter().any(|(name, _)| name == "vod.complete").then_some(e)
+    })
+    .await;
+    assert_eq!(events.iter().filter(|(name, _)| name == "vod.complete").count(), 1);
+}
