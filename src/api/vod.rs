@@ -291,6 +291,7 @@ impl VodApi {
             status: VodStatus::PendingUpload.as_str().to_string(),
             source_size: None,
             duration: None,
+            source_info: None,
             renditions: None,
             progress: 0,
             error: None,
@@ -362,6 +363,7 @@ impl VodApi {
             Ok(info) => {
                 row.status = row.status().apply(VodMove::Probed).map_err(move_error)?.as_str().to_string();
                 row.duration = info.duration;
+                row.source_info = serde_json::to_string(info).ok();
                 events::emit(&mut tx, &row.project_id, &Event::VodUploaded(event_data(&row, &app))).await?;
                 row.status = row.status().apply(VodMove::Queued).map_err(move_error)?.as_str().to_string();
                 Db::insert_job(&mut tx, &row.id, &row.project_id, now).await?;

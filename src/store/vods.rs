@@ -25,6 +25,8 @@ pub struct VodRow {
     pub status: String,
     pub source_size: Option<i64>,
     pub duration: Option<f64>,
+    /// JSON of [`crate::media::vod::probe::SourceInfo`].
+    pub source_info: Option<String>,
     /// JSON array of what was produced.
     pub renditions: Option<String>,
     pub progress: i64,
@@ -53,14 +55,14 @@ pub struct LeasedJob {
 
 const COLUMNS: &str =
     "id, project_id, name, filename, output_format, video_codec, audio_codec, aspect_ratio, \
-     ladder, status, source_size, duration, renditions, progress, error, signed_playback, upload_expires_at, \
+     ladder, status, source_size, duration, source_info, renditions, progress, error, signed_playback, upload_expires_at, \
      created_at, updated_at, completed_at, archived_at";
 
 impl Db {
     pub async fn insert_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
         sqlx::query(&format!(
             "INSERT INTO vods ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17, $18, $19, $20, $21)"
+             $15, $16, $17, $18, $19, $20, $21, $22)"
         ))
         .bind(&v.id)
         .bind(&v.project_id)
@@ -74,6 +76,7 @@ impl Db {
         .bind(&v.status)
         .bind(v.source_size)
         .bind(v.duration)
+        .bind(&v.source_info)
         .bind(&v.renditions)
         .bind(v.progress)
         .bind(&v.error)
@@ -93,7 +96,7 @@ impl Db {
         sqlx::query(
             "UPDATE vods SET status = $1, source_size = $2, duration = $3, renditions = $4, progress = $5, \
              error = $6, signed_playback = $7, upload_expires_at = $8, updated_at = $9, completed_at = $10, \
-             archived_at = $11 WHERE id = $12",
+             archived_at = $11, source_info = $12 WHERE id = $13",
         )
         .bind(&v.status)
         .bind(v.source_size)
@@ -106,6 +109,7 @@ impl Db {
         .bind(v.updated_at)
         .bind(v.completed_at)
         .bind(v.archived_at)
+        .bind(&v.source_info)
         .bind(&v.id)
         .execute(conn)
         .await

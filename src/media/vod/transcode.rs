@@ -284,6 +284,8 @@ pub async fn run(
         return Err(Failure::Media("no rendition to produce".into()));
     }
     let pipeline = gst::Pipeline::with_name("vod");
+    // Stopped however `run` ends, also when its future is dropped (the process stops).
+    let _stopper = Stopper(pipeline.clone());
     let decode = gst::ElementFactory::make("uridecodebin")
         .property("uri", &job.uri)
         .build()
@@ -381,6 +383,15 @@ pub async fn run(
     }
     let thumbnail = *thumb_written.lock().unwrap_or_else(|p| p.into_inner());
     Ok(Output { video, audio, thumbnail })
+}
+
+/// Sets the pipeline to NULL when dropped: GStreamer needs that before its last reference goes.
+struct Stopper(gst::Pipeline);
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        let _ = self.0.set_state(gst::State::Null);
+    }
 }
 
 /// Lets one frame at [`thumbnail_at`] through to the JPEG encoder, and writes it to `thumb.jpg`.

@@ -173,10 +173,17 @@ async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> an
     app.wake_sender();
 
     let uri = app.storage.read_uri(&source_key(&id), SOURCE_URL_VALID).await?;
-    let probe_uri = uri.clone();
-    let source = match tokio::task::spawn_blocking(move || probe(&probe_uri)).await? {
-        Ok(s) => s,
-        Err(e) => return Ok(Ending::Failed(e)),
+    // What `uploaded` found; probed again only if the row lacks it.
+    let known: Option<SourceInfo> = row.source_info.as_deref().and_then(|j| serde_json::from_str(j).ok());
+    let source = match known {
+        Some(s) => s,
+        None => {
+            let probe_uri = uri.clone();
+            match tokio::task::spawn_blocking(move || probe(&probe_uri)).await? {
+                Ok(s) => s,
+                Err(e) => return Ok(Ending::Failed(e)),
+            }
+        }
     };
     let ladder: Vec<RenditionSpec> = serde_json::from_str(&row.ladder)?;
     let aspect = AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve);

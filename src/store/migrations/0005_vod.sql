@@ -17,6 +17,8 @@ CREATE TABLE vods (
     source_size BIGINT,
     -- Seconds, from the probe.
     duration DOUBLE PRECISION,
+    -- JSON of what the probe found (picture size, frame rate, audio), for the transcode.
+    source_info TEXT,
     -- JSON array of what was produced ({name, width, height, videoBitrate}).
     renditions TEXT,
     -- 0–100 while processing.
