@@ -65,9 +65,11 @@ pub fn route_of(path: &str) -> String {
         "redeliver",
         "test",
     ];
-    const WORDS: [&str; 12] = [
+    const WORDS: [&str; 14] = [
         "v1",
         "play",
+        "upload",
+        "thumb.jpg",
         "auth",
         "login",
         "refresh",
@@ -81,7 +83,7 @@ pub fn route_of(path: &str) -> String {
     ];
     let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let top = segments.first().copied().unwrap_or("");
-    if !matches!(top, "v1" | "play" | "healthz" | "readyz" | "metrics" | "docs") {
+    if !matches!(top, "v1" | "play" | "upload" | "healthz" | "readyz" | "metrics" | "docs") {
         return "other".into();
     }
     if top == "docs" {
@@ -128,6 +130,9 @@ mod tests {
         assert_eq!(route_of("/play/live/abc/master.m3u8"), "/play/live/:id/master.m3u8");
         assert_eq!(route_of("/play/live/abc/Xy12/720p/index.m3u8"), "/play/live/:id/*/*/index.m3u8");
         assert_eq!(route_of("/play/live/abc/Xy12/720p/p41.m4s"), "/play/live/:id/*/*/*");
+        assert_eq!(route_of("/play/vod/abc/thumb.jpg"), "/play/vod/:id/thumb.jpg");
+        assert_eq!(route_of("/play/vod/abc/720p/s3.m4s"), "/play/vod/:id/*/*");
+        assert_eq!(route_of("/upload/vod/abc"), "/upload/vod/:id");
         assert_eq!(route_of("/docs/swagger.js"), "/docs");
         assert_eq!(route_of("/v1/random-1234"), "/v1/*");
         assert_eq!(route_of("/v1/auth/login"), "/v1/auth/login");

@@ -160,12 +160,11 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<App>>, Path(id): Path<
     let have = tokio::fs::metadata(&partial).await.map_or(0, |m| m.len());
     let (start, declared) = match range {
         Some((None, total)) => return incomplete(have.min(total), total),
-        Some((Some((a, b)), _)) if a > have => {
+        Some((Some((a, _)), _)) if a > have => {
             let mut r = answer(StatusCode::RANGE_NOT_SATISFIABLE, "the chunk starts past the bytes received");
             if let Some(v) = received(have).and_then(|v| v.parse().ok()) {
                 r.headers_mut().insert(header::RANGE, v);
             }
-            let _ = b;
             return r;
         }
         Some((Some((a, b)), _)) => (a, Some(b - a + 1)),

@@ -223,6 +223,11 @@ impl Fields {
         self.opt_list(name, len, parse)
     }
 
+    /// Whether a problem was already recorded for `field`.
+    pub fn has_error(&self, field: &str) -> bool {
+        self.errors.iter().any(|e| e.strip_prefix(field).is_some_and(|rest| rest.starts_with(' ')))
+    }
+
     /// An optional array of objects, each read by `read` from its own fields; problems are named
     /// `<name>.<index>.<field>`, and unknown fields inside an object are problems too.
     pub fn opt_objects<T>(

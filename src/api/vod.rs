@@ -120,7 +120,10 @@ fn rung(f: &mut Fields) -> RenditionSpec {
     };
     for problem in spec.problems() {
         if let Some((field, rest)) = problem.split_once(' ') {
-            f.error(field, rest);
+            // A missing or mistyped field already has its problem.
+            if !f.has_error(field) {
+                f.error(field, rest);
+            }
         }
     }
     spec

@@ -571,3 +571,45 @@ async fn ids_first(t: &TestApp) -> String {
     let list: Value = t.get_with(&t.project_url("/vod"), &t.key).await.json().await.expect("json");
     list["items"][0]["_id"].as_str().expect("id").to_string()
 }
+
+/// DELETE while processing: `cancelled`, the pipeline stops, and its partial output goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_a_running_transcode() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let receiver = Receiver::start().await;
+    subscribe(&t, &receiver).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = make_file(dir.path(), "long.mp4", Some("testsrc2=size=1280x720:rate=30"), 40);
+    let (vod, url) = create(&t, json!({"name": "Long", "filename": "long.mp4"})).await;
+    let id = vod["_id"].as_str().expect("id").to_string();
+    assert_eq!(put_file(&t, &url, &file).await.status(), 200);
+    assert_eq!(uploaded(&t, &id).await.status(), 200);
+    let work = t.app.settings.data_dir.join("work").join(&id);
+    eventually("the transcode to be under way", Duration::from_secs(60), || async {
+        let v = get_vod(&t, &id).await;
+        (v["status"] == "processing" && v["progress"].as_i64().unwrap_or(0) >= 5 && work.exists())
+            .then_some(())
+    })
+    .await;
+    let resp = t
+        .with_key(Method::DELETE, &t.project_url(&format!("/vod/{id}")), &t.key)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(resp.json::<Value>().await.expect("json")["status"], "cancelled");
+    let stored = t.app.storage.local_path(&format!("vod/{id}")).expect("local");
+    eventually("the partial output to go", Duration::from_secs(20), || async {
+        (!work.exists() && !stored.exists()).then_some(())
+    })
+    .await;
+    let (jobs,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM transcode_jobs").fetch_one(t.db.pool()).await.expect("count");
+    assert_eq!(jobs, 0);
+    let events = eventually("vod.cancelled", Duration::from_secs(20), || async {
+        let e = events_for(&receiver, &id);
+        e.iter().any(|(name, _)| name == "vod.cancelled").then_some(e)
+    })
+    .await;
+    assert!(events.iter().all(|(name, _)| name != "vod.complete" && name != "vod.failed"), "{events:?}");
+    assert_eq!(get_vod(&t, &id).await["status"], "cancelled");
+}

@@ -136,3 +136,86 @@ async fn a_killed_transcode_finishes_after_restart() {
     .await;
     assert_eq!(events.iter().filter(|(name, _)| name == "vod.complete").count(), 1);
 }
+
+/// Two `sluice serve` processes on one Postgres and one storage folder share the queue: with one
+/// worker each, two jobs run at once, one in each process, and each completes once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_the_queue() {
+    let db = fresh_postgres_url().await;
+    let storage = tempfile::tempdir().expect("storage");
+    let (dir1, dir2) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    let free =
+        || std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let (port1, port2) = (free(), free());
+    let shared = |dir: &std::path::Path, port: u16| {
+        let mut cmd = sluice(dir, &db, port);
+        cmd.env("SLUICE_STORAGE_URL", format!("file://{}", storage.path().display()))
+            .env("SLUICE_TRANSCODE_WORKERS", "1");
+        cmd
+    };
+    let key = bootstrap_key(shared(dir1.path(), port1));
+    let spawn = |dir: &std::path::Path, port: u16| {
+        Killed(shared(dir, port).arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve"))
+    };
+    let (_one, _two) = (spawn(dir1.path(), port1), spawn(dir2.path(), port2));
+    wait_ready(port1).await;
+    wait_ready(port2).await;
+    let base = format!("http://127.0.0.1:{port1}/v1/projects/demo");
+    let client = reqwest::Client::new();
+    let file = make_file(dir1.path(), "shared.mp4", Some("testsrc2=size=1280x720:rate=30"), 20);
+    let mut ids = Vec::new();
+    for name in ["one", "two"] {
+        let created: Value = client
+            .post(format!("{base}/vod"))
+            .bearer_auth(&key)
+            .json(&json!({"name": name, "filename": "shared.mp4"}))
+            .send()
+            .await
+            .expect("create")
+            .json()
+            .await
+            .expect("json");
+        let id = created["vod"]["_id"].as_str().expect("id").to_string();
+        let put = client
+            .put(created["upload"]["url"].as_str().expect("url"))
+            .body(std::fs::read(&file).expect("read"));
+        assert_eq!(put.send().await.expect("put").status(), 200);
+        ids.push(id);
+    }
+    for id in &ids {
+        let resp = client
+            .post(format!("{base}/vod/{id}/uploaded"))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .expect("uploaded");
+        assert_eq!(resp.status(), 200);
+    }
+    let pool = sqlx::PgPool::connect(&db).await.expect("db");
+    let owners = eventually("both processes working at once", Duration::from_secs(60), || async {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT DISTINCT lease_owner FROM transcode_jobs WHERE lease_owner IS NOT NULL")
+                .fetch_all(&pool)
+                .await
+                .expect("owners");
+        (rows.len() == 2).then_some(rows)
+    })
+    .await;
+    let node = |dir: &std::path::Path| {
+        std::fs::read_to_string(dir.join("node-id")).expect("node id").trim().to_string()
+    };
+    let mut seen: Vec<String> = owners.into_iter().map(|(o,)| o).collect();
+    seen.sort();
+    let mut nodes = vec![node(dir1.path()), node(dir2.path())];
+    nodes.sort();
+    assert_eq!(seen, nodes, "one job in each process");
+    for id in &ids {
+        let done = eventually("complete", Duration::from_secs(180), || async {
+            let v = vod(&client, &base, &key, id).await;
+            assert_ne!(v["status"], "failed", "{v}");
+            (v["status"] == "complete").then_some(v)
+        })
+        .await;
+        assert_eq!(done["renditions"].as_array().map(Vec::len), Some(3));
+    }
+}
