@@ -175,13 +175,8 @@ impl Fields {
         }
     }
 
-    /// An optional array of strings, each parsed by `parse`; `len` bounds the element count.
-    pub fn opt_list<T>(
-        &mut self,
-        name: &str,
-        len: RangeInclusive<usize>,
-        parse: impl Fn(&str) -> Result<T, String>,
-    ) -> Option<Vec<T>> {
+    /// An optional array of `len` elements; a problem (and `None`) when it is something else.
+    fn array(&mut self, name: &str, len: &RangeInclusive<usize>) -> Option<Vec<Value>> {
         let Value::Array(items) = self.take(name)? else {
             self.error(name, "must be an array");
             return None;
@@ -190,6 +185,17 @@ impl Fields {
             self.error(name, format!("must have {} to {} elements", len.start(), len.end()));
             return None;
         }
+        Some(items)
+    }
+
+    /// An optional array of strings, each parsed by `parse`; `len` bounds the element count.
+    pub fn opt_list<T>(
+        &mut self,
+        name: &str,
+        len: RangeInclusive<usize>,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<Vec<T>> {
+        let items = self.array(name, &len)?;
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
         for (i, item) in items.iter().enumerate() {
@@ -236,14 +242,7 @@ impl Fields {
         len: RangeInclusive<usize>,
         read: impl Fn(&mut Fields) -> T,
     ) -> Option<Vec<T>> {
-        let Value::Array(items) = self.take(name)? else {
-            self.error(name, "must be an array");
-            return None;
-        };
-        if !len.contains(&items.len()) {
-            self.error(name, format!("must have {} to {} elements", len.start(), len.end()));
-            return None;
-        }
+        let items = self.array(name, &len)?;
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
         for (i, item) in items.into_iter().enumerate() {

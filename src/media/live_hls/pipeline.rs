@@ -49,11 +49,7 @@ pub struct Descriptions {
 impl Descriptions {
     /// The built-in descriptions, each replaced by a file of the same name in `dir` if present.
     pub fn load(dir: Option<&Path>) -> Descriptions {
-        let read = |name: &str, builtin: &str| -> String {
-            dir.map(|d| d.join(name))
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .unwrap_or_else(|| builtin.to_string())
-        };
+        let read = |name: &str, builtin: &str| crate::media::description(dir, name, builtin);
         Descriptions { decoder: read("live-decoder.txt", DECODER), rung: read("live-rung.txt", RUNG) }
     }
 

@@ -44,11 +44,7 @@ pub struct Descriptions {
 
 impl Descriptions {
     pub fn load(dir: Option<&Path>) -> Descriptions {
-        let read = |name: &str, builtin: &str| -> String {
-            dir.map(|d| d.join(name))
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .unwrap_or_else(|| builtin.to_string())
-        };
+        let read = |name: &str, builtin: &str| crate::media::description(dir, name, builtin);
         Descriptions { rung: read("vod-rung.txt", RUNG), audio: read("vod-audio.txt", AUDIO) }
     }
 }
