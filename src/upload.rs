@@ -3,10 +3,10 @@
 //!
 //! The body is streamed to disk, never held in memory. A whole file is one plain PUT. A resumable
 //! upload sends chunks with `Content-Range: bytes <first>-<last>/<total>`, each starting at or
-//! before what has arrived (overlap is rewritten); `Content-Range: bytes */<total>` asks how much
-//! has arrived. A chunk that leaves the file incomplete is answered 202 with
-//! `Range: bytes=0-<last received>`; the last one with 200. Chunks wait in `source.part`, and the
-//! file becomes `source` only once whole.
+//! before what has arrived and replacing everything from its first byte on;
+//! `Content-Range: bytes */<total>` asks how much has arrived. A chunk that leaves the file
+//! incomplete is answered 202 with `Range: bytes=0-<last received>`; the last one with 200.
+//! Chunks wait in `source.part`, and the file becomes `source` only once whole.
 //!
 //! Errors: a bad signature or an expired URL 403, a VOD no longer waiting for its file 409, a
 //! file over `SLUICE_MAX_UPLOAD_BYTES` 413 (and what arrived is removed), a chunk that starts past
@@ -111,7 +111,7 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<App>>, Path(id): Path<
     if !app.keys.verify(&message(&id, expires), sig) {
         return answer(StatusCode::FORBIDDEN, "upload URL signature is invalid");
     }
-    if expires * 1000 < now_ms() {
+    if expires.saturating_mul(1000) < now_ms() {
         return answer(
             StatusCode::FORBIDDEN,
             "upload URL has expired; POST /vod/<id>/heartbeat gives a new one",
