@@ -2,6 +2,7 @@
 //! Every request passes [`authorize`] first, so no path serves media around it.
 
 pub mod origin;
+pub mod token;
 pub mod vod;
 
 use poem::Request;
