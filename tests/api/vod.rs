@@ -419,6 +419,16 @@ async fn bad_inputs(t: TestApp) {
     let resp = t.client.put(&nothing_url).body("late").send().await.expect("put");
     error_message(resp, 409).await;
 
+    // Scopes: vod:read lists and reads but cannot create or cancel; another project sees nothing.
+    let reader = t.create_key(&["vod:read"]).await;
+    let body = json!({"name": "n", "filename": "a.mp4"});
+    assert_eq!(t.post_json_with(&t.project_url("/vod"), &reader, &body).await.status(), 403);
+    assert_eq!(t.get_with(&t.project_url(&format!("/vod/{junk_id}")), &reader).await.status(), 200);
+    let resp = t.with_key(Method::DELETE, &t.project_url(&format!("/vod/{audio_id}")), &reader).send().await;
+    assert_eq!(resp.expect("delete").status(), 403);
+    let outsider = t.other_project("elsewhere").await;
+    assert_eq!(t.get_with(&t.project_url(&format!("/vod/{junk_id}")), &outsider).await.status(), 404);
+
     // Lists filter by status.
     let list: Value =
         t.get_with(&t.project_url("/vod?status=failed"), &t.key).await.json().await.expect("json");

@@ -405,9 +405,18 @@ fn thumbnail(
     let at = thumbnail_at(duration);
     let passed = std::sync::atomic::AtomicBool::new(false);
     if let Some(pad) = queue.static_pad("src") {
-        pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+        pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
             let Some(gst::PadProbeData::Buffer(b)) = &info.data else { return gst::PadProbeReturn::Ok };
-            let late_enough = b.pts().is_none_or(|pts| pts >= at);
+            // Stream time: sources whose timestamps do not start at zero (MPEG-TS) count from
+            // their start too.
+            let time = b.pts().map(|pts| {
+                pad.sticky_event::<gst::event::Segment>(0)
+                    .and_then(|s| {
+                        s.segment().downcast_ref::<gst::ClockTime>().and_then(|s| s.to_stream_time(pts))
+                    })
+                    .unwrap_or(pts)
+            });
+            let late_enough = time.is_none_or(|t| t >= at);
             if late_enough && !passed.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 gst::PadProbeReturn::Ok
             } else {
