@@ -40,7 +40,7 @@ pub fn source_key(vod_id: &str) -> String {
     format!("vod/{vod_id}/source")
 }
 
-/// The folder of a VOD's outputs (and source).
+/// The folder of everything a VOD has in storage: its source and its outputs.
 pub fn vod_prefix(vod_id: &str) -> String {
     format!("vod/{vod_id}")
 }

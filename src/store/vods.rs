@@ -182,7 +182,7 @@ impl Db {
         Ok(Page { items, total })
     }
 
-    /// Records transcode progress (percent) while the job is still this worker's.
+    /// Records transcode progress (percent) of a VOD that is still processing.
     pub async fn set_vod_progress(&self, id: &str, percent: i64) -> Result<(), DbError> {
         sqlx::query("UPDATE vods SET progress = $1 WHERE id = $2 AND status = 'processing'")
             .bind(percent)
