@@ -318,9 +318,8 @@ pub async fn run(
     let bus = pipeline.bus().ok_or(Failure::Media("pipeline has no bus".into()))?;
     let mut messages = bus.stream();
     if pipeline.set_state(gst::State::Playing).is_err() {
-        let error = first_error(&bus);
-        let _ = pipeline.set_state(gst::State::Null);
-        return Err(Failure::Media(error));
+        // `_stopper` takes the pipeline back to NULL.
+        return Err(Failure::Media(first_error(&bus)));
     }
     let duration = job.source.duration.unwrap_or(0.0);
     let mut tick = tokio::time::interval(Duration::from_secs(1));

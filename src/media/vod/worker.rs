@@ -111,9 +111,9 @@ async fn run_job(app: &Arc<App>, job: LeasedJob) {
         }
         Ending::Cancelled => {
             tracing::info!(vod = %id, "transcode stopped: the VOD was cancelled");
-            remove_outputs(app, id).await;
-            let _ = app.storage.delete_prefix(&vod_prefix(id), &[]).await;
-            Ok(())
+            // Everything goes, the source too, as DELETE does (it may have run before our last
+            // upload landed).
+            app.storage.delete_prefix(&vod_prefix(id), &[]).await.map(|_| ())
         }
         Ending::Returned => app.db.return_job(&owner, id).await.map_err(Into::into),
         Ending::Retry(error) if job.attempts >= MAX_ATTEMPTS => {
