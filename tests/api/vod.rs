@@ -70,6 +70,11 @@ pub async fn uploaded(t: &TestApp, id: &str) -> reqwest::Response {
         .expect("uploaded")
 }
 
+/// `DELETE /vod/<id>` with the project's `*` key.
+pub async fn delete_vod(t: &TestApp, id: &str) -> reqwest::Response {
+    t.with_key(Method::DELETE, &t.project_url(&format!("/vod/{id}")), &t.key).send().await.expect("delete")
+}
+
 pub async fn get_vod(t: &TestApp, id: &str) -> Value {
     t.get_with(&t.project_url(&format!("/vod/{id}")), &t.key).await.json().await.expect("json")
 }
@@ -396,18 +401,10 @@ async fn bad_inputs(t: TestApp) {
         .all(|d| d["status"] == "failed" && d["error"].as_str().is_some_and(|e| !e.is_empty())));
 
     // Cancel a pending VOD: cancelled, vod.cancelled; a second DELETE is refused.
-    let resp = t
-        .with_key(Method::DELETE, &t.project_url(&format!("/vod/{id}")), &t.key)
-        .send()
-        .await
-        .expect("delete");
+    let resp = delete_vod(&t, &id).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.json::<Value>().await.expect("json")["status"], "cancelled");
-    let resp = t
-        .with_key(Method::DELETE, &t.project_url(&format!("/vod/{id}")), &t.key)
-        .send()
-        .await
-        .expect("delete");
+    let resp = delete_vod(&t, &id).await;
     error_message(resp, 409).await;
     eventually("vod.cancelled", Duration::from_secs(20), || async {
         events_for(&receiver, &id)
@@ -552,11 +549,7 @@ async fn vertical_video_preserve_and_pad() {
     }
     // Archive: playback 404, left out of lists unless asked for.
     let id = ids_first(&t).await;
-    let resp = t
-        .with_key(Method::DELETE, &t.project_url(&format!("/vod/{id}")), &t.key)
-        .send()
-        .await
-        .expect("delete");
+    let resp = delete_vod(&t, &id).await;
     let v: Value = resp.json().await.expect("json");
     assert_eq!(v["status"], "complete");
     assert!(v["archivedAt"].is_string() && v["playbackUrl"].is_null());
@@ -569,11 +562,7 @@ async fn vertical_video_preserve_and_pad() {
     let list: Value =
         t.get_with(&t.project_url("/vod?archived=true"), &t.key).await.json().await.expect("json");
     assert_eq!(list["total"], 2);
-    let resp = t
-        .with_key(Method::DELETE, &t.project_url(&format!("/vod/{id}")), &t.key)
-        .send()
-        .await
-        .expect("delete");
+    let resp = delete_vod(&t, &id).await;
     error_message(resp, 409).await;
 }
 
@@ -601,11 +590,7 @@ async fn cancel_stops_a_running_transcode() {
             .then_some(())
     })
     .await;
-    let resp = t
-        .with_key(Method::DELETE, &t.project_url(&format!("/vod/{id}")), &t.key)
-        .send()
-        .await
-        .expect("delete");
+    let resp = delete_vod(&t, &id).await;
     assert_eq!(resp.json::<Value>().await.expect("json")["status"], "cancelled");
     let stored = t.app.storage.local_path(&format!("vod/{id}")).expect("local");
     eventually("the partial output to go", Duration::from_secs(20), || async {

@@ -37,6 +37,31 @@ async fn vod(client: &reqwest::Client, base: &str, key: &str, id: &str) -> Value
         .expect("json")
 }
 
+/// Creates a VOD named `name` and PUTs `file` to its upload URL; returns its id.
+async fn create_and_upload(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    name: &str,
+    file: &std::path::Path,
+) -> String {
+    let created: Value = client
+        .post(format!("{base}/vod"))
+        .bearer_auth(key)
+        .json(&json!({"name": name, "filename": "source.mp4"}))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let id = created["vod"]["_id"].as_str().expect("id").to_string();
+    let upload = created["upload"]["url"].as_str().expect("url");
+    let put = client.put(upload).body(std::fs::read(file).expect("read")).send().await.expect("put");
+    assert_eq!(put.status(), 200);
+    id
+}
+
 /// Waits until the VOD is processing and at least `percent` done.
 async fn processing_past(client: &reqwest::Client, base: &str, key: &str, id: &str, percent: i64) {
     eventually(&format!("progress past {percent} %"), Duration::from_secs(120), || async {
@@ -64,20 +89,7 @@ async fn a_killed_transcode_finishes_after_restart() {
         .json(&json!({"url": rx.url(), "events": ["*"]}));
     assert_eq!(hook.send().await.expect("hook").status(), 201);
     let file = make_file(dir.path(), "long.mp4", Some("testsrc2=size=1280x720:rate=30"), 40);
-    let created: Value = client
-        .post(format!("{base}/vod"))
-        .bearer_auth(&key)
-        .json(&json!({"name": "Long", "filename": "long.mp4"}))
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("json");
-    let id = created["vod"]["_id"].as_str().expect("id").to_string();
-    let upload = created["upload"]["url"].as_str().expect("url");
-    let put = client.put(upload).body(std::fs::read(&file).expect("read")).send().await.expect("put");
-    assert_eq!(put.status(), 200);
+    let id = create_and_upload(&client, &base, &key, "Long", &file).await;
     let resp =
         client.post(format!("{base}/vod/{id}/uploaded")).bearer_auth(&key).send().await.expect("uploaded");
     assert_eq!(resp.status(), 200);
@@ -165,21 +177,7 @@ async fn two_processes_share_the_queue() {
     let file = make_file(dir1.path(), "shared.mp4", Some("testsrc2=size=1280x720:rate=30"), 20);
     let mut ids = Vec::new();
     for name in ["one", "two"] {
-        let created: Value = client
-            .post(format!("{base}/vod"))
-            .bearer_auth(&key)
-            .json(&json!({"name": name, "filename": "shared.mp4"}))
-            .send()
-            .await
-            .expect("create")
-            .json()
-            .await
-            .expect("json");
-        let id = created["vod"]["_id"].as_str().expect("id").to_string();
-        let put = client
-            .put(created["upload"]["url"].as_str().expect("url"))
-            .body(std::fs::read(&file).expect("read"));
-        assert_eq!(put.send().await.expect("put").status(), 200);
+        let id = create_and_upload(&client, &base, &key, name, &file).await;
         ids.push(id);
     }
     for id in &ids {

@@ -5,11 +5,10 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{eventually, spawn_app_with, Backend, Killed};
-use crate::vod::{create, finished, make_file, probe_video, put_file, uploaded};
+use crate::vod::{create, delete_vod, finished, make_file, probe_video, put_file, uploaded};
 
 /// moto's server on a free port, with an empty bucket `sluice`.
 async fn moto() -> (Killed, String) {
@@ -89,11 +88,7 @@ async fn vod_on_s3() {
     let (vod, url) = create(&t, json!({"name": "Gone", "filename": "g.mp4"})).await;
     let gone = vod["_id"].as_str().expect("id").to_string();
     assert_eq!(put_file(&t, &url, &file).await.status(), 200);
-    let resp = t
-        .with_key(Method::DELETE, &t.project_url(&format!("/vod/{gone}")), &t.key)
-        .send()
-        .await
-        .expect("delete");
+    let resp = delete_vod(&t, &gone).await;
     assert_eq!(resp.json::<Value>().await.expect("json")["status"], "cancelled");
     let left = t.app.storage.size(&format!("vod/{gone}/source")).await.expect("head");
     assert_eq!(left, None, "the cancelled VOD's source is removed");
