@@ -52,6 +52,10 @@ pub struct App {
     pub storage: crate::storage::Storage,
     /// Keys of signed URLs.
     pub keys: crate::domain::keyring::KeyRing,
+    /// Wraps the content keys of `drmEnabled` media.
+    pub master_key: crate::domain::content_key::MasterKey,
+    /// The origin's cache of playback policies and content keys.
+    pub playback: crate::playback::Policies,
     /// Uploads running on this process's upload target.
     pub uploading: crate::upload::Uploading,
     /// Wakes idle transcode workers when a job was queued.
@@ -70,9 +74,12 @@ impl App {
         let node_id = node_id(&settings.data_dir)?;
         let keys = crate::domain::keyring::KeyRing::new(db.signing_keys().await?)
             .context("no signing key in the database")?;
+        let master_key = master_key(&settings)?;
         Ok(Arc::new(App {
             storage,
             keys,
+            master_key,
+            playback: Default::default(),
             uploading: Default::default(),
             vod_wake: Arc::new(Notify::new()),
             vod_stop: tokio::sync::watch::channel(false).0,
@@ -295,8 +302,41 @@ fn node_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
     Ok(id)
 }
 
-fn client_ip(req: &Request) -> Option<IpAddr> {
-    req.remote_addr().as_socket_addr().map(|a| a.ip())
+/// The master key of the settings, or the one in `<data dir>/master.key` (created on first use,
+/// readable by the owner only).
+fn master_key(settings: &Settings) -> anyhow::Result<crate::domain::content_key::MasterKey> {
+    use crate::domain::content_key::MasterKey;
+    if let Some(hex) = &settings.master_key {
+        return MasterKey::from_hex(hex).context("the master key must be 64 hexadecimal characters");
+    }
+    let path = settings.data_dir.join("master.key");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            MasterKey::from_hex(&text).with_context(|| format!("{} is not a master key", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let key = MasterKey::random();
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            file.write_all(key.to_hex().as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+            Ok(key)
+        }
+        Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+    }
+}
+
+/// The address of the connection's peer (an IPv4 client on a dual-stack socket as IPv4).
+pub(crate) fn client_ip(req: &Request) -> Option<IpAddr> {
+    req.remote_addr().as_socket_addr().map(|a| match a.ip() {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        ip => ip,
+    })
 }
 
 /// Cross-cutting rules of `/v1`: a client IP that failed authentication too often gets 429 for

@@ -45,6 +45,9 @@ pub enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Add a new signing key for signed URLs (playback tickets, upload targets). It signs from
+    /// each process's next start; the older keys keep verifying what they signed.
+    RotateSigningKey,
     /// Create an API key for a project and print it.
     CreateKey {
         #[arg(long)]
@@ -80,6 +83,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::CreateKey { project, scopes, label, json } => {
                     create_key(&db, &project, scopes, label, json).await
                 }
+                AdminCommand::RotateSigningKey => match db.add_signing_key().await {
+                    Ok(kid) => {
+                        println!("new signing key {kid}: it signs after each `sluice serve` restarts");
+                        Ok(())
+                    }
+                    Err(e) => Err(e.into()),
+                },
             };
             db.close().await;
             result

@@ -78,6 +78,11 @@ pub struct ConfigArgs {
     /// Transcode jobs this process runs at once (default 1; 0 = none, the API only).
     #[arg(long, global = true, env = "SLUICE_TRANSCODE_WORKERS")]
     pub transcode_workers: Option<u32>,
+    /// The master key that wraps content keys (`drmEnabled`): 64 hex characters. Default: the
+    /// key in `<data dir>/master.key`, created on first use. Processes sharing a database must
+    /// share it.
+    #[arg(long, global = true, env = "SLUICE_MASTER_KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
@@ -124,6 +129,7 @@ struct FileConfig {
     pipelines_dir: Option<PathBuf>,
     max_upload_bytes: Option<u64>,
     transcode_workers: Option<u32>,
+    master_key: Option<String>,
 }
 
 /// The resolved settings every part of Sluice reads.
@@ -150,6 +156,8 @@ pub struct Settings {
     pub pipelines_dir: Option<PathBuf>,
     pub max_upload_bytes: u64,
     pub transcode_workers: u32,
+    /// Hex; `None`: the key file in the data dir.
+    pub master_key: Option<String>,
 }
 
 impl fmt::Debug for Settings {
@@ -174,6 +182,7 @@ impl fmt::Debug for Settings {
             .field("pipelines_dir", &self.pipelines_dir)
             .field("max_upload_bytes", &self.max_upload_bytes)
             .field("transcode_workers", &self.transcode_workers)
+            .field("master_key", &self.master_key.as_ref().map(|_| "<set>"))
             .finish()
     }
 }
@@ -224,6 +233,7 @@ impl Settings {
             pipelines_dir: args.pipelines_dir.clone().or(file.pipelines_dir),
             max_upload_bytes: pick(args.max_upload_bytes, file.max_upload_bytes, 20 << 30),
             transcode_workers: pick(args.transcode_workers, file.transcode_workers, 1),
+            master_key: args.master_key.clone().or(file.master_key),
             data_dir,
         };
         settings.check()?;
@@ -251,6 +261,11 @@ impl Settings {
         }
         if self.max_upload_bytes == 0 {
             bail!("max upload bytes must be at least 1");
+        }
+        if let Some(k) = &self.master_key {
+            if crate::domain::content_key::MasterKey::from_hex(k).is_none() {
+                bail!("master key must be 64 hexadecimal characters (32 bytes)");
+            }
         }
         if self.transcode_workers > 64 {
             bail!("transcode workers must be 0 to 64");

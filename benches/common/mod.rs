@@ -249,10 +249,43 @@ impl Nginx {
             ),
         )
         .expect("nginx.conf");
+        Nginx::spawn(dir, &conf, rtmp, http, hls_dir, log)
+    }
+
+    /// nginx (two workers) serving the files of `root` over HTTP, nothing else: the static peer
+    /// of the origin benches. Its log is `<dir>/nginx.log`.
+    pub fn serve_static(dir: &Path, root: &Path) -> Nginx {
+        let http = free_port();
+        let log = dir.join("nginx.log");
+        use std::os::unix::fs::PermissionsExt;
+        // Workers run as `nobody` when the bench runs as root: let them read the files.
+        for d in [dir, root] {
+            let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755));
+        }
+        let conf = dir.join("nginx-static.conf");
+        std::fs::write(
+            &conf,
+            format!(
+                "daemon off;\nworker_processes 2;\npid {pid};\nerror_log {log} warn;\n\
+                 events {{ worker_connections 8192; }}\n\
+                 http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 1000000; \
+                 server {{ listen 127.0.0.1:{http}; root {root}; \
+                 types {{ application/vnd.apple.mpegurl m3u8; video/mp4 m4s mp4; }} \
+                 add_header Access-Control-Allow-Origin *; }} }}\n",
+                pid = dir.join("nginx-static.pid").display(),
+                log = log.display(),
+                root = root.display(),
+            ),
+        )
+        .expect("nginx-static.conf");
+        Nginx::spawn(dir, &conf, 0, http, root.to_path_buf(), log)
+    }
+
+    fn spawn(dir: &Path, conf: &Path, rtmp: u16, http: u16, hls_dir: PathBuf, log: PathBuf) -> Nginx {
         let proc = Proc(
             Command::new("nginx")
                 .args(["-c"])
-                .arg(&conf)
+                .arg(conf)
                 .args(["-p"])
                 .arg(dir)
                 .stdin(Stdio::null())

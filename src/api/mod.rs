@@ -7,6 +7,7 @@ pub mod body;
 pub mod error;
 pub mod outgoing;
 pub mod pagination;
+pub mod playback;
 pub mod projects;
 pub mod security;
 pub mod streams;
@@ -39,6 +40,7 @@ pub type Apis = (
     api_keys::ApiKeysApi,
     streams::StreamsApi,
     vod::VodApi,
+    playback::PlaybackApi,
     webhooks::WebhooksApi,
 );
 pub type Service = OpenApiService<Apis, outgoing::OutgoingWebhooks>;
@@ -58,6 +60,7 @@ pub fn service() -> Service {
             api_keys::ApiKeysApi,
             streams::StreamsApi,
             vod::VodApi,
+            playback::PlaybackApi,
             webhooks::WebhooksApi,
         ),
         "Sluice",

@@ -61,6 +61,8 @@ pub struct Vod {
     pub error: Option<String>,
     /// Whether playback needs a signed URL from a playback ticket.
     pub signed_playback: bool,
+    /// Whether the segments are encrypted (AES-128; the key is served to authorised playback).
+    pub drm_enabled: bool,
     pub created_at: String,
     pub updated_at: String,
     pub completed_at: Option<String>,
@@ -105,6 +107,9 @@ pub struct CreateVod {
     /// 1–8 rungs with unique names. Default: 1080p 1920×1080 5M, 720p 1280×720 3M,
     /// 480p 854×480 1500k, 360p 640×360 800k.
     pub ladder: Option<Vec<RenditionSpec>>,
+    /// Encrypt the segments (AES-128 HLS); default false. Pair it with signed playback, or the
+    /// key is as public as the playlist.
+    pub drm_enabled: Option<bool>,
 }
 
 fn one_of(allowed: &'static str) -> impl Fn(&str) -> Result<String, String> {
@@ -147,6 +152,7 @@ impl FromJsonBody for CreateVod {
             audio_codec: f.opt_parsed("audioCodec", one_of("aac")),
             aspect_ratio: f.opt_parsed("aspectRatio", AspectRatio::parse),
             ladder,
+            drm_enabled: f.opt_bool("drmEnabled"),
         }
     }
 }
@@ -185,6 +191,7 @@ impl Vod {
             thumbnail_url: urls.then(|| format!("{base}/thumb.jpg")),
             error: row.error.clone(),
             signed_playback: row.signed_playback == 1,
+            drm_enabled: row.drm_enabled == 1,
             created_at: iso(row.created_at),
             updated_at: iso(row.updated_at),
             completed_at: row.completed_at.map(iso),
@@ -299,6 +306,7 @@ impl VodApi {
             progress: 0,
             error: None,
             signed_playback: 0,
+            drm_enabled: i64::from(b.drm_enabled.unwrap_or(false)),
             upload_expires_at: expires_ms,
             created_at: now,
             updated_at: now,
@@ -450,6 +458,7 @@ impl VodApi {
         row.updated_at = now;
         Db::update_vod(&mut tx, &row).await?;
         tx.commit().await?;
+        app.playback.forget(&crate::playback::Resource::Vod(&id));
         app.wake_sender();
         if cancelled {
             // A running transcode notices at its next lease renewal and removes what it wrote since.

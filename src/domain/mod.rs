@@ -2,6 +2,7 @@
 //! is meant.
 
 pub mod api_key;
+pub mod content_key;
 pub mod keyring;
 pub mod password;
 pub mod project;

@@ -81,11 +81,19 @@ impl App {
 
     /// The LL-HLS packaging of a push of `stream` whose session is open ([`App::begin_push`]):
     /// the stream's channel, continued after a reconnect within the grace period, or a new one.
-    /// `None` when the stream does not offer LL-HLS.
-    pub fn live_output(&self, stream: &StreamRow) -> Option<LiveOutput> {
+    /// `None` when the stream does not offer LL-HLS. With `drmEnabled` the media is encrypted
+    /// with the stream's content key (created on its first encrypted push); a key that cannot
+    /// be had fails the push rather than sending the media clear.
+    pub async fn live_output(&self, stream: &StreamRow) -> anyhow::Result<Option<LiveOutput>> {
         if !stream.protocols.split_whitespace().any(|p| p == "llhls") {
-            return None;
+            return Ok(None);
         }
+        let key = if stream.drm_enabled == 1 {
+            let resource = crate::playback::Resource::Stream(&stream.id);
+            self.playback.content_key(&self.db, &self.master_key, &resource, true).await?
+        } else {
+            None
+        };
         let dvr = (stream.dvr_enabled == 1).then(|| {
             let dir = self.settings.data_dir.join("live").join(&stream.id).join(crate::domain::new_id());
             (stream.dvr_duration as f64, dir)
@@ -94,14 +102,15 @@ impl App {
             part: f64::from(self.settings.llhls_part_ms) / 1000.0,
             segment: f64::from(self.settings.llhls_segment_ms) / 1000.0,
             dvr,
+            key,
         };
         let (channel, generation) = self.channels.start_push(&stream.id, config);
-        Some(LiveOutput {
+        Ok(Some(LiveOutput {
             channel,
             generation,
             qualities: stream.qualities.split_whitespace().filter_map(|q| Quality::parse(q).ok()).collect(),
             descriptions: Descriptions::load(self.settings.pipelines_dir.as_deref()),
-        })
+        }))
     }
 
     /// Opens a push session: `idle → live` and `stream.live`, in one transaction. Returns the

@@ -1,19 +1,41 @@
 //! The playback origin under `{playback_base}` (served at `/play`): live LL-HLS and VOD.
 //! Every request passes [`authorize`] first, so no path serves media around it.
+//!
+//! Signed playback (CONTRACT: Signed playback): when a stream or VOD requires it, every request
+//! under it — playlists, init sections, parts, segments, thumbnails, keys — needs a valid
+//! `?token=` (see [`token`]). Playlists are rewritten so that every URI they list carries the
+//! session's token, so a stock player needs only the master URL.
 
 pub mod origin;
+pub mod policy;
+pub mod rewrite;
 pub mod token;
 pub mod vod;
 
 use poem::Request;
 
 pub use origin::routes;
+pub use policy::Policies;
+
+use crate::app::{client_ip, App};
+use crate::store::playback::PlaybackRow;
+use origin::Refused;
 
 /// What a playback request reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resource<'a> {
     Stream(&'a str),
     Vod(&'a str),
+}
+
+impl Resource<'_> {
+    /// As tokens and content keys name it: `stream:<id>`, `vod:<id>`.
+    pub fn name(&self) -> String {
+        match self {
+            Resource::Stream(id) => format!("stream:{id}"),
+            Resource::Vod(id) => format!("vod:{id}"),
+        }
+    }
 }
 
 /// Why playback was refused (401 with `X-Deny-Reason`, CONTRACT: Signed playback).
@@ -38,8 +60,46 @@ impl Deny {
     }
 }
 
-/// The one authorisation step of every playback request. Playback is open today; signed
-/// playback (issue 7) checks the token of `req` against `resource` here.
-pub fn authorize(_req: &Request, _resource: &Resource<'_>) -> Result<(), Deny> {
-    Ok(())
+/// What an authorised request may do.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub policy: PlaybackRow,
+    /// The token the URIs of a served playlist carry: the session's, when the request came with
+    /// a valid token (also while signing is off, so a session keeps working when it is turned
+    /// on); `None` leaves playlists as they are.
+    pub child_token: Option<String>,
+}
+
+/// The `token` query parameter.
+fn token_of(req: &Request) -> Option<&str> {
+    req.uri().query()?.split('&').find_map(|pair| pair.strip_prefix("token="))
+}
+
+/// The one authorisation step of every playback request: the resource must exist (a VOD must
+/// be playable) and, when it requires signed playback, `req` must carry a valid token for it.
+/// The switch is read through [`Policies`], which the API clears when it changes, so turning it
+/// on or off takes effect on the next request.
+pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>) -> Result<Grant, Refused> {
+    let policy = app.playback.policy(&app.db, resource).await.map_err(|e| {
+        tracing::error!(error = %e, "playback: reading the playback policy");
+        Refused::Internal
+    })?;
+    let Some(policy) = policy else { return Err(Refused::NotFound) };
+    let token = token_of(req);
+    let now = chrono::Utc::now().timestamp();
+    let checked = match (policy.signed, token) {
+        (false, None) => None,
+        _ => match token::verify(&app.keys, token, &resource.name(), client_ip(req), now) {
+            Ok(claims) => Some(claims),
+            Err(deny) if policy.signed => return Err(Refused::Denied(deny)),
+            // Signing is off: a bad token is ignored, as if there were none.
+            Err(_) => None,
+        },
+    };
+    if !policy.playable {
+        return Err(Refused::NotFound);
+    }
+    let child_token =
+        checked.and_then(|claims| claims.session_token(&app.keys, now).or_else(|| token.map(str::to_string)));
+    Ok(Grant { policy, child_token })
 }

@@ -2,8 +2,8 @@
 //! blocking reload (`_HLS_msn`, `_HLS_part`) and delta updates (`_HLS_skip`), and the media
 //! (init sections, parts, segments) straight from the stream's in-memory channel.
 //!
-//! Paths: `/live/<id>/master.m3u8`, `/live/<id>/<session>/<rendition>/index.m3u8` and
-//! `/live/<id>/<session>/<rendition>/<file>`. The session names one channel, so a later push
+//! Paths: `/live/<id>/master.m3u8`, `/live/<id>/<session>/<rendition>/index.m3u8`,
+//! `/live/<id>/<session>/<rendition>/<file>` and `/live/<id>/key` (`drmEnabled`). The session names one channel, so a later push
 //! never serves different bytes under a URL a CDN cached as immutable.
 //!
 //! Responses share the channel's bytes (reference-counted); no lock is held while a body is
@@ -16,7 +16,8 @@ use poem::http::{header, HeaderMap, Method, StatusCode};
 use poem::web::{Data, Path};
 use poem::{get, handler, Body, IntoResponse, Request, Response, Route};
 
-use super::{authorize, Resource};
+use super::rewrite::sign_playlist;
+use super::{authorize, Grant, Resource};
 use crate::app::App;
 use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery};
 
@@ -27,21 +28,30 @@ const PLAYLIST_CACHE: &str = "public, max-age=1";
 /// (Apple's LL-HLS guidance: at least a few target durations).
 const BLOCKING_CACHE: &str = "public, max-age=6";
 pub(super) const MEDIA_CACHE: &str = "public, max-age=31536000, immutable";
+/// Playlists rewritten for one session.
+const SIGNED_PLAYLIST_CACHE: &str = "private, no-store";
+/// Content keys.
+const KEY_CACHE: &str = "private, no-store";
 /// How long the master waits for a push's first media.
 const MASTER_WAIT: Duration = Duration::from_secs(10);
 
 pub fn routes() -> Route {
     Route::new()
         .at("/live/:id/master.m3u8", get(master).options(preflight))
+        .at("/live/:id/key", get(live_key).options(preflight))
         .at("/live/:id/:session/:rendition/:file", get(media).options(preflight))
         .at("/vod/:id/:file", get(super::vod::top).options(preflight))
         .at("/vod/:id/:rendition/:file", get(super::vod::media).options(preflight))
 }
 
 /// Why a request gets no media.
-pub(super) enum Refused {
+#[derive(Debug)]
+pub(crate) enum Refused {
     Denied(super::Deny),
     NotLive,
+    /// No such stream or VOD (or a VOD that does not play: not complete, archived).
+    NotFound,
+    Internal,
 }
 
 impl Refused {
@@ -54,14 +64,17 @@ impl Refused {
                 .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "X-Deny-Reason")
                 .body("playback refused"),
             Refused::NotLive => status(StatusCode::NOT_FOUND, "stream is not live"),
+            Refused::NotFound => status(StatusCode::NOT_FOUND, "not found"),
+            Refused::Internal => status(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
         }
     }
 }
 
 /// The channel of a stream, after the authorisation step.
-fn channel(app: &App, req: &Request, id: &str) -> Result<Arc<Channel>, Refused> {
-    authorize(req, &Resource::Stream(id)).map_err(Refused::Denied)?;
-    app.channels.get(id).ok_or(Refused::NotLive)
+async fn channel(app: &App, req: &Request, id: &str) -> Result<(Arc<Channel>, Grant), Refused> {
+    let grant = authorize(app, req, &Resource::Stream(id)).await?;
+    let channel = app.channels.get(id).ok_or(Refused::NotLive)?;
+    Ok((channel, grant))
 }
 
 pub(super) fn status(code: StatusCode, text: &'static str) -> Response {
@@ -73,7 +86,13 @@ pub(super) fn status(code: StatusCode, text: &'static str) -> Response {
         .body(text)
 }
 
-fn playlist(text: String, cache: &str) -> Response {
+/// A playlist; with a session token, every URI it lists carries the token and no shared cache
+/// keeps it (it names one viewer's session).
+pub(super) fn playlist(text: String, cache: &str, grant: &Grant) -> Response {
+    let (text, cache) = match &grant.child_token {
+        Some(token) => (sign_playlist(&text, token), SIGNED_PLAYLIST_CACHE),
+        None => (text, cache),
+    };
     Response::builder()
         .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
         .header(header::CACHE_CONTROL, cache)
@@ -83,12 +102,12 @@ fn playlist(text: String, cache: &str) -> Response {
 
 #[handler]
 async fn master(req: &Request, app: Data<&Arc<App>>, Path(id): Path<String>) -> Response {
-    let c = match channel(&app, req, &id) {
+    let (c, grant) = match channel(&app, req, &id).await {
         Ok(c) => c,
         Err(r) => return r.response(),
     };
     match c.master_waiting(MASTER_WAIT).await {
-        Some(text) => playlist(text, PLAYLIST_CACHE),
+        Some(text) => playlist(text, PLAYLIST_CACHE, &grant),
         None => status(StatusCode::NOT_FOUND, "stream has no media yet"),
     }
 }
@@ -99,7 +118,7 @@ async fn media(
     app: Data<&Arc<App>>,
     Path((id, session, rendition, file)): Path<(String, String, String, String)>,
 ) -> Response {
-    let c = match channel(&app, req, &id) {
+    let (c, grant) = match channel(&app, req, &id).await {
         Ok(c) => c,
         Err(r) => return r.response(),
     };
@@ -114,7 +133,9 @@ async fn media(
             Err(e) => return status(StatusCode::BAD_REQUEST, e),
         };
         return match c.playlist(&rendition, q, hold).await {
-            Ok(Some(text)) => playlist(text, if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE }),
+            Ok(Some(text)) => {
+                playlist(text, if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE }, &grant)
+            }
             Ok(None) => status(StatusCode::SERVICE_UNAVAILABLE, "the requested part did not arrive in time"),
             Err(Miss::TooFarAhead) => {
                 status(StatusCode::BAD_REQUEST, "_HLS_msn/_HLS_part too far ahead of the live edge")
@@ -125,6 +146,32 @@ async fn media(
     match c.file(&rendition, &file, hold).await {
         Ok(bytes) => ranged(req.headers(), req.method(), bytes, "video/mp4", MEDIA_CACHE),
         Err(_) => status(StatusCode::NOT_FOUND, "no such media"),
+    }
+}
+
+#[handler]
+async fn live_key(req: &Request, app: Data<&Arc<App>>, Path(id): Path<String>) -> Response {
+    content_key(req, &app, &Resource::Stream(&id)).await
+}
+
+/// The AES-128 key of an encrypted stream or VOD: the 16 bytes `EXT-X-KEY` points at, only
+/// after the authorisation step (with signed playback on, only to a valid token). Served while
+/// a key exists, so a session started encrypted keeps playing when `drmEnabled` is turned off.
+pub(super) async fn content_key(req: &Request, app: &App, resource: &Resource<'_>) -> Response {
+    if let Err(r) = authorize(app, req, resource).await {
+        return r.response();
+    }
+    match app.playback.content_key(&app.db, &app.master_key, resource, false).await {
+        Ok(Some(key)) => Response::builder()
+            .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+            .header(header::CACHE_CONTROL, KEY_CACHE)
+            .content_type("application/octet-stream")
+            .body(key.0.to_vec()),
+        Ok(None) => status(StatusCode::NOT_FOUND, "not encrypted"),
+        Err(e) => {
+            tracing::error!(error = %e, "playback: reading a content key");
+            status(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+        }
     }
 }
 

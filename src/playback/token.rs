@@ -1,15 +1,15 @@
-//! Playback tokens (groundwork for signed playback, CONTRACT: Signed playback; not yet wired into
-//! [`super::authorize`]).
+//! Playback tokens (CONTRACT: Signed playback), checked by [`super::authorize`].
 //!
 //! A token is `<claims>.<signature>`. `claims` is `v1~<resource>~<expires>~<session>~<ip>`, with
-//! the resource written `stream:<id>` or `vod:<id>`, both times in unix seconds and `-` for no
-//! IP. The signature is the server key ring's (`<kid>.<hex HMAC-SHA256>`), so it survives key
-//! rotation. Everything is URL-safe, so a token goes in a `?token=` query as it is.
+//! the resource written `stream:<id>` or `vod:<id>`, `expires` in unix seconds, `session` in
+//! seconds (`-` on a session token) and `-` for no IP. The signature is the server key ring's
+//! (`<kid>.<hex HMAC-SHA256>`), so it survives key rotation. Everything is URL-safe, so a token
+//! goes in a `?token=` query as it is.
 //!
-//! A ticket gives the master URL a token whose `expires` bounds when playback may start
-//! (`expiresInSec`). The origin then rewrites the child URIs of the playlists it serves with a
-//! session token: the same resource and IP, with `expires` set to the ticket's `session` limit
-//! (`streamExpireSec`). Child playlists, parts, segments and keys check that one.
+//! A ticket gives its URLs a token whose `expires` bounds when playback may start
+//! (`expiresInSec`) and whose `session` is `streamExpireSec`. When a playlist is fetched with it,
+//! the origin rewrites the child URIs with a session token: the same resource and IP, expiring
+//! `session` seconds from then, and no `session` of its own, so it can never mint a longer one.
 
 use std::net::IpAddr;
 
@@ -23,8 +23,8 @@ pub struct Claims {
     pub resource: String,
     /// Unix seconds after which the token is refused.
     pub expires: i64,
-    /// Unix seconds after which a session started with it ends (child tokens expire then).
-    pub session: i64,
+    /// Seconds a session started with this (ticket) token lasts; `None` on a session token.
+    pub session: Option<i64>,
     /// The only client address it is good for.
     pub ip: Option<IpAddr>,
 }
@@ -34,7 +34,8 @@ const VERSION: &str = "v1";
 impl Claims {
     fn encode(&self) -> String {
         let ip = self.ip.map_or_else(|| "-".to_string(), |ip| ip.to_string());
-        format!("{VERSION}~{}~{}~{}~{ip}", self.resource, self.expires, self.session)
+        let session = self.session.map_or_else(|| "-".to_string(), |s| s.to_string());
+        format!("{VERSION}~{}~{}~{session}~{ip}", self.resource, self.expires)
     }
 
     fn decode(text: &str) -> Option<Claims> {
@@ -44,7 +45,10 @@ impl Claims {
         }
         let resource = parts.next()?.to_string();
         let expires = parts.next()?.parse().ok()?;
-        let session = parts.next()?.parse().ok()?;
+        let session = match parts.next()? {
+            "-" => None,
+            s => Some(s.parse().ok()?),
+        };
         let ip = match parts.next()? {
             "-" => None,
             ip => Some(ip.parse().ok()?),
@@ -61,9 +65,11 @@ impl Claims {
         format!("{claims}.{}", keys.sign(&format!("playback\n{claims}")))
     }
 
-    /// The token a session started with these claims hands its child URIs.
-    pub fn session_token(&self, keys: &KeyRing) -> String {
-        Claims { expires: self.session, ..self.clone() }.sign(keys)
+    /// The token a session started with these (ticket) claims at `now` hands its child URIs;
+    /// `None` for a session token, whose children carry it unchanged.
+    pub fn session_token(&self, keys: &KeyRing, now: i64) -> Option<String> {
+        let session = self.session?;
+        Some(Claims { expires: now.saturating_add(session), session: None, ..self.clone() }.sign(keys))
     }
 }
 
@@ -113,7 +119,7 @@ mod tests {
         Claims {
             resource: "stream:abc".into(),
             expires: 1_000,
-            session: 5_000,
+            session: Some(4_000),
             ip: ip.map(|i| i.parse().expect("ip")),
         }
     }
@@ -132,9 +138,13 @@ mod tests {
 
     #[test]
     fn session_tokens_last_as_long_as_the_session() {
-        let session = claims(None).session_token(&keys());
-        assert!(verify(&keys(), Some(&session), "stream:abc", None, 4_999).is_ok());
-        assert_eq!(verify(&keys(), Some(&session), "stream:abc", None, 5_001), Err(Deny::Expired));
+        // Started at 900, just before the ticket expires: the session lasts until 4_900.
+        let session = claims(None).session_token(&keys(), 900).expect("a ticket starts sessions");
+        let checked = verify(&keys(), Some(&session), "stream:abc", None, 4_900).expect("valid");
+        assert_eq!(checked.session, None);
+        assert_eq!(verify(&keys(), Some(&session), "stream:abc", None, 4_901), Err(Deny::Expired));
+        // A session token starts nothing longer.
+        assert_eq!(checked.session_token(&keys(), 4_900), None);
     }
 
     #[test]

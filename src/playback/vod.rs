@@ -1,5 +1,6 @@
-//! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg` and
-//! `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}`, with byte ranges and cache headers.
+//! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg`, `/vod/<id>/key`
+//! (an encrypted VOD's key) and `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}`, with
+//! byte ranges and cache headers.
 //! Only a complete, unarchived VOD plays (CONTRACT: VOD — an archived VOD's playback is 404).
 
 use std::sync::Arc;
@@ -8,10 +9,9 @@ use poem::http::StatusCode;
 use poem::web::{Data, Path};
 use poem::{handler, Request, Response};
 
-use super::origin::{ranged, status, Refused, MEDIA_CACHE};
+use super::origin::{playlist, ranged, status, MEDIA_CACHE};
 use super::{authorize, Resource};
 use crate::app::App;
-use crate::domain::vod::VodStatus;
 use crate::storage::vod_prefix;
 
 /// Playlists may be cached briefly: archiving a VOD takes effect within this.
@@ -19,6 +19,9 @@ const PLAYLIST_CACHE: &str = "public, max-age=60";
 
 #[handler]
 pub async fn top(req: &Request, app: Data<&Arc<App>>, Path((id, file)): Path<(String, String)>) -> Response {
+    if file == "key" {
+        return super::origin::content_key(req, &app, &Resource::Vod(&id)).await;
+    }
     if file != "master.m3u8" && file != "thumb.jpg" {
         return status(StatusCode::NOT_FOUND, "no such file");
     }
@@ -44,17 +47,11 @@ pub async fn media(
 }
 
 async fn serve(req: &Request, app: &App, id: &str, file: &str) -> Response {
-    if let Err(deny) = authorize(req, &Resource::Vod(id)) {
-        return Refused::Denied(deny).response();
-    }
-    match app.db.vod_by_id(id).await {
-        Ok(Some(row)) if row.status() == VodStatus::Complete && row.archived_at.is_none() => {}
-        Ok(_) => return status(StatusCode::NOT_FOUND, "no such VOD"),
-        Err(e) => {
-            tracing::error!(error = %e, "playback: reading a VOD");
-            return status(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
-        }
-    }
+    // A VOD plays only while complete and not archived: the policy says so.
+    let grant = match authorize(app, req, &Resource::Vod(id)).await {
+        Ok(grant) => grant,
+        Err(r) => return r.response(),
+    };
     let bytes = match app.storage.get(&format!("{}/{file}", vod_prefix(id)), None).await {
         Ok(Some(b)) => b,
         Ok(None) => return status(StatusCode::NOT_FOUND, "no such file"),
@@ -63,12 +60,13 @@ async fn serve(req: &Request, app: &App, id: &str, file: &str) -> Response {
             return status(StatusCode::BAD_GATEWAY, "storage unavailable");
         }
     };
-    let (content_type, cache) = if file.ends_with(".m3u8") {
-        ("application/vnd.apple.mpegurl", PLAYLIST_CACHE)
-    } else if file.ends_with(".jpg") {
-        ("image/jpeg", PLAYLIST_CACHE)
-    } else {
-        ("video/mp4", MEDIA_CACHE)
-    };
+    if file.ends_with(".m3u8") {
+        let Ok(text) = String::from_utf8(bytes.to_vec()) else {
+            return status(StatusCode::INTERNAL_SERVER_ERROR, "damaged playlist");
+        };
+        return playlist(text, PLAYLIST_CACHE, &grant);
+    }
+    let (content_type, cache) =
+        if file.ends_with(".jpg") { ("image/jpeg", PLAYLIST_CACHE) } else { ("video/mp4", MEDIA_CACHE) };
     ranged(req.headers(), req.method(), bytes, content_type, cache)
 }

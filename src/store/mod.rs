@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod api_keys;
 pub mod keys;
+pub mod playback;
 pub mod sessions;
 pub mod streams;
 pub mod vods;

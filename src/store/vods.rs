@@ -32,6 +32,8 @@ pub struct VodRow {
     pub progress: i64,
     pub error: Option<String>,
     pub signed_playback: i64,
+    /// 1: segments are encrypted (AES-128) with the VOD's content key.
+    pub drm_enabled: i64,
     pub upload_expires_at: i64,
     pub created_at: i64,
     pub updated_at: i64,
@@ -56,13 +58,13 @@ pub struct LeasedJob {
 const COLUMNS: &str =
     "id, project_id, name, filename, output_format, video_codec, audio_codec, aspect_ratio, \
      ladder, status, source_size, duration, source_info, renditions, progress, error, signed_playback, upload_expires_at, \
-     created_at, updated_at, completed_at, archived_at";
+     created_at, updated_at, completed_at, archived_at, drm_enabled";
 
 impl Db {
     pub async fn insert_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
         sqlx::query(&format!(
             "INSERT INTO vods ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17, $18, $19, $20, $21, $22)"
+             $15, $16, $17, $18, $19, $20, $21, $22, $23)"
         ))
         .bind(&v.id)
         .bind(&v.project_id)
@@ -86,6 +88,7 @@ impl Db {
         .bind(v.updated_at)
         .bind(v.completed_at)
         .bind(v.archived_at)
+        .bind(v.drm_enabled)
         .execute(conn)
         .await
         .map(|_| ())

@@ -13,6 +13,7 @@ mod projects;
 mod receiver;
 mod rtmp;
 mod rtmp_limits;
+mod signed;
 mod store;
 mod streams;
 mod vod;

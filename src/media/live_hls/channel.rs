@@ -16,6 +16,7 @@ use tokio::sync::watch;
 
 use super::ladder::{self, AudioRendition, Variant};
 use super::playlist::{Config, MediaPlaylist, Part, RenditionReport, Wait, Window};
+use crate::domain::content_key::ContentKey;
 
 /// How long after a push ends a new push continues the same playlists.
 pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
@@ -58,7 +59,13 @@ pub struct ChannelConfig {
     pub segment: f64,
     /// DVR: seconds kept, and the folder segments are written to.
     pub dvr: Option<(f64, PathBuf)>,
+    /// `drmEnabled`: parts and segments are encrypted with this key (AES-128, IV = the
+    /// segment's media sequence number); the init sections stay clear.
+    pub key: Option<ContentKey>,
 }
+
+/// Where a media playlist (`/live/<id>/<session>/<rendition>/index.m3u8`) finds the stream's key.
+pub const KEY_URI: &str = "../../key";
 
 /// A rendition's `EXT-X-TARGETDURATION` and `PART-TARGET`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -76,6 +83,7 @@ impl ChannelConfig {
                 Some((seconds, _)) => Window::Seconds(*seconds),
                 None => Window::Segments(LIVE_WINDOW_SEGMENTS),
             },
+            key_uri: self.key.map(|_| KEY_URI.to_string()),
         }
     }
 }
@@ -267,8 +275,13 @@ impl Channel {
                 }
                 let n = r.next_part;
                 r.next_part += 1;
-                r.open.push(data.clone());
-                r.parts.push_back((n, data));
+                // Each part on its own, under the IV of the segment it belongs to.
+                let served = match &self.config.key {
+                    Some(key) => Bytes::from(key.encrypt(r.playlist.next_msn(), &data)),
+                    None => data.clone(),
+                };
+                r.open.push(data);
+                r.parts.push_back((n, served));
                 r.playlist.push_part(Part { duration, independent, uri: format!("p{n}.m4s") }, pdt);
                 r.playlist.set_preload_hint(Some(format!("p{}.m4s", n + 1)));
                 // Keep the parts a playlist can list (three target durations) and some more.
@@ -290,6 +303,10 @@ impl Channel {
             r.peak_bps = r.peak_bps.max(bytes.len() as f64 * 8.0 / duration);
         }
         let Some(msn) = r.playlist.close_segment(format!("s{}.m4s", r.playlist.next_msn())) else { return };
+        let bytes = match &self.config.key {
+            Some(key) => Bytes::from(key.encrypt(msn, &bytes)),
+            None => bytes,
+        };
         // A rendition whose encoder cannot keep up falls behind the clock: say so once.
         if let Some(seg) = r.playlist.segments().next_back().filter(|s| s.msn == msn) {
             if let Some(pdt) = seg.program_date_time {
@@ -568,7 +585,8 @@ impl Channels {
         if let Some(c) = map.get(stream_id) {
             let compatible = c.config.part == config.part
                 && c.config.segment == config.segment
-                && c.config.dvr.as_ref().map(|d| d.0) == config.dvr.as_ref().map(|d| d.0);
+                && c.config.dvr.as_ref().map(|d| d.0) == config.dvr.as_ref().map(|d| d.0)
+                && c.config.key == config.key;
             let s = c.lock();
             let continues = compatible && !s.ended;
             drop(s);
@@ -623,7 +641,7 @@ mod tests {
     const TIMING: Timing = Timing { target_duration: 2, part_target: 0.37 };
 
     fn config() -> ChannelConfig {
-        ChannelConfig { part: 1.0 / 3.0, segment: 2.0, dvr: None }
+        ChannelConfig { part: 1.0 / 3.0, segment: 2.0, dvr: None, key: None }
     }
 
     fn part(starts_segment: bool, byte: u8) -> Chunk {

@@ -57,6 +57,8 @@ pub struct Config {
     /// Upper bound of every part's duration (seconds).
     pub part_target: f64,
     pub window: Window,
+    /// The key's URI when the media is encrypted (`METHOD=AES-128`, IV from the sequence number).
+    pub key_uri: Option<String>,
 }
 
 /// A rendition's latest position, for `EXT-X-RENDITION-REPORT` in its siblings' playlists.
@@ -317,7 +319,7 @@ impl MediaPlaylist {
             if s.discontinuity {
                 let _ = writeln!(out, "#EXT-X-DISCONTINUITY");
             }
-            write_map(&mut out, &mut map, &s.init_uri);
+            write_map(&mut out, &mut map, &s.init_uri, c.key_uri.as_deref());
             write_pdt(&mut out, s.program_date_time);
             if seg_start + s.duration > part_cutoff + EPSILON {
                 write_parts(&mut out, &s.parts);
@@ -329,7 +331,7 @@ impl MediaPlaylist {
             if self.open_discontinuity {
                 let _ = writeln!(out, "#EXT-X-DISCONTINUITY");
             }
-            write_map(&mut out, &mut map, &self.init_uri);
+            write_map(&mut out, &mut map, &self.init_uri, c.key_uri.as_deref());
             write_pdt(&mut out, self.open_pdt);
             write_parts(&mut out, &self.open_parts);
         }
@@ -349,9 +351,18 @@ impl MediaPlaylist {
     }
 }
 
-fn write_map<'a>(out: &mut String, current: &mut Option<&'a str>, uri: &'a str) {
+/// `EXT-X-MAP` where the section changes. With a key, the section stays clear (a `METHOD=NONE`
+/// key before every map after the first) and the media after it is encrypted: the `EXT-X-KEY`
+/// follows each map, so it is present after a delta update's `EXT-X-SKIP` too.
+fn write_map<'a>(out: &mut String, current: &mut Option<&'a str>, uri: &'a str, key: Option<&str>) {
     if *current != Some(uri) {
+        if key.is_some() && current.is_some() {
+            let _ = writeln!(out, "#EXT-X-KEY:METHOD=NONE");
+        }
         let _ = writeln!(out, "#EXT-X-MAP:URI=\"{uri}\"");
+        if let Some(key) = key {
+            let _ = writeln!(out, "#EXT-X-KEY:METHOD=AES-128,URI=\"{key}\"");
+        }
         *current = Some(uri);
     }
 }
@@ -377,7 +388,10 @@ mod tests {
     const PART: f64 = 1.0 / 3.0;
 
     fn playlist(window: Window) -> MediaPlaylist {
-        MediaPlaylist::new(Config { target_duration: 2, part_target: PART, window }, "init.mp4".into())
+        MediaPlaylist::new(
+            Config { target_duration: 2, part_target: PART, window, key_uri: None },
+            "init.mp4".into(),
+        )
     }
 
     /// Publishes `segments` segments of 6 parts (2 s each).

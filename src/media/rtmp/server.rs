@@ -329,7 +329,14 @@ impl Connection {
         }
         // The session first: it admits one push per stream, and the channel relies on that.
         let kill = self.app.begin_push(&stream.id, &stream.project_id).await.map_err(|e| e.to_string())?;
-        let live = self.app.live_output(&stream);
+        let live = match self.app.live_output(&stream).await {
+            Ok(live) => live,
+            Err(e) => {
+                tracing::error!(stream = %stream.id, error = %e, "preparing the live output (content key)");
+                self.app.end_push(&stream.id, &stream.project_id, "live output failed to start").await;
+                return Err("ingest is unavailable".to_string());
+            }
+        };
         let (pipeline, reports) = match IngestPipeline::start(&stream.id, live) {
             Ok(started) => started,
             Err(e) => {

@@ -13,14 +13,22 @@ pub struct Segment {
     pub bytes: u64,
 }
 
+/// Where a VOD media playlist (`/vod/<id>/<rendition>/index.m3u8`) finds the VOD's key.
+pub const KEY_URI: &str = "../key";
+
 /// The media playlist of a rendition. TARGETDURATION is the longest segment rounded to the
-/// nearest second, as 4.4.3.1 asks (EXTINF rounded to an integer must not exceed it).
-pub fn media_playlist(init_uri: &str, segments: &[Segment]) -> String {
+/// nearest second, as 4.4.3.1 asks (EXTINF rounded to an integer must not exceed it). With
+/// `key_uri` the segments are AES-128 encrypted (IV: the sequence number); the `EXT-X-KEY`
+/// follows the `EXT-X-MAP`, so the initialization section is clear.
+pub fn media_playlist(init_uri: &str, segments: &[Segment], key_uri: Option<&str>) -> String {
     let target = segments.iter().map(|s| s.duration.round() as u64).max().unwrap_or(1).max(1);
     let mut out = format!(
         "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:{target}\n#EXT-X-MEDIA-SEQUENCE:0\n\
          #EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-INDEPENDENT-SEGMENTS\n#EXT-X-MAP:URI=\"{init_uri}\"\n"
     );
+    if let Some(key) = key_uri {
+        let _ = writeln!(out, "#EXT-X-KEY:METHOD=AES-128,URI=\"{key}\"");
+    }
     for s in segments {
         let _ = writeln!(out, "#EXTINF:{:.5},\n{}", s.duration, s.uri);
     }
@@ -54,7 +62,10 @@ mod tests {
             Segment { uri: "s1.m4s".into(), duration: 4.4, bytes: 3000 },
             Segment { uri: "s2.m4s".into(), duration: 1.2, bytes: 100 },
         ];
-        let text = media_playlist("init.mp4", &segs);
+        let text = media_playlist("init.mp4", &segs, None);
+        assert!(!text.contains("EXT-X-KEY"));
+        let encrypted = media_playlist("init.mp4", &segs, Some(KEY_URI));
+        assert!(encrypted.contains("#EXT-X-MAP:URI=\"init.mp4\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"../key\"\n"));
         assert!(text.contains("#EXT-X-TARGETDURATION:4\n"));
         assert!(text.contains("#EXT-X-PLAYLIST-TYPE:VOD\n"));
         assert!(text.contains("#EXT-X-MAP:URI=\"init.mp4\"\n"));

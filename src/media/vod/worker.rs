@@ -22,6 +22,7 @@ use crate::domain::time::now_ms;
 use crate::domain::vod::{self, AspectRatio, ProducedRendition, RenditionSpec, VodMove};
 use crate::events::{self, Event};
 use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
+use crate::playback::Resource;
 use crate::storage::{source_key, vod_prefix};
 use crate::store::vods::LeasedJob;
 use crate::store::Db;
@@ -252,7 +253,7 @@ async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> an
     let ending = match result {
         Err(Failure::Stopped) => stopped(&cancelled),
         Err(Failure::Media(e)) => Ending::Failed(e),
-        Ok(output) => match publish(app, &id, work, &output, &source).await {
+        Ok(output) => match publish(app, &id, work, &output, &source, row.drm_enabled == 1).await {
             Ok(renditions) if *stop_tx.borrow() => {
                 drop(renditions);
                 stopped(&cancelled)
@@ -268,23 +269,40 @@ async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> an
     Ok(ending)
 }
 
-/// Uploads every rendition, the thumbnail, and the master playlist last.
+/// Uploads every rendition, the thumbnail, and the master playlist last. With `drm`, segments
+/// are stored encrypted with the VOD's content key (AES-128, IV = the segment's sequence number,
+/// which is its index: the playlists start at 0); init sections, playlists and the thumbnail
+/// stay clear.
 async fn publish(
     app: &App,
     id: &str,
     work: &std::path::Path,
     out: &Output,
     source: &SourceInfo,
+    drm: bool,
 ) -> anyhow::Result<Vec<ProducedRendition>> {
     let prefix = vod_prefix(id);
+    let key = match drm {
+        true => app.playback.content_key(&app.db, &app.master_key, &Resource::Vod(id), true).await?,
+        false => None,
+    };
+    let key_uri = key.map(|_| hls::KEY_URI);
     let put_dir = |name: String, playlist: String| {
         let dir: PathBuf = work.join(&name);
         let prefix = prefix.clone();
         async move {
             for entry in std::fs::read_dir(&dir)? {
                 let path = entry?.path();
-                if let Some(file) = path.file_name().and_then(|f| f.to_str()) {
-                    app.storage.put_file(&format!("{prefix}/{name}/{file}"), &path).await?;
+                let Some(file) = path.file_name().and_then(|f| f.to_str()) else { continue };
+                let object = format!("{prefix}/{name}/{file}");
+                let segment =
+                    file.strip_prefix('s').and_then(|f| f.strip_suffix(".m4s")?.parse::<u64>().ok());
+                match (key, segment) {
+                    (Some(key), Some(msn)) => {
+                        let clear = tokio::fs::read(&path).await?;
+                        app.storage.put(&object, key.encrypt(msn, &clear).into()).await?;
+                    }
+                    _ => app.storage.put_file(&object, &path).await?,
                 }
             }
             app.storage.put(&format!("{prefix}/{name}/index.m3u8"), playlist.into()).await?;
@@ -293,7 +311,7 @@ async fn publish(
     };
     let audio = match &out.audio {
         Some(a) => {
-            put_dir(a.name.clone(), hls::media_playlist("init.mp4", &a.segments)).await?;
+            put_dir(a.name.clone(), hls::media_playlist("init.mp4", &a.segments, key_uri)).await?;
             Some((hls::bitrates(&a.segments).0, a))
         }
         None => None,
@@ -301,7 +319,7 @@ async fn publish(
     let mut produced = Vec::new();
     let mut variants = Vec::new();
     for r in &out.video {
-        put_dir(r.name.clone(), hls::media_playlist("init.mp4", &r.segments)).await?;
+        put_dir(r.name.clone(), hls::media_playlist("init.mp4", &r.segments, key_uri)).await?;
         let (peak, average) = hls::bitrates(&r.segments);
         let uri = format!("{}/index.m3u8", r.name);
         variants.push(Variant {
@@ -361,6 +379,7 @@ async fn complete(
     events::emit(&mut tx, &row.project_id, &Event::VodComplete(crate::api::vod::event_data(&row, app)))
         .await?;
     tx.commit().await?;
+    app.playback.forget(&Resource::Vod(id));
     app.wake_sender();
     tracing::info!(vod = %id, renditions = renditions.len(), "VOD complete");
     Ok(Ending::Done)

@@ -1,0 +1,331 @@
+//! `cargo bench --bench origin`: what signed playback costs the playback origin, beside nginx
+//! serving the same bytes as static files in the same run.
+//!
+//! One live stream (the 720p30 2.5 Mbit/s sample pushed in real time with `-c copy`; qualities
+//! `["1080p"]`, above the source, so Sluice only remuxes: renditions `source` and `audio`) feeds
+//! Sluice's LL-HLS origin. Then, alternating, with signed playback switched off (plain URLs) and
+//! on (URLs from a playback ticket, so every request verifies an HMAC token):
+//!
+//! 1. **part fetches**: `wrk -t2 -c64` for `BENCH_SECONDS` (default 5) on one recent part of the
+//!    `source` rendition (about 100 KB), taken fresh before each run so it stays in memory for
+//!    the run; nginx serves a copy of the same part from disk. Requests per second, and any
+//!    non-2xx answer (which fails the bench).
+//! 2. **playlist reloads**: `wrk -t2 -c1000` on the media playlist (non-blocking; with signed
+//!    playback every URI in it is rewritten with the session token); nginx serves a copy.
+//! 3. **blocking reloads, 1,000 waiting viewers**: 1,000 clients each loop on
+//!    `index.m3u8?_HLS_msn=<m>&_HLS_part=<p+1>` for the part after the newest they have, as
+//!    LL-HLS players do, for `BENCH_BLOCKING_SECONDS` (default 10). Printed: answers per second,
+//!    against the ideal of 1,000 answers per part (1,000 / part duration), and the fan-out spread
+//!    (from the first to the last viewer answered for the same part, median and p99). nginx has
+//!    no blocking reload; its row in (2) is the static figure to compare with.
+//!
+//! The load generators (wrk, the 1,000 clients) run on the same 2 cores as the servers, so all
+//! figures are of the machine as a whole; the ratios are what carries over.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use common::{out_dir, push, sample_file, Nginx, Sluice};
+
+const VIEWERS: usize = 1000;
+
+fn secs(var: &str, default: u64) -> u64 {
+    std::env::var(var).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// What wrk measured.
+#[derive(Debug, Clone, Copy, Default)]
+struct Wrk {
+    rps: f64,
+    non_2xx: u64,
+    errors: u64,
+}
+
+fn wrk(url: &str, connections: usize, seconds: u64) -> Wrk {
+    let out = Command::new("wrk")
+        .args(["-t2", &format!("-c{connections}"), &format!("-d{seconds}s"), "--timeout", "10s", url])
+        .output()
+        .expect("wrk runs (scripts/deps.sh bench installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "wrk: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let number = |prefix: &str| -> Option<f64> {
+        text.lines().find_map(|l| l.trim().strip_prefix(prefix)).and_then(|v| v.trim().parse().ok())
+    };
+    let errors = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Socket errors:"))
+        .map(|l| l.split(',').filter_map(|p| p.split_whitespace().last()?.parse::<u64>().ok()).sum())
+        .unwrap_or(0);
+    Wrk {
+        rps: number("Requests/sec:").unwrap_or_else(|| panic!("wrk printed no Requests/sec: {text}")),
+        non_2xx: number("Non-2xx or 3xx responses:").map_or(0, |n| n as u64),
+        errors,
+    }
+}
+
+/// `(msn, index within its segment, uri)` of the newest part a media playlist lists.
+fn last_part(playlist: &str) -> Option<(u64, u64, String)> {
+    let mut msn: u64 =
+        playlist.lines().find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))?.parse().ok()?;
+    let mut index = 0;
+    let mut last = None;
+    for line in playlist.lines() {
+        if let Some(attrs) = line.strip_prefix("#EXT-X-PART:") {
+            let uri = attrs.split("URI=\"").nth(1)?.split('"').next()?;
+            last = Some((msn, index, uri.to_string()));
+            index += 1;
+        } else if line.starts_with("#EXT-X-SKIP:") {
+            let skipped: u64 = line.split('=').nth(1)?.parse().ok()?;
+            msn += skipped;
+        } else if line.starts_with("#EXTINF:") {
+            msn += 1;
+            index = 0;
+        }
+    }
+    last
+}
+
+fn join(base: &str, uri: &str) -> String {
+    format!("{}/{uri}", base.rsplit_once('/').expect("a path").0)
+}
+
+async fn text(client: &reqwest::Client, url: &str) -> String {
+    let resp = client.get(url).send().await.expect("GET");
+    assert!(resp.status().is_success(), "{url}: {}", resp.status());
+    resp.text().await.expect("text")
+}
+
+/// The `source` rendition's media playlist URL reached from a master URL (with the master's
+/// token carried into it, when signed).
+async fn media_url(client: &reqwest::Client, master: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(resp) = client.get(master).send().await {
+            if resp.status().is_success() {
+                let body = resp.text().await.expect("text");
+                if let Some(line) = body.lines().find(|l| l.starts_with("source/") || l.contains("/source/"))
+                {
+                    return join(master.split('?').next().expect("url"), line);
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no source rendition in {master}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The newest part of `media`, as a URL.
+async fn newest_part(client: &reqwest::Client, media: &str) -> String {
+    let playlist = text(client, media).await;
+    let (_, _, uri) = last_part(&playlist).expect("a part");
+    join(media.split('?').next().expect("url"), &uri)
+}
+
+async fn switch(s: &Sluice, id: &str, enabled: bool) {
+    let resp = s
+        .client
+        .patch(format!("{}/streams/{id}/signed-playback", s.api))
+        .bearer_auth(&s.key)
+        .json(&json!({ "enabled": enabled }))
+        .send()
+        .await
+        .expect("switch");
+    assert!(resp.status().is_success(), "switch: {}", resp.status());
+}
+
+/// Blocking reloads by `VIEWERS` clients for `seconds`: (answers per second, spread median,
+/// spread p99, failures).
+async fn blocking(media: &str, seconds: u64) -> (f64, Duration, Duration, u64) {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(15))
+        .pool_max_idle_per_host(VIEWERS)
+        .build()
+        .expect("client");
+    let sep = if media.contains('?') { '&' } else { '?' };
+    // Per part: (first answer, last answer, answers).
+    let seen: Arc<Mutex<HashMap<(u64, u64), (Instant, Instant, usize)>>> = Default::default();
+    let warm = Instant::now() + Duration::from_secs(3);
+    let end = warm + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..VIEWERS {
+        let (client, media, seen) = (client.clone(), media.to_string(), seen.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut answers, mut failures) = (0u64, 0u64);
+            let mut next: Option<(u64, u64)> = None;
+            while Instant::now() < end {
+                let url = match next {
+                    Some((m, p)) => format!("{media}{sep}_HLS_msn={m}&_HLS_part={p}"),
+                    None => media.clone(),
+                };
+                let body = match client.get(&url).send().await {
+                    Ok(r) if r.status().is_success() => r.text().await.ok(),
+                    _ => None,
+                };
+                let now = Instant::now();
+                let Some((m, p, _)) = body.as_deref().and_then(last_part) else {
+                    failures += u64::from(now >= warm);
+                    next = None;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                };
+                if now >= warm && now < end && next.is_some() {
+                    answers += 1;
+                    let mut seen = seen.lock().unwrap();
+                    let e = seen.entry((m, p)).or_insert((now, now, 0));
+                    e.1 = now;
+                    e.2 += 1;
+                }
+                next = Some((m, p + 1));
+            }
+            (answers, failures)
+        }));
+    }
+    let (mut answers, mut failures) = (0, 0);
+    for t in tasks {
+        let (a, f) = t.await.expect("viewer");
+        answers += a;
+        failures += f;
+    }
+    let seen = seen.lock().unwrap();
+    // Parts every viewer got (those at the window's edges are partial).
+    let mut spreads: Vec<Duration> =
+        seen.values().filter(|(_, _, n)| *n >= VIEWERS * 9 / 10).map(|(a, b, _)| *b - *a).collect();
+    spreads.sort();
+    let pick = |q: f64| {
+        spreads.get(((spreads.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or_default()
+    };
+    (answers as f64 / seconds as f64, pick(0.5), pick(0.99), failures)
+}
+
+fn main() {
+    let part_secs = secs("BENCH_SECONDS", 5);
+    let blocking_secs = secs("BENCH_BLOCKING_SECONDS", 10);
+    let out = out_dir();
+    let sample = sample_file(&out);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let sluice = Sluice::start(&[]).await;
+        let stream = sluice.create_stream(json!({"name": "origin", "qualities": ["1080p"]})).await;
+        let id = stream["_id"].as_str().expect("id").to_string();
+        let _push = push(&sample, stream["ingestUrl"].as_str().expect("ingestUrl"));
+        let client = &sluice.client;
+        let master = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+        let unsigned_media = media_url(client, &master).await;
+        let ticket: Value = client
+            .post(format!("{}/streams/{id}/playback-ticket", sluice.api))
+            .bearer_auth(&sluice.key)
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("ticket")
+            .json()
+            .await
+            .expect("json");
+        let signed_master = ticket["hls"].as_str().expect("hls").to_string();
+        let signed_media = media_url(client, &signed_master).await;
+        let token = signed_media.split("token=").nth(1).expect("a session token").to_string();
+        // Let the stream settle (DVR-less window full, encoder steady).
+        tokio::time::sleep(Duration::from_secs(4)).await;
+
+        // The same bytes for nginx.
+        let static_dir = tempfile::tempdir().expect("tempdir");
+        let root = static_dir.path().join("www");
+        std::fs::create_dir_all(&root).expect("www");
+        let part_url = newest_part(client, &unsigned_media).await;
+        let part = client.get(&part_url).send().await.expect("part").bytes().await.expect("bytes");
+        std::fs::write(root.join("part.m4s"), &part).expect("write part");
+        std::fs::write(root.join("index.m3u8"), text(client, &unsigned_media).await).expect("write playlist");
+        let nginx = Nginx::serve_static(static_dir.path(), &root);
+        let nginx_part = format!("http://127.0.0.1:{}/part.m4s", nginx.http);
+        let nginx_playlist = format!("http://127.0.0.1:{}/index.m3u8", nginx.http);
+        assert!(client.get(&nginx_part).send().await.expect("nginx").status().is_success(), "nginx serves");
+
+        println!(
+            "origin: live passthrough 720p30 2.5 Mbit/s, parts of {} bytes, {} cores, wrk -t2; \
+             signed = signed playback on, URLs with a session token",
+            part.len(),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+        let check = |what: &str, w: Wrk| {
+            assert!(w.non_2xx == 0 && w.errors == 0, "{what}: {} non-2xx, {} socket errors", w.non_2xx, w.errors);
+            w.rps
+        };
+        // 1. Part fetches, alternating.
+        let mut rows: Vec<(f64, f64, f64)> = Vec::new();
+        for _ in 0..2 {
+            switch(&sluice, &id, false).await;
+            let url = newest_part(client, &unsigned_media).await;
+            let unsigned = check("unsigned parts", wrk(&url, 64, part_secs));
+            switch(&sluice, &id, true).await;
+            let url = newest_part(client, &signed_media).await;
+            assert!(url.contains(&format!("token={token}")), "{url}");
+            let signed = check("signed parts", wrk(&url, 64, part_secs));
+            let nginx_rps = check("nginx part", wrk(&nginx_part, 64, part_secs));
+            rows.push((unsigned, signed, nginx_rps));
+        }
+        for (i, (u, s, n)) in rows.iter().enumerate() {
+            println!(
+                "part fetches (64 connections), round {}: Sluice unsigned {u:.0} req/s, signed {s:.0} req/s, \
+                 nginx static {n:.0} req/s; signed/unsigned {:.2}x, unsigned/nginx {:.2}x, signed/nginx {:.2}x",
+                i + 1,
+                s / u,
+                u / n,
+                s / n
+            );
+        }
+
+        // 2. Plain playlist reloads, 1,000 connections.
+        switch(&sluice, &id, false).await;
+        let unsigned = check("unsigned playlist", wrk(&unsigned_media, VIEWERS, part_secs));
+        switch(&sluice, &id, true).await;
+        let signed = check("signed playlist", wrk(&signed_media, VIEWERS, part_secs));
+        let nginx_rps = check("nginx playlist", wrk(&nginx_playlist, VIEWERS, part_secs));
+        println!(
+            "playlist reloads (1,000 connections, not blocking): Sluice unsigned {unsigned:.0} req/s, signed \
+             {signed:.0} req/s, nginx static {nginx_rps:.0} req/s; signed/unsigned {:.2}x, unsigned/nginx {:.2}x, \
+             signed/nginx {:.2}x",
+            signed / unsigned,
+            unsigned / nginx_rps,
+            signed / nginx_rps
+        );
+
+        // 3. Blocking reloads, 1,000 viewers waiting on the next part.
+        let part_duration = text(client, &unsigned_media)
+            .await
+            .lines()
+            .find_map(|l| l.strip_prefix("#EXT-X-PART-INF:PART-TARGET="))
+            .and_then(|v| v.parse::<f64>().ok())
+            .expect("PART-TARGET");
+        let ideal = VIEWERS as f64 / part_duration;
+        let mut results = Vec::new();
+        for (label, enabled, media) in [("unsigned", false, &unsigned_media), ("signed", true, &signed_media)] {
+            switch(&sluice, &id, enabled).await;
+            let (rps, p50, p99, failures) = blocking(media, blocking_secs).await;
+            assert_eq!(failures, 0, "{label} blocking reloads failed");
+            results.push(rps);
+            println!(
+                "blocking reloads ({VIEWERS} waiting viewers, {blocking_secs} s), {label}: {rps:.0} answers/s = \
+                 {:.2} of the ideal {ideal:.0}/s (1,000 per {part_duration:.3}-s part); fan-out spread per part \
+                 median {:.0} ms, p99 {:.0} ms",
+                rps / ideal,
+                p50.as_secs_f64() * 1000.0,
+                p99.as_secs_f64() * 1000.0
+            );
+        }
+        println!(
+            "blocking reloads signed/unsigned {:.2}x; Sluice blocking (signed) / nginx static playlist \
+             {:.2}x (nginx cannot block: its figure is a plain reload loop)",
+            results[1] / results[0],
+            results[1] / nginx_rps
+        );
+        drop(nginx);
+    });
+}

@@ -1,0 +1,164 @@
+//! Content keys of `drmEnabled` (CONTRACT: Live media): one random AES-128 key per stream or
+//! VOD, kept in the database only wrapped (AES-256-GCM) by the server's master key, which lives
+//! outside the database (`SLUICE_MASTER_KEY` or `<data dir>/master.key`). A copy of the
+//! database alone opens no media.
+//!
+//! Media is encrypted as HLS `METHOD=AES-128` wants it (RFC 8216bis 5.2): each segment, and
+//! each LL-HLS part on its own, AES-128-CBC with PKCS7 padding, the IV being the media sequence
+//! number of the segment as a 128-bit big-endian integer (the playlists carry no IV attribute).
+
+use aes::cipher::{block_padding::Pkcs7, BlockEncryptMut, KeyIvInit};
+use aes_gcm::aead::{Aead, KeyInit};
+use aes_gcm::{Aes256Gcm, Nonce};
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+type Aes128CbcEnc = cbc::Encryptor<aes::Aes128>;
+
+/// A content key (16 bytes). Its `Debug` never shows it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ContentKey(pub [u8; 16]);
+
+impl std::fmt::Debug for ContentKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ContentKey(…)")
+    }
+}
+
+impl ContentKey {
+    pub fn random() -> ContentKey {
+        let mut k = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut k);
+        ContentKey(k)
+    }
+
+    /// `data` encrypted as the media of segment `msn` (AES-128-CBC, PKCS7, IV = `msn`).
+    pub fn encrypt(&self, msn: u64, data: &[u8]) -> Vec<u8> {
+        let iv = u128::from(msn).to_be_bytes();
+        let len = data.len();
+        let mut buf = vec![0u8; len + 16];
+        buf[..len].copy_from_slice(data);
+        let out_len = Aes128CbcEnc::new(&self.0.into(), &iv.into())
+            .encrypt_padded_mut::<Pkcs7>(&mut buf, len)
+            .map(|out| out.len())
+            // A buffer one block longer than the data always has room for the padding.
+            .unwrap_or_else(|_| unreachable!());
+        buf.truncate(out_len);
+        buf
+    }
+}
+
+/// The server's master key: wraps and unwraps content keys.
+#[derive(Clone)]
+pub struct MasterKey {
+    key: [u8; 32],
+    /// First bytes of its hash, written beside each wrapped key so a wrong master key is named.
+    id: String,
+}
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterKey").field("id", &self.id).finish()
+    }
+}
+
+/// Why a wrapped key could not be opened.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum UnwrapError {
+    #[error("the content key was wrapped by another master key ({0})")]
+    OtherMaster(String),
+    #[error("the wrapped content key is damaged")]
+    Damaged,
+}
+
+impl MasterKey {
+    /// From 64 hex characters.
+    pub fn from_hex(text: &str) -> Option<MasterKey> {
+        let bytes: [u8; 32] = hex::decode(text.trim()).ok()?.try_into().ok()?;
+        Some(MasterKey::from_bytes(bytes))
+    }
+
+    pub fn from_bytes(key: [u8; 32]) -> MasterKey {
+        let id = hex::encode(&Sha256::digest(key)[..4]);
+        MasterKey { key, id }
+    }
+
+    pub fn random() -> MasterKey {
+        let mut k = [0u8; 32];
+        rand::thread_rng().fill_bytes(&mut k);
+        MasterKey::from_bytes(k)
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.key)
+    }
+
+    /// `v1.<master id>.<nonce hex>.<ciphertext hex>`; `context` (the resource) is bound in, so a
+    /// wrapped key copied to another row does not open.
+    pub fn wrap(&self, key: &ContentKey, context: &str) -> String {
+        let mut nonce = [0u8; 12];
+        rand::thread_rng().fill_bytes(&mut nonce);
+        let cipher = Aes256Gcm::new(&self.key.into());
+        let payload = aes_gcm::aead::Payload { msg: &key.0, aad: context.as_bytes() };
+        let sealed = cipher.encrypt(Nonce::from_slice(&nonce), payload).unwrap_or_else(|_| unreachable!());
+        format!("v1.{}.{}.{}", self.id, hex::encode(nonce), hex::encode(sealed))
+    }
+
+    pub fn unwrap(&self, wrapped: &str, context: &str) -> Result<ContentKey, UnwrapError> {
+        let parts: Vec<&str> = wrapped.split('.').collect();
+        let [version, id, nonce, sealed] = parts[..] else { return Err(UnwrapError::Damaged) };
+        if version != "v1" {
+            return Err(UnwrapError::Damaged);
+        }
+        if id != self.id {
+            return Err(UnwrapError::OtherMaster(id.to_string()));
+        }
+        let nonce: [u8; 12] =
+            hex::decode(nonce).ok().and_then(|n| n.try_into().ok()).ok_or(UnwrapError::Damaged)?;
+        let sealed = hex::decode(sealed).map_err(|_| UnwrapError::Damaged)?;
+        let cipher = Aes256Gcm::new(&self.key.into());
+        let payload = aes_gcm::aead::Payload { msg: &sealed, aad: context.as_bytes() };
+        let key = cipher.decrypt(Nonce::from_slice(&nonce), payload).map_err(|_| UnwrapError::Damaged)?;
+        Ok(ContentKey(key.try_into().map_err(|_| UnwrapError::Damaged)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aes::cipher::BlockDecryptMut;
+
+    type Aes128CbcDec = cbc::Decryptor<aes::Aes128>;
+
+    #[test]
+    fn media_is_cbc_with_the_sequence_number_as_iv() {
+        let key = ContentKey([7; 16]);
+        for len in [0usize, 1, 15, 16, 17, 1000] {
+            let data: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut enc = key.encrypt(42, &data);
+            assert_eq!(enc.len(), (len / 16 + 1) * 16, "PKCS7 always pads");
+            let iv = u128::from(42u64).to_be_bytes();
+            let plain = Aes128CbcDec::new(&key.0.into(), &iv.into())
+                .decrypt_padded_mut::<Pkcs7>(&mut enc)
+                .expect("decrypts");
+            assert_eq!(plain, &data[..]);
+        }
+        assert_ne!(key.encrypt(1, b"same"), key.encrypt(2, b"same"), "the IV differs per segment");
+    }
+
+    #[test]
+    fn wrapped_keys_open_only_with_their_master_and_context() {
+        let master = MasterKey::random();
+        let key = ContentKey::random();
+        let wrapped = master.wrap(&key, "vod:a");
+        assert!(!wrapped.contains(&hex::encode(key.0)), "the key is not readable in the wrapped form");
+        assert_eq!(master.unwrap(&wrapped, "vod:a"), Ok(key));
+        assert_eq!(master.unwrap(&wrapped, "vod:b"), Err(UnwrapError::Damaged));
+        let other = MasterKey::random();
+        assert!(matches!(other.unwrap(&wrapped, "vod:a"), Err(UnwrapError::OtherMaster(_))));
+        assert_eq!(master.unwrap("v1.x", "vod:a"), Err(UnwrapError::Damaged));
+        let again = MasterKey::from_hex(&master.to_hex()).expect("hex");
+        assert_eq!(again.unwrap(&wrapped, "vod:a"), Ok(key));
+        assert!(MasterKey::from_hex("abcd").is_none());
+    }
+}

@@ -1,0 +1,86 @@
+//! The origin's read-through cache of each resource's playback policy (signed? encrypted?
+//! playable?) and of unwrapped content keys, so the hot path (parts, blocking reloads) does not
+//! query the database on every request.
+//!
+//! A policy is kept for [`POLICY_TTL`]. The API calls [`Policies::forget`] when it changes one,
+//! so on this process a change applies to the very next request; another process sharing the
+//! database sees it within the TTL.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::Resource;
+use crate::domain::content_key::{ContentKey, MasterKey};
+use crate::store::playback::PlaybackRow;
+use crate::store::{Db, DbError};
+
+pub const POLICY_TTL: Duration = Duration::from_secs(1);
+/// Beyond this many cached policies the cache starts over (ids of requests for unknown
+/// resources cannot grow it without bound).
+const MAX_ENTRIES: usize = 100_000;
+
+#[derive(Default)]
+pub struct Policies {
+    policies: Mutex<HashMap<String, (Option<PlaybackRow>, Instant)>>,
+    keys: Mutex<HashMap<String, ContentKey>>,
+}
+
+impl Policies {
+    /// The policy of `resource`; `None` when it does not exist.
+    pub async fn policy(&self, db: &Db, resource: &Resource<'_>) -> Result<Option<PlaybackRow>, DbError> {
+        let name = resource.name();
+        if let Some((row, at)) = self.lock_policies().get(&name) {
+            if at.elapsed() < POLICY_TTL {
+                return Ok(*row);
+            }
+        }
+        let row = match resource {
+            Resource::Stream(id) => db.stream_playback(id).await?,
+            Resource::Vod(id) => db.vod_playback(id).await?,
+        };
+        let mut policies = self.lock_policies();
+        if policies.len() >= MAX_ENTRIES {
+            policies.clear();
+        }
+        policies.insert(name, (row, Instant::now()));
+        Ok(row)
+    }
+
+    /// Drops what is cached of `resource`: its next request reads the database.
+    pub fn forget(&self, resource: &Resource<'_>) {
+        self.lock_policies().remove(&resource.name());
+    }
+
+    fn lock_policies(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<PlaybackRow>, Instant)>> {
+        self.policies.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The content key of `resource`, created (and stored wrapped) when `create` and it has none.
+    pub async fn content_key(
+        &self,
+        db: &Db,
+        master: &MasterKey,
+        resource: &Resource<'_>,
+        create: bool,
+    ) -> anyhow::Result<Option<ContentKey>> {
+        let name = resource.name();
+        if let Some(key) = self.lock_keys().get(&name) {
+            return Ok(Some(*key));
+        }
+        let wrapped = match db.content_key(&name).await? {
+            Some(w) => w,
+            None if create => {
+                db.insert_content_key(&name, &master.wrap(&ContentKey::random(), &name)).await?
+            }
+            None => return Ok(None),
+        };
+        let key = master.unwrap(&wrapped, &name)?;
+        self.lock_keys().insert(name, key);
+        Ok(Some(key))
+    }
+
+    fn lock_keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, ContentKey>> {
+        self.keys.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
