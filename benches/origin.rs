@@ -140,6 +140,9 @@ async fn switch(s: &Sluice, id: &str, enabled: bool) {
     assert!(resp.status().is_success(), "switch: {}", resp.status());
 }
 
+/// Per part `(msn, index)`: the first answer naming it, the last, and how many.
+type Answers = HashMap<(u64, u64), (Instant, Instant, usize)>;
+
 /// Blocking reloads by `VIEWERS` clients for `seconds`: (answers per second, spread median,
 /// spread p99, failures).
 async fn blocking(media: &str, seconds: u64) -> (f64, Duration, Duration, u64) {
@@ -150,8 +153,7 @@ async fn blocking(media: &str, seconds: u64) -> (f64, Duration, Duration, u64) {
         .build()
         .expect("client");
     let sep = if media.contains('?') { '&' } else { '?' };
-    // Per part: (first answer, last answer, answers).
-    let seen: Arc<Mutex<HashMap<(u64, u64), (Instant, Instant, usize)>>> = Default::default();
+    let seen: Arc<Mutex<Answers>> = Default::default();
     let warm = Instant::now() + Duration::from_secs(3);
     let end = warm + Duration::from_secs(seconds);
     let mut tasks = Vec::new();
