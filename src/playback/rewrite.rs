@@ -2,19 +2,22 @@
 //! `EXT-X-PART`, `EXT-X-PRELOAD-HINT`, `EXT-X-RENDITION-REPORT`, `EXT-X-KEY`, `EXT-X-MEDIA` —
 //! gets the session's `token` (CONTRACT: the origin rewrites child URIs).
 
-/// `uri` with `token=<token>` added to its query.
-fn with_token(uri: &str, token: &str) -> String {
-    let sep = if uri.contains('?') { '&' } else { '?' };
-    format!("{uri}{sep}token={token}")
+/// Appends `uri` with `token=<token>` added to its query.
+fn push_with_token(out: &mut String, uri: &str, token: &str) {
+    out.push_str(uri);
+    out.push_str(if uri.contains('?') { "&token=" } else { "?token=" });
+    out.push_str(token);
 }
 
 /// `text` with every URI carrying `token`.
 pub fn sign_playlist(text: &str, token: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 64 * token.len());
+    let uris = text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count()
+        + text.matches("URI=\"").count();
+    let mut out = String::with_capacity(text.len() + uris * (token.len() + 7));
     for line in text.lines() {
         if line.is_empty() {
         } else if !line.starts_with('#') {
-            out.push_str(&with_token(line, token));
+            push_with_token(&mut out, line, token);
         } else {
             // Tag attributes: every `URI="…"` (quoted strings hold no quotes, RFC 8216bis 4.2).
             let mut rest = line;
@@ -22,7 +25,7 @@ pub fn sign_playlist(text: &str, token: &str) -> String {
                 let start = at + 5;
                 let Some(len) = rest[start..].find('"') else { break };
                 out.push_str(&rest[..start]);
-                out.push_str(&with_token(&rest[start..start + len], token));
+                push_with_token(&mut out, &rest[start..start + len], token);
                 rest = &rest[start + len..];
             }
             out.push_str(rest);
