@@ -18,7 +18,6 @@ pub use origin::routes;
 pub use policy::Policies;
 
 use crate::app::{client_ip, App};
-use crate::store::playback::PlaybackRow;
 use origin::Refused;
 
 /// What a playback request reads.
@@ -63,7 +62,6 @@ impl Deny {
 /// What an authorised request may do.
 #[derive(Debug, Clone)]
 pub struct Grant {
-    pub policy: PlaybackRow,
     /// The token the URIs of a served playlist carry: the session's, when the request came with
     /// a valid token (also while signing is off, so a session keeps working when it is turned
     /// on); `None` leaves playlists as they are.
@@ -101,5 +99,5 @@ pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>)
     }
     let child_token =
         checked.and_then(|claims| claims.session_token(&app.keys, now).or_else(|| token.map(str::to_string)));
-    Ok(Grant { policy, child_token })
+    Ok(Grant { child_token })
 }

@@ -1,5 +1,5 @@
-//! The origin's read-through cache of each resource's playback policy (signed? encrypted?
-//! playable?) and of unwrapped content keys, so the hot path (parts, blocking reloads) does not
+//! The origin's read-through cache of each resource's playback policy (signed? playable?) and of
+//! unwrapped content keys, so the hot path (parts, blocking reloads) does not
 //! query the database on every request.
 //!
 //! A policy is kept for [`POLICY_TTL`]. The API calls [`Policies::forget`] when it changes one,

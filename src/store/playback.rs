@@ -1,5 +1,5 @@
-//! What the playback origin reads on its hot path: whether a stream or VOD requires signed
-//! playback, whether it is encrypted, and its wrapped content key.
+//! What the playback origin reads on its hot path: whether a stream or VOD plays and requires
+//! signed playback, and its wrapped content key.
 
 use super::{Db, DbError};
 use crate::domain::time::now_ms;
@@ -11,30 +11,26 @@ pub struct PlaybackRow {
     /// says whether it is live).
     pub playable: bool,
     pub signed: bool,
-    pub drm: bool,
 }
 
 impl Db {
     pub async fn stream_playback(&self, id: &str) -> Result<Option<PlaybackRow>, DbError> {
-        let row: Option<(i64, i64)> =
-            sqlx::query_as("SELECT signed_playback, drm_enabled FROM streams WHERE id = $1")
-                .bind(id)
-                .fetch_optional(self.pool())
-                .await?;
-        Ok(row.map(|(signed, drm)| PlaybackRow { playable: true, signed: signed == 1, drm: drm == 1 }))
+        let signed: Option<i64> = sqlx::query_scalar("SELECT signed_playback FROM streams WHERE id = $1")
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await?;
+        Ok(signed.map(|signed| PlaybackRow { playable: true, signed: signed == 1 }))
     }
 
     pub async fn vod_playback(&self, id: &str) -> Result<Option<PlaybackRow>, DbError> {
-        let row: Option<(String, Option<i64>, i64, i64)> = sqlx::query_as(
-            "SELECT status, archived_at, signed_playback, drm_enabled FROM vods WHERE id = $1",
-        )
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await?;
-        Ok(row.map(|(status, archived, signed, drm)| PlaybackRow {
+        let row: Option<(String, Option<i64>, i64)> =
+            sqlx::query_as("SELECT status, archived_at, signed_playback FROM vods WHERE id = $1")
+                .bind(id)
+                .fetch_optional(self.pool())
+                .await?;
+        Ok(row.map(|(status, archived, signed)| PlaybackRow {
             playable: status == "complete" && archived.is_none(),
             signed: signed == 1,
-            drm: drm == 1,
         }))
     }
 

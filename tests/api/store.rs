@@ -81,3 +81,40 @@ async fn migrations_and_constraints_postgres() {
 async fn sqlite_wal_and_foreign_keys() {
     sqlite_runs_in_wal_mode().await;
 }
+
+/// Content keys: the first stored for a resource wins (two processes creating one at once agree),
+/// and the policy cache hands out the same key, unwrapped with the master key.
+async fn content_keys_first_one_wins(backend: Backend) {
+    use sluice::domain::content_key::MasterKey;
+    use sluice::playback::{Policies, Resource};
+    let (db, _url, _dir) = fresh(backend).await;
+    assert_eq!(db.content_key("vod:a").await.unwrap(), None);
+    let first = db.insert_content_key("vod:a", "first").await.unwrap();
+    let second = db.insert_content_key("vod:a", "second").await.unwrap();
+    assert_eq!((first.as_str(), second.as_str()), ("first", "first"));
+
+    let master = MasterKey::random();
+    let (one, two) = (Policies::default(), Policies::default());
+    let resource = Resource::Stream("s1");
+    assert_eq!(one.content_key(&db, &master, &resource, false).await.unwrap(), None, "not created");
+    let created = one.content_key(&db, &master, &resource, true).await.unwrap().expect("created");
+    let read = two.content_key(&db, &master, &resource, false).await.unwrap().expect("stored");
+    assert_eq!(created, read, "another process reads the same key");
+    let wrapped = db.content_key("stream:s1").await.unwrap().expect("stored");
+    assert!(!wrapped.contains(&hex::encode(created.0)), "stored wrapped");
+    let other = MasterKey::random();
+    assert!(
+        Policies::default().content_key(&db, &other, &resource, false).await.is_err(),
+        "another master key fails"
+    );
+}
+
+#[tokio::test]
+async fn content_keys_sqlite() {
+    content_keys_first_one_wins(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn content_keys_postgres() {
+    content_keys_first_one_wins(Backend::Postgres).await;
+}
