@@ -14,11 +14,11 @@ use poem_openapi::{Object, OpenApi};
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::security::Auth;
-use super::streams::Stream;
-use super::vod::Vod;
+use super::streams::{move_error, stream_not_found, Stream};
+use super::vod::{vod_not_found, Vod};
 use super::ApiTags;
 use crate::app::App;
-use crate::domain::stream::DisabledReason;
+use crate::domain::stream::{DisabledReason, MoveError};
 use crate::domain::time::now_ms;
 use crate::domain::vod::VodStatus;
 use crate::domain::Scope;
@@ -151,7 +151,7 @@ impl PlaybackApi {
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
         if row.state().reason == Some(DisabledReason::Deleted) {
-            return Err(ApiError::conflict("the stream is deleted"));
+            return Err(move_error(MoveError::Deleted));
         }
         row.signed_playback = i64::from(body.0.enabled);
         row.updated_at = now_ms();
@@ -184,7 +184,7 @@ impl PlaybackApi {
         let p = app.authorize(&auth, &slug, Some(Scope::StreamsRead)).await?;
         let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
         if row.state().reason == Some(DisabledReason::Deleted) {
-            return Err(ApiError::conflict("the stream is deleted"));
+            return Err(move_error(MoveError::Deleted));
         }
         let (token, expires_at) = issue(&app, &Resource::Stream(&row.id), &body.0.ticket());
         let urls = Stream::from_row(&row, &app).playback_urls;
@@ -255,12 +255,4 @@ impl PlaybackApi {
             expires_at,
         }))
     }
-}
-
-fn stream_not_found() -> ApiError {
-    ApiError::not_found("stream not found")
-}
-
-fn vod_not_found() -> ApiError {
-    ApiError::not_found("VOD not found")
 }

@@ -286,7 +286,7 @@ fn new_push_credentials() -> (String, String, String, String) {
     (username, salt, verifier, password)
 }
 
-fn move_error(e: MoveError) -> ApiError {
+pub(super) fn move_error(e: MoveError) -> ApiError {
     ApiError::conflict(e.to_string())
 }
 
@@ -541,6 +541,6 @@ impl StreamsApi {
     }
 }
 
-fn stream_not_found() -> ApiError {
+pub(super) fn stream_not_found() -> ApiError {
     ApiError::not_found("stream not found")
 }

@@ -228,7 +228,7 @@ async fn upload_target(app: &App, id: &str) -> ApiResult<(UploadTarget, i64)> {
     Ok((UploadTarget { url, method: "PUT".into(), expires_at: iso(expires_ms) }, expires_ms))
 }
 
-fn vod_not_found() -> ApiError {
+pub(super) fn vod_not_found() -> ApiError {
     ApiError::not_found("VOD not found")
 }
 

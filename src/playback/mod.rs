@@ -68,9 +68,11 @@ pub struct Grant {
     pub child_token: Option<String>,
 }
 
-/// The `token` query parameter.
-fn token_of(req: &Request) -> Option<&str> {
-    req.uri().query()?.split('&').find_map(|pair| pair.strip_prefix("token="))
+/// The `token` query parameter, percent-decoded: players that add `_HLS_msn` through
+/// `URLSearchParams` (hls.js) re-encode the whole query, `~` and `:` included.
+fn token_of(req: &Request) -> Option<String> {
+    let query = req.uri().query()?;
+    url::form_urlencoded::parse(query.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned())
 }
 
 /// The one authorisation step of every playback request: the resource must exist (a VOD must
@@ -85,9 +87,9 @@ pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>)
     let Some(policy) = policy else { return Err(Refused::NotFound) };
     let token = token_of(req);
     let now = chrono::Utc::now().timestamp();
-    let checked = match (policy.signed, token) {
+    let checked = match (policy.signed, &token) {
         (false, None) => None,
-        _ => match token::verify(&app.keys, token, &resource.name(), client_ip(req), now) {
+        _ => match token::verify(&app.keys, token.as_deref(), &resource.name(), client_ip(req), now) {
             Ok(claims) => Some(claims),
             Err(deny) if policy.signed => return Err(Refused::Denied(deny)),
             // Signing is off: a bad token is ignored, as if there were none.
@@ -98,6 +100,6 @@ pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>)
         return Err(Refused::NotFound);
     }
     let child_token =
-        checked.and_then(|claims| claims.session_token(&app.keys, now).or_else(|| token.map(str::to_string)));
+        checked.and_then(|claims| claims.session_token(&app.keys, now).or_else(|| token.clone()));
     Ok(Grant { child_token })
 }

@@ -208,6 +208,9 @@ async fn vod_every_deny_reason_and_the_switch(t: TestApp) {
     let other_kid = format!("{}.zzzzzzzz.{}", &good[..claims_end], good.rsplit('.').next().expect("mac"));
     denied(&t, &with_token(&master, Some(&other_kid)), "bad_signature").await;
     denied(&t, &with_token(&master, Some("garbage")), "bad_signature").await;
+    // A player that re-encodes the query (hls.js adding `_HLS_msn` via URLSearchParams) still
+    // presents the same token.
+    ok(&t, &with_token(&master, Some(&good.replace('~', "%7E").replace(':', "%3A")))).await;
 
     // Another resource's token: a stream's ticket on this VOD's URLs.
     let s = t.post_json_with(&t.project_url("/streams"), &t.key, &json!({"name": "other"})).await;
@@ -375,15 +378,46 @@ async fn signed_encrypted_live() {
     assert_eq!(resp.status(), 201);
     let stream: Value = resp.json().await.expect("json");
     let id = stream["_id"].as_str().expect("id").to_string();
-    switch(&t, "streams", &id, true).await;
     let master = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
-    denied(&t, &master, "missing_token").await;
     let _push: Killed = ffmpeg_push(
         stream["ingestUrl"].as_str().expect("ingestUrl"),
         "testsrc2=size=426x240:rate=30",
         60,
         &["-b:v", "400k"],
     );
+
+    // A viewer already watching without a token is cut off by the very next request once
+    // signed playback is switched on.
+    let unsigned = eventually("the unsigned master playlist", Duration::from_secs(30), || async {
+        let (status, _, body) = fetch(&t, &master).await;
+        (status == 200).then(|| variant_url(&master, std::str::from_utf8(&body).expect("text")))
+    })
+    .await;
+    eventually("a first segment", Duration::from_secs(30), || async {
+        String::from_utf8(ok(&t, &unsigned).await.to_vec()).expect("text").contains("#EXTINF").then_some(())
+    })
+    .await;
+    let watcher = Player::start(&master).await;
+    watcher
+        .wait_until("2 s of unsigned playback", Duration::from_secs(40), |r| {
+            r.last().is_some_and(|r| r.current_time > 2.0)
+        })
+        .await;
+    switch(&t, "streams", &id, true).await;
+    denied(&t, &master, "missing_token").await;
+    denied(&t, &unsigned, "missing_token").await;
+    let reports = watcher
+        .wait_until("the unsigned viewer's next reload to be refused", Duration::from_secs(20), |r| {
+            r.last().is_some_and(|r| r.errors.iter().any(|e| e.contains("http=401")))
+        })
+        .await;
+    let last = reports.last().expect("a report");
+    assert!(
+        last.errors.iter().any(|e| e.starts_with("networkError") && e.contains("http=401")),
+        "{:?}",
+        last.errors
+    );
+    drop(watcher);
 
     let tk = ticket(&t, "streams", &id, json!({"streamExpireSec": 10})).await;
     let hls = tk["hls"].as_str().expect("hls").to_string();
