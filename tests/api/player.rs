@@ -255,6 +255,21 @@ fn encode(s: &str) -> String {
 }
 
 impl Player {
+    /// Plays the VOD at `url` (not in low-latency mode) to its end and checks that it got past
+    /// `at_least` seconds without a fatal error; returns the last report.
+    pub async fn play_to_the_end(url: &str, at_least: f64) -> Report {
+        let player = Player::start_with(url, false).await;
+        let reports = player
+            .wait_until("the end of the video", Duration::from_secs(60), |r| {
+                r.last().is_some_and(|r| r.ended)
+            })
+            .await;
+        let last = reports.last().expect("a report").clone();
+        assert!(last.current_time > at_least, "played to {}", last.current_time);
+        assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+        last
+    }
+
     /// Plays `hls_url` with `lowLatencyMode: true`.
     pub async fn start(hls_url: &str) -> Player {
         Player::start_with(hls_url, true).await

@@ -334,13 +334,7 @@ async fn encrypted_vod_plays_and_is_unreadable_without_the_key() {
     let key_url = resolve(&variant, key_uri.trim_end_matches('"'));
     assert_eq!(ok(&t, &key_url).await, key, "the same key, with the session token");
 
-    let player = Player::start_with(&playback, false).await;
-    let reports = player
-        .wait_until("the end of the video", Duration::from_secs(60), |r| r.last().is_some_and(|r| r.ended))
-        .await;
-    let last = reports.last().expect("a report");
-    assert!(last.current_time > 5.5, "played to {}", last.current_time);
-    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+    Player::play_to_the_end(&playback, 5.5).await;
 }
 
 /// hls.js plays a signed (clear) VOD from the ticket URL alone.
@@ -352,13 +346,7 @@ async fn hls_js_plays_a_signed_vod_from_the_ticket() {
     switch(&t, "vod", &id, true).await;
     denied(&t, &format!("{}/play/vod/{id}/master.m3u8", t.base), "missing_token").await;
     let tk = ticket(&t, "vod", &id, json!({"expiresInSec": 60})).await;
-    let player = Player::start_with(tk["playbackUrl"].as_str().expect("url"), false).await;
-    let reports = player
-        .wait_until("the end of the video", Duration::from_secs(60), |r| r.last().is_some_and(|r| r.ended))
-        .await;
-    let last = reports.last().expect("a report");
-    assert!(last.current_time > 3.5, "played to {}", last.current_time);
-    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+    Player::play_to_the_end(tk["playbackUrl"].as_str().expect("url"), 3.5).await;
 }
 
 /// A signed, encrypted live stream: hls.js plays it from the ticket URL alone at low latency;

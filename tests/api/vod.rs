@@ -275,13 +275,7 @@ async fn hls_js_plays_to_the_end() {
     assert_eq!(uploaded(&t, &id).await.status(), 200);
     let done = finished(&t, &id, Duration::from_secs(120)).await;
     assert_eq!(done["status"], "complete", "{done}");
-    let player = Player::start_with(done["playbackUrl"].as_str().expect("url"), false).await;
-    let reports = player
-        .wait_until("the end of the video", Duration::from_secs(60), |r| r.last().is_some_and(|r| r.ended))
-        .await;
-    let last = reports.last().expect("a report");
-    assert!(last.current_time > 5.5, "played to {}", last.current_time);
-    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+    let last = Player::play_to_the_end(done["playbackUrl"].as_str().expect("url"), 5.5).await;
     assert_eq!(last.levels.len(), 2, "hls.js sees both renditions");
 }
 
