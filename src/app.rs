@@ -51,7 +51,7 @@ pub struct App {
     /// VOD sources and outputs.
     pub storage: crate::storage::Storage,
     /// Keys of signed URLs.
-    pub keys: crate::domain::keyring::KeyRing,
+    pub keys: crate::store::keys::SigningKeys,
     /// Wraps the content keys of `drmEnabled` media.
     pub master_key: crate::domain::content_key::MasterKey,
     /// The origin's cache of playback policies and content keys.
@@ -72,8 +72,7 @@ impl App {
         let storage = crate::storage::Storage::open(&settings.storage_url)?;
         let db = Db::connect(&settings.database_url).await?;
         let node_id = node_id(&settings.data_dir)?;
-        let keys = crate::domain::keyring::KeyRing::new(db.signing_keys().await?)
-            .context("no signing key in the database")?;
+        let keys = crate::store::keys::SigningKeys::load(&db).await?;
         let master_key = master_key(&settings)?;
         Ok(Arc::new(App {
             storage,

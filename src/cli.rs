@@ -45,8 +45,8 @@ pub enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Add a new signing key for signed URLs (playback tickets, upload targets). It signs from
-    /// each process's next start; the older keys keep verifying what they signed.
+    /// Add a new signing key for signed URLs (playback tickets, upload targets). Running
+    /// processes pick it up without a restart; the older keys keep verifying what they signed.
     RotateSigningKey,
     /// Create an API key for a project and print it.
     CreateKey {
@@ -85,7 +85,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 AdminCommand::RotateSigningKey => match db.add_signing_key().await {
                     Ok(kid) => {
-                        println!("new signing key {kid}: it signs after each `sluice serve` restarts");
+                        println!("new signing key {kid}: running processes sign with it within a minute");
                         Ok(())
                     }
                     Err(e) => Err(e.into()),

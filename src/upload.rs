@@ -22,6 +22,7 @@ use poem::{handler, put, Body, Request, Response, Route};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
 use crate::app::App;
+use crate::domain::keyring::KeyRing;
 use crate::domain::time::now_ms;
 use crate::domain::vod::VodStatus;
 use crate::storage::source_key;
@@ -32,8 +33,8 @@ pub fn message(vod_id: &str, expires: i64) -> String {
 }
 
 /// The upload URL of a VOD on the local store, valid until `expires` (unix seconds).
-pub fn url(app: &App, vod_id: &str, expires: i64) -> String {
-    let sig = app.keys.sign(&message(vod_id, expires));
+pub async fn url(app: &App, vod_id: &str, expires: i64) -> String {
+    let sig = app.keys.ring_for(None).await.sign(&message(vod_id, expires));
     format!("{}/upload/vod/{vod_id}?expires={expires}&sig={sig}", app.public_url())
 }
 
@@ -108,7 +109,8 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<App>>, Path(id): Path<
     let (Some(expires), Some(sig)) = (expires, q.get("sig")) else {
         return answer(StatusCode::FORBIDDEN, "upload URL is not signed");
     };
-    if !app.keys.verify(&message(&id, expires), sig) {
+    let keys = app.keys.ring_for(KeyRing::kid_of(sig)).await;
+    if !keys.verify(&message(&id, expires), sig) {
         return answer(StatusCode::FORBIDDEN, "upload URL signature is invalid");
     }
     if expires.saturating_mul(1000) < now_ms() {

@@ -118,11 +118,12 @@ fn signed(url: &str, token: &str) -> String {
 }
 
 /// The token of a ticket for `resource`, and when it expires.
-fn issue(app: &App, resource: &Resource<'_>, ticket: &Ticket) -> (String, String) {
+async fn issue(app: &App, resource: &Resource<'_>, ticket: &Ticket) -> (String, String) {
     let expires = Utc::now().timestamp() + ticket.expires_in;
     let claims = Claims { resource: resource.name(), expires, session: Some(ticket.session), ip: ticket.ip };
     let at = Utc.timestamp_opt(expires, 0).single().unwrap_or_else(Utc::now);
-    (claims.sign(&app.keys), at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+    // `ring_for` keeps the ring fresh, so a rotated key starts signing here too.
+    (claims.sign(&*app.keys.ring_for(None).await), at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
 pub struct PlaybackApi;
@@ -186,7 +187,7 @@ impl PlaybackApi {
         if row.state().reason == Some(DisabledReason::Deleted) {
             return Err(move_error(MoveError::Deleted));
         }
-        let (token, expires_at) = issue(&app, &Resource::Stream(&row.id), &body.0.ticket());
+        let (token, expires_at) = issue(&app, &Resource::Stream(&row.id), &body.0.ticket()).await;
         let urls = Stream::from_row(&row, &app).playback_urls;
         Ok(Json(StreamTicket {
             hls: urls.hls.map(|u| signed(&u, &token)),
@@ -247,7 +248,7 @@ impl PlaybackApi {
         if row.status() != VodStatus::Complete || row.archived_at.is_some() {
             return Err(ApiError::conflict("the VOD does not play: it is not complete, or it is archived"));
         }
-        let (token, expires_at) = issue(&app, &Resource::Vod(&row.id), &body.0.ticket());
+        let (token, expires_at) = issue(&app, &Resource::Vod(&row.id), &body.0.ticket()).await;
         let base = format!("{}/vod/{}", app.playback_base(), row.id);
         Ok(Json(VodTicket {
             playback_url: signed(&format!("{base}/master.m3u8"), &token),

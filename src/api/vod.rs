@@ -222,7 +222,7 @@ async fn upload_target(app: &App, id: &str) -> ApiResult<(UploadTarget, i64)> {
     let expires_ms = now_ms() + UPLOAD_TTL.as_millis() as i64;
     let url = match app.storage.presigned(Method::PUT, &source_key(id), UPLOAD_TTL).await {
         Ok(Some(url)) => url,
-        Ok(None) => crate::upload::url(app, id, expires_ms / 1000),
+        Ok(None) => crate::upload::url(app, id, expires_ms / 1000).await,
         Err(e) => return Err(ApiError::internal(e)),
     };
     Ok((UploadTarget { url, method: "PUT".into(), expires_at: iso(expires_ms) }, expires_ms))

@@ -36,6 +36,16 @@ impl KeyRing {
         mac.finalize().into_bytes().to_vec()
     }
 
+    /// Whether a key of this ring has the id `kid`.
+    pub fn knows(&self, kid: &str) -> bool {
+        self.keys.iter().any(|(k, _)| k == kid)
+    }
+
+    /// The key id a signature (`<kid>.<hex>`) names.
+    pub fn kid_of(signature: &str) -> Option<&str> {
+        signature.split_once('.').map(|(kid, _)| kid)
+    }
+
     pub fn sign(&self, message: &str) -> String {
         let (kid, secret) = &self.keys[0];
         format!("{kid}.{}", hex::encode(Self::mac(secret, message)))

@@ -87,9 +87,13 @@ pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>)
     let Some(policy) = policy else { return Err(Refused::NotFound) };
     let token = token_of(req);
     let now = chrono::Utc::now().timestamp();
+    let keys = match &token {
+        Some(t) => app.keys.ring_for(token::kid(t)).await,
+        None => app.keys.ring(),
+    };
     let checked = match (policy.signed, &token) {
         (false, None) => None,
-        _ => match token::verify(&app.keys, token.as_deref(), &resource.name(), client_ip(req), now) {
+        _ => match token::verify(&keys, token.as_deref(), &resource.name(), client_ip(req), now) {
             Ok(claims) => Some(claims),
             Err(deny) if policy.signed => return Err(Refused::Denied(deny)),
             // Signing is off: a bad token is ignored, as if there were none.
@@ -99,7 +103,6 @@ pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>)
     if !policy.playable {
         return Err(Refused::NotFound);
     }
-    let child_token =
-        checked.and_then(|claims| claims.session_token(&app.keys, now).or_else(|| token.clone()));
+    let child_token = checked.and_then(|claims| claims.session_token(&keys, now).or_else(|| token.clone()));
     Ok(Grant { child_token })
 }

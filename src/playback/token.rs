@@ -73,6 +73,14 @@ impl Claims {
     }
 }
 
+/// The signing key id a token names (to find its key), if it has the shape of a token.
+pub fn kid(token: &str) -> Option<&str> {
+    let mut split = token.rsplitn(3, '.');
+    split.next()?;
+    let kid = split.next()?;
+    split.next().map(|_| kid)
+}
+
 /// Checks `token` for `resource`, from `client` at `now` (unix seconds). The order of the checks
 /// fixes which reason a request with several faults gets: a forged token is `bad_signature`
 /// whatever it claims.
@@ -157,6 +165,13 @@ mod tests {
         assert_eq!(verify(&keys(), Some(&token), "stream:abc", None, 0), Err(Deny::IpMismatch));
         let v6 = claims(Some("2001:db8::1")).sign(&keys());
         assert!(verify(&keys(), Some(&v6), "stream:abc", Some("2001:db8::1".parse().expect("ip")), 0).is_ok());
+    }
+
+    #[test]
+    fn the_key_id_is_read_off_the_token() {
+        assert_eq!(kid(&claims(None).sign(&keys())), Some("k1"));
+        assert_eq!(kid("a.b"), None);
+        assert_eq!(kid("garbage"), None);
     }
 
     #[test]

@@ -1,7 +1,79 @@
-//! The server's signing keys (see [`crate::domain::keyring`]).
+//! The server's signing keys (see [`crate::domain::keyring`]), and this process's copy of them.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use super::{Db, DbError};
+use crate::domain::keyring::KeyRing;
 use crate::domain::{new_id, random_token, time::now_ms};
+
+/// Reload the ring at least this often while signatures are made or checked (so a new key starts
+/// signing).
+const REFRESH: Duration = Duration::from_secs(60);
+/// A signature naming a key this process does not know reloads the ring, at most this often.
+const UNKNOWN_KID_RELOAD: Duration = Duration::from_secs(1);
+
+/// This process's key ring, kept in step with the database: a key added by
+/// `sluice admin rotate-signing-key` is picked up the first time a signature names it (a URL
+/// signed by a process that already knows it), and within [`REFRESH`] for signing, so rotation
+/// needs no restart and no process refuses another's fresh signatures. Sign through
+/// [`SigningKeys::ring_for`]`(None)`, which applies the refresh.
+pub struct SigningKeys {
+    db: Db,
+    ring: RwLock<Arc<KeyRing>>,
+    reloads: Mutex<Reloads>,
+}
+
+struct Reloads {
+    /// The last load.
+    loaded: Instant,
+    /// The last load an unknown key id asked for.
+    for_unknown: Option<Instant>,
+}
+
+impl SigningKeys {
+    pub async fn load(db: &Db) -> anyhow::Result<SigningKeys> {
+        let ring = KeyRing::new(db.signing_keys().await?)
+            .ok_or_else(|| anyhow::anyhow!("no signing key in the database"))?;
+        let reloads = Mutex::new(Reloads { loaded: Instant::now(), for_unknown: None });
+        Ok(SigningKeys { db: db.clone(), ring: RwLock::new(Arc::new(ring)), reloads })
+    }
+
+    /// The ring as loaded last (signing).
+    pub fn ring(&self) -> Arc<KeyRing> {
+        self.ring.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The ring to check a signature naming `kid` with: reloaded first when it does not know
+    /// `kid`, or when it is older than [`REFRESH`] (rate-limited; a failed reload keeps the old).
+    pub async fn ring_for(&self, kid: Option<&str>) -> Arc<KeyRing> {
+        let ring = self.ring();
+        {
+            let mut r = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
+            let unknown = kid.is_some_and(|k| !ring.knows(k))
+                && r.for_unknown.is_none_or(|at| at.elapsed() > UNKNOWN_KID_RELOAD);
+            if !(unknown || r.loaded.elapsed() > REFRESH) {
+                return ring;
+            }
+            r.loaded = Instant::now();
+            if unknown {
+                r.for_unknown = Some(r.loaded);
+            }
+        }
+        match self.db.signing_keys().await.map(KeyRing::new) {
+            Ok(Some(fresh)) => {
+                let fresh = Arc::new(fresh);
+                *self.ring.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
+                fresh
+            }
+            Ok(None) => ring,
+            Err(e) => {
+                tracing::warn!(error = %e, "reloading the signing keys");
+                ring
+            }
+        }
+    }
+}
 
 impl Db {
     /// Every signing key, newest first; creates the first one when there is none. Two processes
@@ -22,7 +94,8 @@ impl Db {
         Ok(keys.into_iter().map(|(kid, secret)| (kid, secret.into_bytes())).collect())
     }
 
-    /// Adds a new key, which signs from the next start on (rotation).
+    /// Adds a new key (rotation): running processes verify with it as soon as they meet it and
+    /// sign with it within a minute.
     pub async fn add_signing_key(&self) -> Result<String, DbError> {
         let kid = new_id()[..8].to_string();
         sqlx::query("INSERT INTO signing_keys (kid, secret, created_at) VALUES ($1, $2, $3)")

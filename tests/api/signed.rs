@@ -489,23 +489,24 @@ async fn signed_encrypted_live() {
     ok(&t, &with_token(&key_url, None)).await;
 }
 
-/// A new signing key (`sluice admin rotate-signing-key`) signs after a restart; tickets signed
-/// before still work; tampering is still refused.
+/// Key rotation across processes without a restart: `sluice admin rotate-signing-key` while
+/// process A serves; process B, started after, signs with the new key; A accepts B's tickets (it
+/// loads the key it did not know) and both accept tickets signed before; tampering is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_rotation_keeps_issued_tickets() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
-    let key = crate::helpers::bootstrap_key(sluice_command(dir.path(), port));
+    let free =
+        || std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let (a, b) = (free(), free());
+    let key = crate::helpers::bootstrap_key(sluice_command(dir.path(), a));
     let client = reqwest::Client::new();
-    let api = |path: &str| format!("http://127.0.0.1:{port}/v1/projects/demo{path}");
-    let serve = || {
-        let child = sluice_command(dir.path(), port).arg("serve").spawn().expect("sluice serve");
-        Killed(child)
-    };
-    let server = serve();
-    wait_ready(port).await;
+    let serve =
+        |port: u16| Killed(sluice_command(dir.path(), port).arg("serve").spawn().expect("sluice serve"));
+    let _server_a = serve(a);
+    wait_ready(a).await;
+    let api = |port: u16, path: &str| format!("http://127.0.0.1:{port}/v1/projects/demo{path}");
     let stream: Value = client
-        .post(api("/streams"))
+        .post(api(a, "/streams"))
         .bearer_auth(&key)
         .json(&json!({"name": "rotating"}))
         .send()
@@ -516,41 +517,52 @@ async fn key_rotation_keeps_issued_tickets() {
         .expect("json");
     let id = stream["_id"].as_str().expect("id").to_string();
     let on = client
-        .patch(api(&format!("/streams/{id}/signed-playback")))
+        .patch(api(a, &format!("/streams/{id}/signed-playback")))
         .bearer_auth(&key)
         .json(&json!({"enabled": true}));
     assert_eq!(on.send().await.expect("switch").status(), 200);
-    let issue = || async {
-        let t: Value = client
-            .post(api(&format!("/streams/{id}/playback-ticket")))
-            .bearer_auth(&key)
-            .json(&json!({}))
-            .send()
-            .await
-            .expect("ticket")
-            .json()
-            .await
-            .expect("json");
-        t["hls"].as_str().expect("hls").to_string()
+    // A ticket's token from `port`, and its master URL on `on` (the stream is served by both).
+    let issue = |port: u16| {
+        let (client, key, url) =
+            (client.clone(), key.clone(), api(port, &format!("/streams/{id}/playback-ticket")));
+        async move {
+            let t: Value = client
+                .post(url)
+                .bearer_auth(&key)
+                .json(&json!({}))
+                .send()
+                .await
+                .expect("ticket")
+                .json()
+                .await
+                .expect("json");
+            token_of(t["hls"].as_str().expect("hls"))
+        }
     };
     // Authorised but not live: 404, where a refused token is 401.
-    let status = |url: String| {
-        let client = client.clone();
-        async move { client.get(url).send().await.expect("get").status().as_u16() }
+    let status = |port: u16, token: String| {
+        let (client, id) = (client.clone(), id.clone());
+        async move {
+            let url = format!("http://127.0.0.1:{port}/play/live/{id}/master.m3u8?token={token}");
+            client.get(url).send().await.expect("get").status().as_u16()
+        }
     };
-    let before = issue().await;
-    assert_eq!(status(before.clone()).await, 404);
-    drop(server);
+    let before = issue(a).await;
+    assert_eq!(status(a, before.clone()).await, 404);
 
-    let out =
-        sluice_command(dir.path(), port).args(["admin", "rotate-signing-key"]).output().expect("rotate");
+    let out = sluice_command(dir.path(), a).args(["admin", "rotate-signing-key"]).output().expect("rotate");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let _server = serve();
-    wait_ready(port).await;
-    let after = issue().await;
-    let kid = |url: &str| token_of(url).rsplit('.').nth(1).expect("kid").to_string();
-    assert_ne!(kid(&before), kid(&after), "the new key signs");
-    assert_eq!(status(before.clone()).await, 404, "the old ticket still verifies");
-    assert_eq!(status(after.clone()).await, 404);
-    assert_eq!(status(with_token(&after, Some(&token_of(&after).replace("stream:", "stream:x")))).await, 401);
+    let _server_b = serve(b);
+    wait_ready(b).await;
+    let after = issue(b).await;
+    let kid = |token: &str| token.rsplit('.').nth(1).expect("kid").to_string();
+    assert_ne!(kid(&before), kid(&after), "B signs with the new key");
+    assert_eq!(status(a, after.clone()).await, 404, "A accepts the new key without a restart");
+    assert_eq!(status(b, before.clone()).await, 404, "the old ticket still verifies on B");
+    assert_eq!(status(a, before.clone()).await, 404, "and on A");
+    assert_eq!(status(a, after.replace("stream:", "stream:x")).await, 401, "tampering is refused");
+    assert_eq!(
+        status(a, format!("{}.zzzzzzzz.{}", &after[..after.len() - 74], &after[after.len() - 64..])).await,
+        401
+    );
 }
