@@ -6,17 +6,20 @@
 //! Sluice's LL-HLS origin. Then, alternating, with signed playback switched off (plain URLs) and
 //! on (URLs from a playback ticket, so every request verifies an HMAC token):
 //!
-//! 1. **part fetches**: `wrk -t2 -c64` for `BENCH_SECONDS` (default 5) on one recent part of the
-//!    `source` rendition (about 100 KB), taken fresh before each run so it stays in memory for
-//!    the run; nginx serves a copy of the same part from disk. Requests per second, and any
-//!    non-2xx answer (which fails the bench); `BENCH_ROUNDS` (default 3) rounds, each
-//!    unsigned, signed, nginx in turn, and the median of each ratio.
+//! 1. **part fetches**: `wrk -t2 -c64` for `BENCH_SECONDS` (default 4) on one recent part of the
+//!    `source` rendition (70–150 KB), the same part for the three cases of a round (Sluice
+//!    runs with 4-s segments so a part stays in memory that long); nginx serves a copy of it
+//!    from disk. Requests per second, and any
+//!    non-2xx answer (which fails the bench); `BENCH_ROUNDS` (default 3) rounds of unsigned,
+//!    signed and nginx, each case in each position once per three rounds, each run after a
+//!    1-s warm-up run; the median of each ratio.
 //! 2. **playlist reloads**: `wrk -t2 -c1000` on the media playlist (non-blocking; with signed
 //!    playback every URI in it is rewritten with the session token); nginx serves a copy.
 //! 3. **blocking reloads, 1,000 waiting viewers**: 1,000 clients each loop on
 //!    `index.m3u8?_HLS_msn=<m>&_HLS_part=<p+1>` for the part after the newest they have, as
 //!    LL-HLS players do, for `BENCH_BLOCKING_SECONDS` (default 10). Printed: answers per second,
-//!    against the ideal of 1,000 answers per part (1,000 / part duration), and the fan-out spread
+//!    against the ideal of 1,000 answers per part (1,000 / part duration; an answer that already
+//!    lists two new parts, as at a segment's end, makes its viewer skip one), and the fan-out spread
 //!    (from the first to the last viewer answered for the same part, median and p99). nginx has
 //!    no blocking reload; its row in (2) is the static figure to compare with.
 //!
@@ -234,14 +237,16 @@ fn token_costs(resource: &str, playlist: &str) -> (f64, f64) {
 }
 
 fn main() {
-    let part_secs = secs("BENCH_SECONDS", 5);
+    let part_secs = secs("BENCH_SECONDS", 4);
     let blocking_secs = secs("BENCH_BLOCKING_SECONDS", 10);
     let rounds = secs("BENCH_ROUNDS", 3);
     let out = out_dir();
     let sample = sample_file(&out);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
-        let sluice = Sluice::start(&[]).await;
+        // 4-s segments: a part stays in memory for about 18 s (four segments and some), long
+        // enough for the three runs of a round to fetch the same one.
+        let sluice = Sluice::start(&[("SLUICE_LLHLS_SEGMENT_MS", "4000".to_string())]).await;
         let stream = sluice.create_stream(json!({"name": "origin", "qualities": ["1080p"]})).await;
         let id = stream["_id"].as_str().expect("id").to_string();
         let _push = push(&sample, stream["ingestUrl"].as_str().expect("ingestUrl"));
@@ -273,13 +278,11 @@ fn main() {
         assert!(!durations.is_empty(), "the playlist lists parts");
         let part_duration = durations.iter().sum::<f64>() / durations.len() as f64;
 
-        // The same bytes for nginx.
+        // nginx serves copies of a part and of the playlist.
         let static_dir = tempfile::tempdir().expect("tempdir");
         let root = static_dir.path().join("www");
         std::fs::create_dir_all(&root).expect("www");
-        let part_url = newest_part(client, &unsigned_media).await;
-        let part = client.get(&part_url).send().await.expect("part").bytes().await.expect("bytes");
-        std::fs::write(root.join("part.m4s"), &part).expect("write part");
+        std::fs::write(root.join("part.m4s"), b"").expect("write part");
         std::fs::write(root.join("index.m3u8"), text(client, &unsigned_media).await).expect("write playlist");
         let nginx = Nginx::serve_static(static_dir.path(), &root);
         let nginx_part = format!("http://127.0.0.1:{}/part.m4s", nginx.http);
@@ -287,47 +290,59 @@ fn main() {
         assert!(client.get(&nginx_part).send().await.expect("nginx").status().is_success(), "nginx serves");
 
         println!(
-            "origin: live passthrough 720p30 2.5 Mbit/s, parts of {} bytes, {} cores, wrk -t2; \
-             signed = signed playback on, URLs with a session token",
-            part.len(),
+            "origin: live passthrough 720p30 2.5 Mbit/s, {} cores, wrk -t2; signed = signed playback on, URLs \
+             with a session token",
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
         let check = |what: &str, w: Wrk| {
             assert!(w.non_2xx == 0 && w.errors == 0, "{what}: {} non-2xx, {} socket errors", w.non_2xx, w.errors);
             w.rps
         };
-        // 1. Part fetches, alternating.
+        // 1. Part fetches: each round one part (parts differ in size: keyframes), fetched by all
+        //    three cases.
         let mut rows: Vec<(f64, f64, f64)> = Vec::new();
         for round in 0..rounds {
-            // Every other round runs the other way round, so warm-up and drift even out.
+            switch(&sluice, &id, false).await;
+            let unsigned_url = newest_part(client, &unsigned_media).await;
+            let signed_url = format!("{unsigned_url}?token={token}");
+            let part = client.get(&unsigned_url).send().await.expect("part").bytes().await.expect("bytes");
+            std::fs::write(root.join("part.m4s"), &part).expect("write part");
+            // Each case takes each position in turn (a Latin square over three rounds), and each
+            // measured run follows a 1-s warm-up run of its own URL, so order and warm-up even out.
             let mut row = (0.0, 0.0, 0.0);
-            let order: [u8; 3] = if round % 2 == 0 { [0, 1, 2] } else { [2, 1, 0] };
+            let mut order: [u8; 3] = [0, 1, 2];
+            order.rotate_left(round as usize % 3);
             for which in order {
                 match which {
                     0 => {
                         switch(&sluice, &id, false).await;
-                        let url = newest_part(client, &unsigned_media).await;
-                        row.0 = check("unsigned parts", wrk(&url, 64, part_secs));
+                        wrk(&unsigned_url, 64, 1);
+                        row.0 = check("unsigned parts", wrk(&unsigned_url, 64, part_secs));
                     }
                     1 => {
                         switch(&sluice, &id, true).await;
-                        let url = newest_part(client, &signed_media).await;
-                        assert!(url.contains(&format!("token={token}")), "{url}");
-                        row.1 = check("signed parts", wrk(&url, 64, part_secs));
+                        wrk(&signed_url, 64, 1);
+                        row.1 = check("signed parts", wrk(&signed_url, 64, part_secs));
                     }
-                    _ => row.2 = check("nginx part", wrk(&nginx_part, 64, part_secs)),
+                    _ => {
+                        wrk(&nginx_part, 64, 1);
+                        row.2 = check("nginx part", wrk(&nginx_part, 64, part_secs));
+                    }
                 }
             }
             rows.push(row);
-        }
-        for (i, (u, s, n)) in rows.iter().enumerate() {
             println!(
-                "part fetches (64 connections), round {}: Sluice unsigned {u:.0} req/s, signed {s:.0} req/s, \
-                 nginx static {n:.0} req/s; signed/unsigned {:.2}x, unsigned/nginx {:.2}x, signed/nginx {:.2}x",
-                i + 1,
-                s / u,
-                u / n,
-                s / n
+                "part fetches (64 connections), round {}, a {}-byte part: Sluice unsigned {:.0} req/s, signed \
+                 {:.0} req/s, nginx static {:.0} req/s; signed/unsigned {:.2}x, unsigned/nginx {:.2}x, \
+                 signed/nginx {:.2}x",
+                round + 1,
+                part.len(),
+                row.0,
+                row.1,
+                row.2,
+                row.1 / row.0,
+                row.0 / row.2,
+                row.1 / row.2
             );
         }
         let median = |f: &dyn Fn(&(f64, f64, f64)) -> f64| {
