@@ -3,8 +3,9 @@
 //! (init sections, parts, segments) straight from the stream's in-memory channel.
 //!
 //! Paths: `/live/<id>/master.m3u8`, `/live/<id>/<session>/<rendition>/index.m3u8`,
-//! `/live/<id>/<session>/<rendition>/<file>` and `/live/<id>/key` (`drmEnabled`). The session names one channel, so a later push
-//! never serves different bytes under a URL a CDN cached as immutable.
+//! `/live/<id>/<session>/<rendition>/<file>` and `/live/<id>/key` (`drmEnabled`). The session
+//! names one channel, so a later push never serves different bytes under a URL a CDN cached as
+//! immutable.
 //!
 //! Responses share the channel's bytes (reference-counted); no lock is held while a body is
 //! written, so a slow viewer holds up nobody else.
