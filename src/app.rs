@@ -332,10 +332,15 @@ fn master_key(settings: &Settings) -> anyhow::Result<crate::domain::content_key:
 
 /// The address of the connection's peer (an IPv4 client on a dual-stack socket as IPv4).
 pub(crate) fn client_ip(req: &Request) -> Option<IpAddr> {
-    req.remote_addr().as_socket_addr().map(|a| match a.ip() {
+    req.remote_addr().as_socket_addr().map(|a| canonical_ip(a.ip()))
+}
+
+/// `ip`, with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as the IPv4 address it maps.
+pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        ip => ip,
-    })
+        v4 => v4,
+    }
 }
 
 /// Cross-cutting rules of `/v1`: a client IP that failed authentication too often gets 429 for

@@ -17,7 +17,7 @@ use super::security::Auth;
 use super::streams::{move_error, stream_not_found, Stream};
 use super::vod::{vod_not_found, Vod};
 use super::ApiTags;
-use crate::app::App;
+use crate::app::{canonical_ip, App};
 use crate::domain::stream::{DisabledReason, MoveError};
 use crate::domain::time::now_ms;
 use crate::domain::vod::VodStatus;
@@ -65,7 +65,8 @@ impl TicketRequest {
         Ticket {
             expires_in: self.expires_in_sec.unwrap_or(3600),
             session: self.stream_expire_sec.unwrap_or(14_400),
-            ip: self.allow_ip.as_deref().and_then(|ip| ip.parse().ok()),
+            // As the origin sees clients: an IPv4-mapped IPv6 address is its IPv4 address.
+            ip: self.allow_ip.as_deref().and_then(|ip| ip.parse().ok()).map(canonical_ip),
         }
     }
 }

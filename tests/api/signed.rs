@@ -224,6 +224,8 @@ async fn vod_every_deny_reason_and_the_switch(t: TestApp) {
     // IP pinning: another address is refused, ours plays.
     let pinned = ticket(&t, "vod", &id, json!({"allowIp": "192.0.2.10"})).await;
     denied(&t, pinned["playbackUrl"].as_str().expect("url"), "ip_mismatch").await;
+    let mapped = ticket(&t, "vod", &id, json!({"allowIp": "::ffff:127.0.0.1"})).await;
+    ok(&t, mapped["playbackUrl"].as_str().expect("url")).await;
     let ours = ticket(&t, "vod", &id, json!({"allowIp": "127.0.0.1"})).await;
     let ours_text =
         String::from_utf8(ok(&t, ours["playbackUrl"].as_str().expect("url")).await.to_vec()).expect("text");
