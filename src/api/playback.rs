@@ -22,6 +22,7 @@ use crate::domain::stream::{DisabledReason, MoveError};
 use crate::domain::time::now_ms;
 use crate::domain::vod::VodStatus;
 use crate::domain::Scope;
+use crate::playback::rewrite::with_token as signed;
 use crate::playback::token::Claims;
 use crate::playback::Resource;
 use crate::store::Db;
@@ -111,11 +112,6 @@ pub struct VodTicket {
     pub playback_url: String,
     pub thumbnail_url: String,
     pub expires_at: String,
-}
-
-fn signed(url: &str, token: &str) -> String {
-    let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}token={token}")
 }
 
 /// The token of a ticket for `resource`, and when it expires.

@@ -9,6 +9,13 @@ fn push_with_token(out: &mut String, uri: &str, token: &str) {
     out.push_str(token);
 }
 
+/// `url` with `token=<token>` added to its query (the signed URLs of a ticket).
+pub fn with_token(url: &str, token: &str) -> String {
+    let mut out = String::with_capacity(url.len() + token.len() + 7);
+    push_with_token(&mut out, url, token);
+    out
+}
+
 /// `text` with every URI carrying `token`.
 pub fn sign_playlist(text: &str, token: &str) -> String {
     let uris = text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count()
