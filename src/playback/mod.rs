@@ -87,22 +87,21 @@ pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>)
     let Some(policy) = policy else { return Err(Refused::NotFound) };
     let token = token_of(req);
     let now = chrono::Utc::now().timestamp();
-    let keys = match &token {
-        Some(t) => app.keys.ring_for(token::kid(t)).await,
-        None => app.keys.ring(),
-    };
-    let checked = match (policy.signed, &token) {
-        (false, None) => None,
-        _ => match token::verify(&keys, token.as_deref(), &resource.name(), client_ip(req), now) {
-            Ok(claims) => Some(claims),
+    // No token and nothing to enforce: no key ring is needed (the common unsigned request).
+    let child_token = if token.is_none() && !policy.signed {
+        None
+    } else {
+        let keys = app.keys.ring_for(token.as_deref().and_then(token::kid)).await;
+        match token::verify(&keys, token.as_deref(), &resource.name(), client_ip(req), now) {
+            // A ticket starts a session; a session token is passed on as it is.
+            Ok(claims) => claims.session_token(&keys, now).or(token),
             Err(deny) if policy.signed => return Err(Refused::Denied(deny)),
             // Signing is off: a bad token is ignored, as if there were none.
             Err(_) => None,
-        },
+        }
     };
     if !policy.playable {
         return Err(Refused::NotFound);
     }
-    let child_token = checked.and_then(|claims| claims.session_token(&keys, now).or_else(|| token.clone()));
     Ok(Grant { child_token })
 }

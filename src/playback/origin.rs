@@ -22,7 +22,7 @@ use super::{authorize, Grant, Resource};
 use crate::app::App;
 use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery};
 
-const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
+pub(super) const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
 /// Plain playlist reloads: a CDN may serve them for a second.
 const PLAYLIST_CACHE: &str = "public, max-age=1";
 /// Blocking requests name a future playlist: once answered it does not change for a while

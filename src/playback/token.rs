@@ -73,12 +73,17 @@ impl Claims {
     }
 }
 
+/// A token's claims and its signature (`<kid>.<hex>`): the claims end at the second dot from
+/// the right.
+fn split(token: &str) -> Option<(&str, &str)> {
+    let mac_dot = token.rfind('.')?;
+    let kid_dot = token[..mac_dot].rfind('.')?;
+    Some((&token[..kid_dot], &token[kid_dot + 1..]))
+}
+
 /// The signing key id a token names (to find its key), if it has the shape of a token.
 pub fn kid(token: &str) -> Option<&str> {
-    let mut split = token.rsplitn(3, '.');
-    split.next()?;
-    let kid = split.next()?;
-    split.next().map(|_| kid)
+    split(token).and_then(|(_, signature)| KeyRing::kid_of(signature))
 }
 
 /// Checks `token` for `resource`, from `client` at `now` (unix seconds). The order of the checks
@@ -92,12 +97,8 @@ pub fn verify(
     now: i64,
 ) -> Result<Claims, Deny> {
     let token = token.filter(|t| !t.is_empty()).ok_or(Deny::MissingToken)?;
-    // The signature is `<kid>.<hex>`: the claims end at the second dot from the right.
-    let mut split = token.rsplitn(3, '.');
-    let (Some(mac), Some(kid), Some(claims)) = (split.next(), split.next(), split.next()) else {
-        return Err(Deny::BadSignature);
-    };
-    if !keys.verify(&format!("playback\n{claims}"), &format!("{kid}.{mac}")) {
+    let (claims, signature) = split(token).ok_or(Deny::BadSignature)?;
+    if !keys.verify(&format!("playback\n{claims}"), signature) {
         return Err(Deny::BadSignature);
     }
     let claims = Claims::decode(claims).ok_or(Deny::BadSignature)?;

@@ -9,7 +9,7 @@ use poem::http::StatusCode;
 use poem::web::{Data, Path};
 use poem::{handler, Request, Response};
 
-use super::origin::{playlist, ranged, status, MEDIA_CACHE};
+use super::origin::{playlist, ranged, status, MEDIA_CACHE, PLAYLIST_TYPE};
 use super::{authorize, Resource};
 use crate::app::App;
 use crate::storage::vod_prefix;
@@ -60,13 +60,20 @@ async fn serve(req: &Request, app: &App, id: &str, file: &str) -> Response {
             return status(StatusCode::BAD_GATEWAY, "storage unavailable");
         }
     };
-    if file.ends_with(".m3u8") {
+    let is_playlist = file.ends_with(".m3u8");
+    // Only a session's playlist is rewritten; everything else is served as stored, ranges too.
+    if is_playlist && grant.child_token.is_some() {
         let Ok(text) = String::from_utf8(bytes.to_vec()) else {
             return status(StatusCode::INTERNAL_SERVER_ERROR, "damaged playlist");
         };
         return playlist(text, PLAYLIST_CACHE, &grant);
     }
-    let (content_type, cache) =
-        if file.ends_with(".jpg") { ("image/jpeg", PLAYLIST_CACHE) } else { ("video/mp4", MEDIA_CACHE) };
+    let (content_type, cache) = if is_playlist {
+        (PLAYLIST_TYPE, PLAYLIST_CACHE)
+    } else if file.ends_with(".jpg") {
+        ("image/jpeg", PLAYLIST_CACHE)
+    } else {
+        ("video/mp4", MEDIA_CACHE)
+    };
     ranged(req.headers(), req.method(), bytes, content_type, cache)
 }

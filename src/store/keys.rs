@@ -39,8 +39,8 @@ impl SigningKeys {
         Ok(SigningKeys { db: db.clone(), ring: RwLock::new(Arc::new(ring)), reloads })
     }
 
-    /// The ring as loaded last (signing).
-    pub fn ring(&self) -> Arc<KeyRing> {
+    /// The ring as loaded last.
+    fn ring(&self) -> Arc<KeyRing> {
         self.ring.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
