@@ -42,8 +42,8 @@ pub struct App {
     pub live: crate::media::live::LiveSessions,
     /// The LL-HLS live edge of each stream pushed to this process.
     pub channels: crate::media::live_hls::channel::Channels,
-    /// Adobe RTMP challenges handed out (opaque → user, valid until).
-    adobe_challenges: Mutex<HashMap<String, (String, Instant)>>,
+    /// Adobe RTMP challenges handed out and not yet answered.
+    pub adobe_challenges: crate::media::rtmp::challenges::Challenges,
     /// Where RTMP ingest listens, once started.
     rtmp_bound: std::sync::OnceLock<SocketAddr>,
     /// Where HTTP listens, once started.
@@ -86,7 +86,7 @@ impl App {
             node_id,
             live: Default::default(),
             channels: Default::default(),
-            adobe_challenges: Mutex::new(HashMap::new()),
+            adobe_challenges: Default::default(),
             rtmp_bound: std::sync::OnceLock::new(),
             http_bound: std::sync::OnceLock::new(),
             request_limiter: RateLimiter::new(settings.rate_limit_per_key, settings.rate_limit_burst),
@@ -104,22 +104,6 @@ impl App {
     /// Whether webhook targets may be plain http and private addresses (development mode).
     pub fn allow_private_webhooks(&self) -> bool {
         self.settings.mode == Mode::Development
-    }
-
-    /// Remembers an Adobe challenge for a user (the answer comes on a new connection).
-    pub fn remember_challenge(&self, opaque: &str, user: &str, ttl: Duration) {
-        let mut map = self.adobe_challenges.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
-        map.retain(|_, (_, until)| *until > now);
-        if map.len() < 100_000 {
-            map.insert(opaque.to_string(), (user.to_string(), now + ttl));
-        }
-    }
-
-    /// Uses up a challenge: true when it was handed out to `user` and has not expired.
-    pub fn take_challenge(&self, opaque: &str, user: &str) -> bool {
-        let mut map = self.adobe_challenges.lock().unwrap_or_else(|p| p.into_inner());
-        matches!(map.remove(opaque), Some((u, until)) if u == user && until > Instant::now())
     }
 
     /// The RTMP port handed out in ingest URLs: the bound one once started (port 0 picks one).
@@ -233,6 +217,11 @@ impl App {
         let _ = self.http_bound.set(addr);
         let routes = self.routes();
         self.spawn_housekeeping();
+        let orphans =
+            self.end_orphaned_pushes().await.context("ending pushes left open by a previous run")?;
+        if orphans > 0 {
+            tracing::warn!(streams = orphans, "ended pushes that a previous run left live");
+        }
         self.spawn_sender()?;
         crate::media::vod::worker::spawn(self);
         let rtmp = crate::media::rtmp::server::start(self.clone())

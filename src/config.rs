@@ -33,6 +33,9 @@ pub struct ConfigArgs {
     /// RTMP ingest.
     #[arg(long, global = true, env = "SLUICE_RTMP_ADDR")]
     pub rtmp_addr: Option<SocketAddr>,
+    /// Connections one client IP may hold open to RTMP ingest at once, publishing ones included.
+    #[arg(long, global = true, env = "SLUICE_RTMP_MAX_PER_IP")]
+    pub rtmp_max_per_ip: Option<u32>,
     /// RTSP egress.
     #[arg(long, global = true, env = "SLUICE_RTSP_ADDR")]
     pub rtsp_addr: Option<SocketAddr>,
@@ -114,6 +117,7 @@ struct FileConfig {
     storage_url: Option<String>,
     http_addr: Option<SocketAddr>,
     rtmp_addr: Option<SocketAddr>,
+    rtmp_max_per_ip: Option<u32>,
     rtsp_addr: Option<SocketAddr>,
     public_url: Option<String>,
     playback_base: Option<String>,
@@ -140,6 +144,8 @@ pub struct Settings {
     pub storage_url: String,
     pub http_addr: SocketAddr,
     pub rtmp_addr: SocketAddr,
+    /// RTMP connections one client IP may hold at once.
+    pub rtmp_max_per_ip: u32,
     pub rtsp_addr: SocketAddr,
     pub public_url: String,
     pub playback_base: String,
@@ -168,6 +174,7 @@ impl fmt::Debug for Settings {
             .field("storage_url", &redact_url(&self.storage_url))
             .field("http_addr", &self.http_addr)
             .field("rtmp_addr", &self.rtmp_addr)
+            .field("rtmp_max_per_ip", &self.rtmp_max_per_ip)
             .field("rtsp_addr", &self.rtsp_addr)
             .field("public_url", &self.public_url)
             .field("playback_base", &self.playback_base)
@@ -218,6 +225,7 @@ impl Settings {
             storage_url,
             http_addr,
             rtmp_addr: pick(args.rtmp_addr, file.rtmp_addr, ([127, 0, 0, 1], 1935).into()),
+            rtmp_max_per_ip: pick(args.rtmp_max_per_ip, file.rtmp_max_per_ip, 16),
             rtsp_addr: pick(args.rtsp_addr, file.rtsp_addr, ([127, 0, 0, 1], 8554).into()),
             public_url,
             playback_base,
@@ -249,6 +257,9 @@ impl Settings {
         }
         if !(self.rate_limit_per_key.is_finite() && self.rate_limit_per_key > 0.0) {
             bail!("rate limit per key must be a number > 0");
+        }
+        if self.rtmp_max_per_ip == 0 {
+            bail!("RTMP connections per IP must be at least 1");
         }
         if self.rate_limit_burst == 0 || self.auth_failures_per_min == 0 {
             bail!("rate limit burst and auth failures per minute must be at least 1");

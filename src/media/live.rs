@@ -135,6 +135,7 @@ impl App {
             row.last_push_at = Some(now_ms());
             row.updated_at = now_ms();
             Db::update_stream(&mut tx, &row).await?;
+            Db::set_stream_live_node(&mut tx, stream_id, Some(self.node_id())).await?;
             events::emit(&mut tx, project_id, &Event::StreamLive(event_data(&row))).await?;
             tx.commit().await?;
             Ok::<_, StartError>(())
@@ -204,6 +205,21 @@ impl App {
         Ok(disabled)
     }
 
+    /// At start, before ingest listens: every push that a previous run of this node left open
+    /// (it died without ending them) ends now, `live → idle` with `stream.ended`. Returns how many.
+    pub async fn end_orphaned_pushes(&self) -> Result<usize, DbError> {
+        let orphans = self.db.live_streams_of_node(self.node_id()).await?;
+        for row in &orphans {
+            self.end_push(
+                &row.id,
+                &row.project_id,
+                "the process that held the push stopped without ending it",
+            )
+            .await;
+        }
+        Ok(orphans.len())
+    }
+
     /// Closes a push session: `live → idle` (a stream disabled meanwhile stays disabled) and
     /// `stream.ended`, in one transaction.
     pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {
@@ -216,6 +232,7 @@ impl App {
             row.updated_at = now_ms();
             Db::update_stream(&mut tx, &row).await?;
             Db::set_stream_input(&mut tx, stream_id, None).await?;
+            Db::set_stream_live_node(&mut tx, stream_id, None).await?;
             events::emit(&mut tx, project_id, &Event::StreamEnded(event_data(&row))).await?;
             tx.commit().await
         }

@@ -96,6 +96,31 @@ impl Db {
         .map(|_| ())
     }
 
+    /// Records which node holds the stream's push (`None` when the push ends).
+    pub async fn set_stream_live_node(
+        conn: &mut AnyConnection,
+        id: &str,
+        node: Option<&str>,
+    ) -> Result<(), DbError> {
+        sqlx::query("UPDATE streams SET live_node = $1 WHERE id = $2")
+            .bind(node)
+            .bind(id)
+            .execute(conn)
+            .await
+            .map(|_| ())
+    }
+
+    /// Streams `live` on `node`, or on no recorded node (a push opened before nodes were
+    /// recorded): at start, the pushes a dead run of this node left open.
+    pub async fn live_streams_of_node(&self, node: &str) -> Result<Vec<StreamRow>, DbError> {
+        sqlx::query_as(&format!(
+            "SELECT {COLUMNS} FROM streams WHERE status = 'live' AND (live_node = $1 OR live_node IS NULL)"
+        ))
+        .bind(node)
+        .fetch_all(self.pool())
+        .await
+    }
+
     /// Records (or, with `None`, clears) what a live push sends. A record only lands on a stream
     /// that is still live, so a late write cannot outlive the push.
     pub async fn set_stream_input(

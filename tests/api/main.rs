@@ -12,6 +12,7 @@ mod ops;
 mod projects;
 mod receiver;
 mod rtmp;
+mod rtmp_hostile;
 mod rtmp_limits;
 mod signed;
 mod store;

@@ -1,6 +1,7 @@
 //! No RTMP peer can take the server down, and silent pushes end: a publish that sends no media,
 //! a peer that never finishes the handshake, garbage, and a flood of connections are all bounded;
-//! the server keeps serving real pushes. Also the idle auto-disable (`no_input`).
+//! the server keeps serving real pushes. Also the idle auto-disable (`no_input`). Floods and
+//! hostile bytes: `rtmp_hostile.rs`.
 
 use std::time::{Duration, Instant};
 
@@ -16,13 +17,13 @@ use crate::helpers::{eventually, spawn_app, spawn_app_with, Backend, TestApp};
 use crate::receiver::Receiver;
 use crate::webhooks::create_webhook;
 
-async fn create_stream(app: &TestApp, name: &str) -> Value {
+pub async fn create_stream(app: &TestApp, name: &str) -> Value {
     let resp = app.post_json_with(&app.project_url("/streams"), &app.key, &json!({"name": name})).await;
     assert_eq!(resp.status(), 201);
     resp.json().await.unwrap()
 }
 
-async fn status(app: &TestApp, id: &str) -> Value {
+pub async fn status(app: &TestApp, id: &str) -> Value {
     app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap()
 }
 
@@ -38,7 +39,7 @@ fn write_results(out: &mut Vec<u8>, results: Vec<ClientSessionResult>, events: &
 
 /// Handshakes, connects as ffmpeg would and publishes `stream_name`; returns the open socket
 /// once the publish is accepted. Sends no media.
-async fn publish_silently(addr: std::net::SocketAddr, stream_name: &str) -> TcpStream {
+pub async fn publish_silently(addr: std::net::SocketAddr, stream_name: &str) -> TcpStream {
     let mut sock = TcpStream::connect(addr).await.unwrap();
     let mut hs = Handshake::new(PeerType::Client);
     sock.write_all(&hs.generate_outbound_p0_and_p1().unwrap()).await.unwrap();
@@ -89,7 +90,7 @@ async fn publish_silently(addr: std::net::SocketAddr, stream_name: &str) -> TcpS
 }
 
 /// Reads until the server closes the connection; returns how long that took.
-async fn closed_within(sock: &mut TcpStream, limit: Duration) -> Duration {
+pub async fn closed_within(sock: &mut TcpStream, limit: Duration) -> Duration {
     let started = Instant::now();
     let mut buf = vec![0u8; 4096];
     loop {
@@ -101,7 +102,7 @@ async fn closed_within(sock: &mut TcpStream, limit: Duration) -> Duration {
     }
 }
 
-fn credentials(s: &Value) -> String {
+pub fn credentials(s: &Value) -> String {
     format!(
         "{}?user={}&pass={}",
         s["streamKey"].as_str().unwrap(),
@@ -131,7 +132,7 @@ async fn a_push_without_media_ends_after_10_s() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn slow_garbage_and_floods_are_bounded() {
+async fn slow_and_garbage_peers_are_bounded() {
     let app = spawn_app(Backend::Sqlite).await;
     let addr = app.app.rtmp_addr().unwrap();
 
@@ -142,26 +143,6 @@ async fn slow_garbage_and_floods_are_bounded() {
     let mut garbage = TcpStream::connect(addr).await.unwrap();
     garbage.write_all(&[0x42u8; 4000]).await.unwrap();
     assert!(closed_within(&mut garbage, Duration::from_secs(3)).await < Duration::from_secs(3));
-
-    // A flood: past the connection limit, connections are closed on accept.
-    let mut flood = Vec::new();
-    for _ in 0..600 {
-        if let Ok(c) = TcpStream::connect(addr).await {
-            flood.push(c);
-        }
-    }
-    let mut closed_fast = 0;
-    for c in flood.iter_mut().rev().take(60) {
-        let mut b = [0u8; 1];
-        if let Ok(Ok(0)) = tokio::time::timeout(Duration::from_millis(300), c.read(&mut b)).await {
-            closed_fast += 1;
-        }
-    }
-    assert!(
-        closed_fast >= 50,
-        "connections past the limit are refused ({closed_fast} of the last 60 closed)"
-    );
-    drop(flood);
 
     // The slow one is closed by the deadline, not before.
     let took = closed_within(&mut slow, Duration::from_secs(15)).await;

@@ -1,11 +1,16 @@
 //! The tokio shell around [`IngestSession`]: accepts TCP connections on `SLUICE_RTMP_ADDR`,
 //! reads and writes bytes, decides connect and publish requests (credentials, stream state) off
-//! the session, and ends pushes. Every peer is bounded: connections in all, time to start
-//! publishing, idle media, bytes per read.
+//! the session, and ends pushes. Every peer is bounded (CONTRACT: Live media): connections in
+//! all and per client IP (`SLUICE_RTMP_MAX_PER_IP`), one `connect` per connection, the time a
+//! write may take (a peer that stops reading is cut off), bytes per read; the session bounds
+//! what it parses and holds and keeps the deadlines, which this shell polls every second.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyhow::anyhow;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
@@ -16,27 +21,24 @@ use crate::app::App;
 use crate::domain::random_token;
 use crate::domain::stream::{push_password_matches, InputInfo};
 use crate::media::ingest::{IngestPipeline, PipelineReport, Tag};
+use crate::media::live::StartError;
 
 /// Connections served at once; more are closed on accept.
 const MAX_CONNECTIONS: usize = 512;
-/// From accept to an approved publish.
-const START_DEADLINE: Duration = Duration::from_secs(10);
-/// A live push with no audio or video for this long is ended (CONTRACT: Streams — auto-stop).
-const NO_MEDIA: Duration = Duration::from_secs(10);
-/// Bytes a peer may send before its publish is approved. A handshake, connect and publish
-/// take a few KiB; the cap keeps an unauthenticated peer from making the chunk parser buffer
-/// messages of up to 16 MiB (it may raise its chunk size first).
-const MAX_BYTES_BEFORE_PUBLISH: u64 = 1024 * 1024;
+/// A write to the peer that takes longer than this ends the connection: a peer that does not
+/// read cannot hold a connection (or the deadlines, which wait while a write is pending).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the session's deadlines are polled.
+const TICK: Duration = Duration::from_secs(1);
 /// How often the input bitrate is measured and recorded.
 const RATE_EVERY: Duration = Duration::from_secs(5);
-/// How long an Adobe challenge stays valid.
-const CHALLENGE_TTL: Duration = Duration::from_secs(60);
 
 /// Binds the RTMP listener and serves until the task is dropped. Returns the bound address.
 pub async fn start(app: Arc<App>) -> anyhow::Result<std::net::SocketAddr> {
     let listener = TcpListener::bind(app.settings.rtmp_addr).await?;
     let addr = listener.local_addr()?;
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let per_ip = Arc::new(PerIp::new(app.settings.rtmp_max_per_ip as usize));
     tokio::spawn(async move {
         loop {
             let (socket, peer) = match listener.accept().await {
@@ -47,6 +49,11 @@ pub async fn start(app: Arc<App>) -> anyhow::Result<std::net::SocketAddr> {
                     continue;
                 }
             };
+            // Per address first, so one address at its cap cannot use up the global slots.
+            let Some(slot) = per_ip.take(peer.ip()) else {
+                tracing::debug!(%peer, "rtmp: too many connections from this address; closing");
+                continue;
+            };
             let Ok(permit) = limit.clone().try_acquire_owned() else {
                 tracing::warn!(%peer, "rtmp: too many connections; closing");
                 continue;
@@ -54,14 +61,54 @@ pub async fn start(app: Arc<App>) -> anyhow::Result<std::net::SocketAddr> {
             let app = app.clone();
             tokio::spawn(async move {
                 let _ = socket.set_nodelay(true);
-                if let Err(e) = Connection::new(app, peer.to_string()).run(socket).await {
+                if let Err(e) = Connection::new(app, peer).run(socket).await {
                     tracing::info!(%peer, error = %e, "rtmp connection closed");
                 }
-                drop(permit);
+                drop((permit, slot));
             });
         }
     });
     Ok(addr)
+}
+
+/// Open connections per client address, against a cap.
+struct PerIp {
+    max: usize,
+    open: Mutex<HashMap<IpAddr, usize>>,
+}
+
+/// One connection's place in [`PerIp`]; given back on drop.
+struct IpSlot {
+    table: Arc<PerIp>,
+    ip: IpAddr,
+}
+
+impl PerIp {
+    fn new(max: usize) -> Self {
+        PerIp { max, open: Mutex::new(HashMap::new()) }
+    }
+
+    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<IpSlot> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(ip).or_default();
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(IpSlot { table: self.clone(), ip })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.ip);
+            }
+        }
+    }
 }
 
 /// The push a connection has opened.
@@ -85,8 +132,12 @@ enum Wake {
 
 struct Connection {
     app: Arc<App>,
-    peer: String,
+    peer: SocketAddr,
+    /// The session's clock: microseconds since accept.
+    origin: Instant,
     session: IngestSession,
+    /// Whether the peer sent its `connect` (one per connection).
+    connected: bool,
     /// The stream whose push user passed the Adobe challenge on this connection.
     adobe_stream: Option<String>,
     push: Option<Push>,
@@ -94,11 +145,13 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(app: Arc<App>, peer: String) -> Self {
+    fn new(app: Arc<App>, peer: SocketAddr) -> Self {
         Connection {
             app,
             peer,
-            session: IngestSession::new(),
+            origin: Instant::now(),
+            session: IngestSession::new(0),
+            connected: false,
             adobe_stream: None,
             push: None,
             media_bytes: 0,
@@ -119,13 +172,14 @@ impl Connection {
         result.map(|_| ())
     }
 
+    fn now(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
     /// Returns why the session ended.
     async fn serve(&mut self, socket: &mut TcpStream) -> anyhow::Result<String> {
-        let started = Instant::now();
-        let mut last_media = Instant::now();
-        let mut received: u64 = 0;
         let mut buf = vec![0u8; 64 * 1024];
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut tick = tokio::time::interval(TICK);
         loop {
             let kill = self.push.as_ref().map(|p| p.kill.clone());
             let reports = self.push.as_mut().map(|p| &mut p.reports);
@@ -138,21 +192,17 @@ impl Connection {
             match wake {
                 Wake::Read(0) => return Ok("client disconnected".into()),
                 Wake::Read(n) => {
-                    received += n as u64;
-                    if self.push.is_none() && received > MAX_BYTES_BEFORE_PUBLISH {
-                        return Ok("too much data before publishing".into());
-                    }
-                    let actions = self.session.feed(&buf[..n])?;
-                    if self.handle(socket, actions, &mut last_media).await? {
+                    let actions = self.session.feed(self.now(), &buf[..n])?;
+                    if self.handle(socket, actions).await? {
                         return Ok("client finished publishing".into());
                     }
                 }
-                Wake::Tick => match &self.push {
-                    None if started.elapsed() > START_DEADLINE => return Ok("no publish within 10 s".into()),
-                    Some(_) if last_media.elapsed() > NO_MEDIA => return Ok("no media for 10 s".into()),
-                    Some(_) => self.measure_rate(),
-                    None => {}
-                },
+                Wake::Tick => {
+                    if let Some(deadline) = self.session.poll(self.now()) {
+                        return Ok(deadline.to_string());
+                    }
+                    self.measure_rate();
+                }
                 Wake::Killed => return Ok("ended by the API".into()),
                 Wake::Report(Some(PipelineReport::Error(e))) => {
                     return Ok(format!("ingest pipeline failed: {e}"))
@@ -197,19 +247,21 @@ impl Connection {
     }
 
     /// Performs actions; returns true when the client finished publishing.
-    async fn handle(
-        &mut self,
-        socket: &mut TcpStream,
-        actions: Vec<Action>,
-        last_media: &mut Instant,
-    ) -> anyhow::Result<bool> {
+    async fn handle(&mut self, socket: &mut TcpStream, actions: Vec<Action>) -> anyhow::Result<bool> {
         let mut pending = std::collections::VecDeque::from(actions);
         while let Some(action) = pending.pop_front() {
             match action {
-                Action::Send(bytes) => socket.write_all(&bytes).await?,
+                Action::Send(bytes) => {
+                    tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(&bytes))
+                        .await
+                        .map_err(|_| anyhow!("the peer did not read for {} s", WRITE_TIMEOUT.as_secs()))??
+                }
                 Action::ConnectRequested { request_id, app, flash_ver } => {
+                    if std::mem::replace(&mut self.connected, true) {
+                        return Err(anyhow!("a second connect on one connection"));
+                    }
                     let answer = match self.decide_connect(&app, &flash_ver).await {
-                        Ok(()) => self.session.accept(request_id)?,
+                        Ok(()) => self.session.accept(self.now(), request_id)?,
                         Err(description) => {
                             tracing::info!(peer = %self.peer, "rtmp connect refused");
                             self.session.reject(request_id, "NetConnection.Connect.Rejected", &description)?
@@ -219,10 +271,7 @@ impl Connection {
                 }
                 Action::PublishRequested { request_id, stream_name } => {
                     let answer = match self.decide_publish(&stream_name).await {
-                        Ok(()) => {
-                            *last_media = Instant::now();
-                            self.session.accept(request_id)?
-                        }
+                        Ok(()) => self.session.accept(self.now(), request_id)?,
                         Err(description) => {
                             tracing::info!(peer = %self.peer, reason = %description, "rtmp publish refused");
                             self.session.reject(request_id, "NetStream.Publish.BadName", &description)?
@@ -230,8 +279,8 @@ impl Connection {
                     };
                     pending.extend(answer);
                 }
-                Action::Video { data, timestamp } => self.media(Tag::Video, timestamp, &data, last_media),
-                Action::Audio { data, timestamp } => self.media(Tag::Audio, timestamp, &data, last_media),
+                Action::Video { data, timestamp } => self.media(Tag::Video, timestamp, &data),
+                Action::Audio { data, timestamp } => self.media(Tag::Audio, timestamp, &data),
                 Action::Metadata(_) => {}
                 Action::PublishFinished => return Ok(true),
             }
@@ -240,9 +289,8 @@ impl Connection {
     }
 
     /// Media of an approved push goes to its pipeline; anything before approval is ignored.
-    fn media(&mut self, tag: Tag, timestamp: u32, data: &[u8], last_media: &mut Instant) {
+    fn media(&mut self, tag: Tag, timestamp: u32, data: &[u8]) {
         if let Some(push) = self.push.as_mut() {
-            *last_media = Instant::now();
             self.media_bytes += data.len() as u64;
             push.pipeline.push(tag, timestamp, data);
         }
@@ -266,11 +314,13 @@ impl Connection {
                     _ => random_token(16),
                 };
                 let opaque = random_token(16);
-                self.app.remember_challenge(&opaque, &user, CHALLENGE_TTL);
+                if !self.app.adobe_challenges.remember(&opaque, &user, self.peer.ip(), Instant::now()) {
+                    return Err(auth::AUTH_FAILED.into());
+                }
                 Err(auth::challenge_description(&user, &salt, &opaque))
             }
             AdobeStage::Response { user, client_challenge, response, opaque } => {
-                if !self.app.take_challenge(&opaque, &user) {
+                if !self.app.adobe_challenges.take(&opaque, &user, Instant::now()) {
                     return Err(auth::AUTH_FAILED.into());
                 }
                 match self.app.db.stream_by_push_username(&user).await {
@@ -303,7 +353,7 @@ impl Connection {
             Ok(None) => return Err("unknown stream key".into()),
             Err(e) => {
                 tracing::error!(error = %e, "rtmp: loading stream");
-                return Err("internal error".into());
+                return Err("ingest is unavailable".into());
             }
         };
         let authorised = match &self.adobe_stream {
@@ -328,7 +378,15 @@ impl Connection {
             return Err("wrong push credentials".into());
         }
         // The session first: it admits one push per stream, and the channel relies on that.
-        let kill = self.app.begin_push(&stream.id, &stream.project_id).await.map_err(|e| e.to_string())?;
+        // Only the refusals of the stream's state reach the client, never a database error.
+        let kill = match self.app.begin_push(&stream.id, &stream.project_id).await {
+            Ok(kill) => kill,
+            Err(StartError::Refused(why)) => return Err(why),
+            Err(e @ StartError::Db(_)) => {
+                tracing::error!(stream = %stream.id, error = %e, "opening the push session");
+                return Err("ingest is unavailable".into());
+            }
+        };
         let live = match self.app.live_output(&stream).await {
             Ok(live) => live,
             Err(e) => {

@@ -1,22 +1,61 @@
-//! One RTMP ingest connection as a state machine without IO: bytes in, actions out
+//! One RTMP ingest connection as a state machine without IO: bytes and time in, actions out
 //! (STYLE: sans-IO; anchor rust-media-libs `rtmp/src/sessions/server/`). The tokio shell reads
-//! the socket, feeds [`IngestSession::feed`], writes every [`Action::Send`] in order, and answers
-//! connect and publish requests later with [`IngestSession::accept`] / [`IngestSession::reject`]
-//! (publishing is approved asynchronously).
+//! the socket, feeds [`IngestSession::feed`] with the time, writes every [`Action::Send`] in
+//! order, answers connect and publish requests later with [`IngestSession::accept`] /
+//! [`IngestSession::reject`] (publishing is approved asynchronously), and asks
+//! [`IngestSession::poll`] on a timer whether a deadline has passed.
+//!
+//! Time is microseconds on any monotonic clock the caller likes, so the deadlines of the
+//! contract (Live media: no publish within 10 s, no media for 10 s, no keyframe for 30 s) are
+//! tested on plain values.
+//!
+//! Every peer byte is bounded before rml_rtmp sees it (CONTRACT: Live media — a hostile client
+//! cannot take the server down): [`ChunkReader`] splits the chunk stream with bounds on message
+//! size, chunk streams and buffered bytes; AMF0 bodies are refused when they nest too deep
+//! ([`amf::check_depth`]) and commands with fewer than three values (rml_rtmp's `drain(..3)`
+//! panics on them) are refused; then each message is written again by rml_rtmp's own serializer,
+//! one chunk per message, for rml_rtmp's `ServerSession`, which thus only ever reads bytes of
+//! known shape.
 //!
 //! rml_rtmp's `ConnectionRequested` event carries only the app name, but telling ffmpeg (which
 //! sends a bare `connect` and its credentials on the stream name) from OBS/librtmp (which needs a
-//! bare `connect` refused to start Adobe authentication) takes the connect object's `flashVer`;
-//! so the session reads the first `connect` command itself from a copy of the input.
+//! bare `connect` refused to start Adobe authentication) takes the connect object's `flashVer`,
+//! which the session reads from the `connect` command on its way through.
+
+use std::collections::HashSet;
+use std::fmt;
 
 use bytes::Bytes;
 use rml_amf0::Amf0Value;
-use rml_rtmp::chunk_io::ChunkDeserializer;
+use rml_rtmp::chunk_io::ChunkSerializer;
 use rml_rtmp::handshake::{Handshake, HandshakeProcessResult, PeerType};
-use rml_rtmp::messages::RtmpMessage;
+use rml_rtmp::messages::MessagePayload;
 use rml_rtmp::sessions::{
     ServerSession, ServerSessionConfig, ServerSessionEvent, ServerSessionResult, StreamMetadata,
 };
+use rml_rtmp::time::RtmpTimestamp;
+
+use super::amf;
+use super::chunks::{ChunkError, ChunkReader, Message, MAX_VIDEO_MESSAGE};
+
+/// From the first byte to an approved publish.
+pub const START_DEADLINE_US: u64 = 10_000_000;
+/// A live push with no audio or video for this long is ended (CONTRACT: Streams — auto-stop).
+pub const NO_MEDIA_US: u64 = 10_000_000;
+/// A push that sends video but no keyframe for this long is ended (CONTRACT: Live media): the
+/// open segment of the untranscoded variant holds everything since the last keyframe.
+pub const NO_KEYFRAME_US: u64 = 30_000_000;
+/// Bytes a peer may send before its publish is approved. A handshake, connect and publish
+/// take a few KiB.
+pub const MAX_BYTES_BEFORE_PUBLISH: u64 = 1024 * 1024;
+/// Video bytes allowed since the last keyframe: bounds the open segment of the untranscoded
+/// variant whatever the publisher's bitrate (about 17 Mbit/s for the whole 30 s).
+pub const MAX_BYTES_SINCE_KEYFRAME: u64 = 64 * 1024 * 1024;
+
+const AMF0_DATA: u8 = 18;
+const AMF0_COMMAND: u8 = 20;
+const AMF3_DATA: u8 = 15;
+const AMF3_COMMAND: u8 = 17;
 
 /// What the shell must do.
 #[derive(Debug, PartialEq)]
@@ -47,12 +86,36 @@ pub enum Action {
     PublishFinished,
 }
 
+/// A deadline that passed (see [`IngestSession::poll`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    NoPublish,
+    NoMedia,
+    NoKeyframe,
+}
+
+impl fmt::Display for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Deadline::NoPublish => "no publish within 10 s",
+            Deadline::NoMedia => "no media for 10 s",
+            Deadline::NoKeyframe => "no keyframe for 30 s",
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error("handshake: {0}")]
     Handshake(String),
     #[error("protocol: {0}")]
     Protocol(String),
+    #[error("chunk stream: {0}")]
+    Chunks(#[from] ChunkError),
+    #[error("{0}")]
+    Amf(#[from] amf::TooDeep),
+    #[error("{0}")]
+    Limit(&'static str),
 }
 
 enum Phase {
@@ -60,30 +123,48 @@ enum Phase {
     Session(Box<ServerSession>),
 }
 
-pub struct IngestSession {
-    phase: Phase,
-    /// Reads the client's messages until its `connect` is seen.
-    peek: Option<ChunkDeserializer>,
-    flash_ver: String,
+/// Where the publish stands, with the times the deadlines run from.
+enum Publish {
+    Waiting { since: u64 },
+    Live { last_media: u64, last_keyframe: u64, since_keyframe: u64, video: bool },
 }
 
-impl Default for IngestSession {
-    fn default() -> Self {
-        Self::new()
-    }
+pub struct IngestSession {
+    phase: Phase,
+    reader: ChunkReader,
+    /// Writes the checked messages again for `ServerSession`, one chunk each.
+    forward: ChunkSerializer,
+    flash_ver: String,
+    /// The time of the input being handled.
+    now: u64,
+    received: u64,
+    publish: Publish,
+    /// Publish requests not answered yet.
+    publish_requests: HashSet<u32>,
 }
 
 impl IngestSession {
-    pub fn new() -> Self {
+    /// A session whose peer connected at `now` (µs).
+    pub fn new(now: u64) -> Self {
         IngestSession {
             phase: Phase::Handshaking(Box::new(Handshake::new(PeerType::Server))),
-            peek: Some(ChunkDeserializer::new()),
+            reader: ChunkReader::new(),
+            forward: ChunkSerializer::new(),
             flash_ver: String::new(),
+            now,
+            received: 0,
+            publish: Publish::Waiting { since: now },
+            publish_requests: HashSet::new(),
         }
     }
 
-    /// Feeds bytes read from the peer.
-    pub fn feed(&mut self, input: &[u8]) -> Result<Vec<Action>, SessionError> {
+    /// Feeds bytes read from the peer at `now` (µs).
+    pub fn feed(&mut self, now: u64, input: &[u8]) -> Result<Vec<Action>, SessionError> {
+        self.now = now;
+        self.received += input.len() as u64;
+        if matches!(self.publish, Publish::Waiting { .. }) && self.received > MAX_BYTES_BEFORE_PUBLISH {
+            return Err(SessionError::Limit("too much data before publishing"));
+        }
         let mut actions = Vec::new();
         let rest = match &mut self.phase {
             Phase::Handshaking(h) => {
@@ -98,27 +179,72 @@ impl IngestSession {
                             .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
                         self.phase = Phase::Session(Box::new(session));
                         self.map_results(initial, &mut actions)?;
+                        // One chunk per forwarded message from here on.
+                        let size = self
+                            .forward
+                            .set_max_chunk_size(MAX_VIDEO_MESSAGE, RtmpTimestamp::new(0))
+                            .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
+                        self.deliver(&size.bytes, &mut actions)?;
                         remaining_bytes
                     }
                 }
             }
             Phase::Session(_) => input.to_vec(),
         };
-        if !rest.is_empty() {
-            self.peek_connect(&rest)?;
-            let Phase::Session(session) = &mut self.phase else { unreachable!("set above") };
-            let results =
-                session.handle_input(&rest).map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
-            self.map_results(results, &mut actions)?;
+        let mut messages = Vec::new();
+        self.reader.push(&rest, &mut messages)?;
+        for message in messages {
+            if self.check(&message)? {
+                let payload = MessagePayload {
+                    timestamp: RtmpTimestamp::new(message.timestamp),
+                    type_id: message.type_id,
+                    message_stream_id: message.stream_id,
+                    data: message.data,
+                };
+                let packet = self
+                    .forward
+                    .serialize(&payload, true, false)
+                    .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
+                self.deliver(&packet.bytes, &mut actions)?;
+            }
         }
         Ok(actions)
     }
 
-    pub fn accept(&mut self, request_id: u32) -> Result<Vec<Action>, SessionError> {
+    /// Whether a deadline has passed at `now` (µs); the shell ends the connection if so.
+    pub fn poll(&self, now: u64) -> Option<Deadline> {
+        match self.publish {
+            Publish::Waiting { since } => {
+                (now.saturating_sub(since) >= START_DEADLINE_US).then_some(Deadline::NoPublish)
+            }
+            Publish::Live { last_media, last_keyframe, video, .. } => {
+                if now.saturating_sub(last_media) >= NO_MEDIA_US {
+                    Some(Deadline::NoMedia)
+                } else if video && now.saturating_sub(last_keyframe) >= NO_KEYFRAME_US {
+                    Some(Deadline::NoKeyframe)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+
+    /// Whether a publish was approved.
+    pub fn is_publishing(&self) -> bool {
+        matches!(self.publish, Publish::Live { .. })
+    }
+
+    /// Approves a request at `now` (µs); an approved publish starts the media deadlines.
+    pub fn accept(&mut self, now: u64, request_id: u32) -> Result<Vec<Action>, SessionError> {
+        self.now = now;
         let results = self
             .session()?
             .accept_request(request_id)
             .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
+        if self.publish_requests.remove(&request_id) {
+            self.publish =
+                Publish::Live { last_media: now, last_keyframe: now, since_keyframe: 0, video: false };
+        }
         let mut actions = Vec::new();
         self.map_results(results, &mut actions)?;
         Ok(actions)
@@ -135,6 +261,7 @@ impl IngestSession {
             .session()?
             .reject_request(request_id, code, description)
             .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
+        self.publish_requests.remove(&request_id);
         let mut actions = Vec::new();
         self.map_results(results, &mut actions)?;
         Ok(actions)
@@ -147,33 +274,48 @@ impl IngestSession {
         }
     }
 
-    fn peek_connect(&mut self, bytes: &[u8]) -> Result<(), SessionError> {
-        let Some(peek) = self.peek.as_mut() else { return Ok(()) };
-        let mut input = bytes;
-        loop {
-            let payload =
-                peek.get_next_message(input).map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
-            input = &[];
-            let Some(payload) = payload else { return Ok(()) };
-            match payload.to_rtmp_message() {
-                Ok(RtmpMessage::SetChunkSize { size }) => {
-                    peek.set_max_chunk_size(size as usize)
-                        .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
-                }
-                Ok(RtmpMessage::Amf0Command { command_name, command_object, .. })
-                    if command_name == "connect" =>
-                {
-                    if let Amf0Value::Object(props) = command_object {
-                        if let Some(Amf0Value::Utf8String(v)) = props.get("flashVer") {
-                            self.flash_ver = v.clone();
-                        }
-                    }
-                    self.peek = None;
-                    return Ok(());
-                }
-                _ => {}
+    fn deliver(&mut self, bytes: &[u8], actions: &mut Vec<Action>) -> Result<(), SessionError> {
+        let results =
+            self.session()?.handle_input(bytes).map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
+        self.map_results(results, actions)
+    }
+
+    /// Checks a message before rml_rtmp decodes it; false drops it.
+    fn check(&mut self, message: &Message) -> Result<bool, SessionError> {
+        let (command, body) = match message.type_id {
+            AMF0_COMMAND => (true, &message.data[..]),
+            // rml_rtmp reads AMF3-flagged messages as AMF0, less a leading 0 on commands.
+            AMF3_COMMAND => match message.data.first() {
+                Some(0) => (true, &message.data[1..]),
+                _ => (true, &message.data[..]),
+            },
+            AMF0_DATA | AMF3_DATA => (false, &message.data[..]),
+            _ => return Ok(true),
+        };
+        amf::check_depth(body)?;
+        let values = rml_amf0::deserialize(&mut std::io::Cursor::new(body))
+            .map_err(|e| SessionError::Protocol(format!("AMF0: {e:?}")))?;
+        let first = match values.first() {
+            Some(Amf0Value::Utf8String(s)) => s.as_str(),
+            _ => "",
+        };
+        if command {
+            if values.len() < 3 {
+                return Err(SessionError::Protocol(
+                    "a command needs a name, a transaction and an object".into(),
+                ));
             }
+            if first == "connect" && self.flash_ver.is_empty() {
+                if let Amf0Value::Object(props) = &values[2] {
+                    if let Some(Amf0Value::Utf8String(v)) = props.get("flashVer") {
+                        self.flash_ver = v.clone();
+                    }
+                }
+            }
+            return Ok(true);
         }
+        // `@setDataFrame` needs a name and a value after it, or rml_rtmp indexes past the end.
+        Ok(first != "@setDataFrame" || values.len() >= 3)
     }
 
     fn map_results(
@@ -206,10 +348,11 @@ impl IngestSession {
             }
             // `releaseStream` needs no decision.
             ServerSessionEvent::ReleaseStreamRequested { request_id, .. } => {
-                let accepted = self.accept(request_id)?;
+                let accepted = self.accept(self.now, request_id)?;
                 actions.extend(accepted);
             }
             ServerSessionEvent::PublishStreamRequested { request_id, stream_key, .. } => {
+                self.publish_requests.insert(request_id);
                 actions.push(Action::PublishRequested { request_id, stream_name: stream_key })
             }
             ServerSessionEvent::PlayStreamRequested { request_id, .. } => {
@@ -222,15 +365,50 @@ impl IngestSession {
                 actions.push(Action::Metadata(metadata))
             }
             ServerSessionEvent::VideoDataReceived { data, timestamp, .. } => {
+                self.note_video(&data)?;
                 actions.push(Action::Video { data, timestamp: timestamp.value })
             }
             ServerSessionEvent::AudioDataReceived { data, timestamp, .. } => {
+                if let Publish::Live { last_media, .. } = &mut self.publish {
+                    *last_media = self.now;
+                }
                 actions.push(Action::Audio { data, timestamp: timestamp.value })
             }
             _ => {}
         }
         Ok(())
     }
+
+    /// Media clocks and the bound on video since the last keyframe.
+    fn note_video(&mut self, data: &[u8]) -> Result<(), SessionError> {
+        let Publish::Live { last_media, last_keyframe, since_keyframe, video } = &mut self.publish else {
+            return Ok(());
+        };
+        *last_media = self.now;
+        *video = true;
+        if is_keyframe(data) {
+            *last_keyframe = self.now;
+            *since_keyframe = 0;
+            return Ok(());
+        }
+        *since_keyframe += data.len() as u64;
+        if *since_keyframe > MAX_BYTES_SINCE_KEYFRAME {
+            return Err(SessionError::Limit("too much video since the last keyframe"));
+        }
+        Ok(())
+    }
+}
+
+/// An FLV video tag body holding a keyframe (frame type 1), not a codec sequence header:
+/// legacy AVC (codec 7, packet type 0) or enhanced RTMP (`IsExHeader`, packet type 0).
+fn is_keyframe(data: &[u8]) -> bool {
+    let Some(&first) = data.first() else { return false };
+    if (first >> 4) & 0x07 != 1 {
+        return false;
+    }
+    let sequence_header =
+        if first & 0x80 != 0 { first & 0x0F == 0 } else { first & 0x0F == 7 && data.get(1) == Some(&0) };
+    !sequence_header
 }
 
 fn push_send(actions: &mut Vec<Action>, bytes: Vec<u8>) {
@@ -242,6 +420,8 @@ fn push_send(actions: &mut Vec<Action>, bytes: Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rml_rtmp::chunk_io::ChunkSerializer;
+    use rml_rtmp::messages::MessagePayload;
     use rml_rtmp::sessions::{
         ClientSession, ClientSessionConfig, ClientSessionEvent, ClientSessionResult, PublishRequestType,
     };
@@ -270,7 +450,7 @@ mod tests {
         fn handshake(server: &mut IngestSession, flash_version: &str) -> (Client, Vec<Action>) {
             let mut hs = Handshake::new(PeerType::Client);
             let c0c1 = hs.generate_outbound_p0_and_p1().unwrap();
-            let s_out = server.feed(&c0c1).unwrap();
+            let s_out = server.feed(0, &c0c1).unwrap();
             let mut config = ClientSessionConfig::new();
             config.flash_version = flash_version.to_string();
             let (session, initial) = ClientSession::new(config).unwrap();
@@ -286,7 +466,7 @@ mod tests {
                     to_server.extend(p.bytes);
                 }
             }
-            let actions = server.feed(&to_server).unwrap();
+            let actions = server.feed(0, &to_server).unwrap();
             let back = client.receive(&sends(&actions));
             assert!(back.is_empty());
             (client, actions)
@@ -318,7 +498,7 @@ mod tests {
                 let back = self.receive(&to_client);
                 to_client.clear();
                 if !back.is_empty() {
-                    let actions = server.feed(&back).unwrap();
+                    let actions = server.feed(0, &back).unwrap();
                     to_client = sends(&actions);
                     seen.extend(requests(actions));
                 }
@@ -328,7 +508,7 @@ mod tests {
 
         fn send(&mut self, server: &mut IngestSession, r: ClientSessionResult) -> Vec<Action> {
             let ClientSessionResult::OutboundResponse(p) = r else { panic!("expected a packet") };
-            let actions = server.feed(&p.bytes).unwrap();
+            let actions = server.feed(0, &p.bytes).unwrap();
             self.pump(server, actions)
         }
 
@@ -350,14 +530,14 @@ mod tests {
 
     #[test]
     fn handshake_connect_publish_and_media() {
-        let mut server = IngestSession::new();
+        let mut server = IngestSession::new(0);
         let (mut client, _) = Client::handshake(&mut server, "FMLE/3.0 (compatible; Lavf59.27.100)");
         let (request_id, flash_ver) = connect(&mut server, &mut client, "live");
         assert_eq!(
             flash_ver, "FMLE/3.0 (compatible; Lavf59.27.100)",
             "flashVer read from the connect object"
         );
-        let accepted = server.accept(request_id).unwrap();
+        let accepted = server.accept(0, request_id).unwrap();
         client.answer(&mut server, accepted);
         assert!(client.events.contains(&ClientSessionEvent::ConnectionRequestAccepted));
 
@@ -376,7 +556,7 @@ mod tests {
                 _ => None,
             })
             .expect("publish request");
-        let accepted = server.accept(publish_id).unwrap();
+        let accepted = server.accept(0, publish_id).unwrap();
         client.answer(&mut server, accepted);
         assert!(client.events.contains(&ClientSessionEvent::PublishRequestAccepted));
 
@@ -391,10 +571,10 @@ mod tests {
 
     #[test]
     fn a_rejected_publish_is_a_clean_rtmp_error() {
-        let mut server = IngestSession::new();
+        let mut server = IngestSession::new(0);
         let (mut client, _) = Client::handshake(&mut server, "FMLE/3.0 (compatible; Lavf59.27.100)");
         let (request_id, _) = connect(&mut server, &mut client, "live");
-        let accepted = server.accept(request_id).unwrap();
+        let accepted = server.accept(0, request_id).unwrap();
         client.answer(&mut server, accepted);
         let r = client
             .session
@@ -419,12 +599,12 @@ mod tests {
         client.answer(&mut server, refused);
         assert!(!client.events.contains(&ClientSessionEvent::PublishRequestAccepted));
         // The session stays usable: an unknown request id is an error, not a panic.
-        assert!(server.accept(publish_id).is_err());
+        assert!(server.accept(0, publish_id).is_err());
     }
 
     #[test]
     fn a_rejected_connect_reaches_the_client_with_its_description() {
-        let mut server = IngestSession::new();
+        let mut server = IngestSession::new(0);
         let (mut client, _) = Client::handshake(&mut server, "FMLE/3.0 (compatible; FMSc/1.0)");
         let (request_id, flash_ver) = connect(&mut server, &mut client, "live");
         assert!(flash_ver.contains("FMSc"));
@@ -442,12 +622,12 @@ mod tests {
     #[test]
     fn bytes_split_anywhere_give_the_same_actions() {
         // Chunking: the same input fed one byte at a time.
-        let mut server = IngestSession::new();
+        let mut server = IngestSession::new(0);
         let mut hs = Handshake::new(PeerType::Client);
         let c0c1 = hs.generate_outbound_p0_and_p1().unwrap();
         let mut out = Vec::new();
         for b in &c0c1 {
-            out.extend(sends(&server.feed(std::slice::from_ref(b)).unwrap()));
+            out.extend(sends(&server.feed(0, std::slice::from_ref(b)).unwrap()));
         }
         assert_eq!(out.len(), 1 + 1536 + 1536, "S0, S1 and S2 once the whole C0+C1 arrived");
     }
@@ -461,27 +641,168 @@ mod tests {
             handshake_first in proptest::bool::ANY,
             chunks in proptest::collection::vec(proptest::collection::vec(proptest::num::u8::ANY, 0..600), 0..12),
         ) {
-            let mut server = IngestSession::new();
+            let mut server = IngestSession::new(0);
             if handshake_first {
                 let mut hs = Handshake::new(PeerType::Client);
                 let c0c1 = hs.generate_outbound_p0_and_p1().unwrap();
-                let s = sends(&server.feed(&c0c1).unwrap());
+                let s = sends(&server.feed(0, &c0c1).unwrap());
                 let (HandshakeProcessResult::InProgress { response_bytes }
                 | HandshakeProcessResult::Completed { response_bytes, .. }) = hs.process_bytes(&s).unwrap();
-                server.feed(&response_bytes).unwrap();
+                server.feed(0, &response_bytes).unwrap();
             }
             for chunk in chunks {
-                if server.feed(&chunk).is_err() {
+                if server.feed(0, &chunk).is_err() {
                     break;
                 }
             }
         }
     }
 
+    /// A session at `t0` whose client is connected and publishing; also a raw writer of
+    /// messages in the client's chunk size.
+    fn publishing(t0: u64) -> (IngestSession, Client, ChunkSerializer) {
+        let mut server = IngestSession::new(t0);
+        let (mut client, _) = Client::handshake(&mut server, "FMLE/3.0 (compatible; Lavf59.27.100)");
+        let (request_id, _) = connect(&mut server, &mut client, "live");
+        let accepted = server.accept(t0, request_id).unwrap();
+        client.answer(&mut server, accepted);
+        let r = client.session.request_publishing("k".into(), PublishRequestType::Live).unwrap();
+        let publish_id = client
+            .send(&mut server, r)
+            .iter()
+            .find_map(|a| match a {
+                Action::PublishRequested { request_id, .. } => Some(*request_id),
+                _ => None,
+            })
+            .expect("publish request");
+        assert_eq!(server.poll(t0 + START_DEADLINE_US - 1), None);
+        let accepted = server.accept(t0, publish_id).unwrap();
+        client.answer(&mut server, accepted);
+        let mut raw = ChunkSerializer::new();
+        raw.set_max_chunk_size(ClientSessionConfig::new().chunk_size, RtmpTimestamp::new(0)).unwrap();
+        (server, client, raw)
+    }
+
+    fn raw(raw: &mut ChunkSerializer, type_id: u8, timestamp: u32, data: Vec<u8>) -> Vec<u8> {
+        let p = MessagePayload {
+            timestamp: RtmpTimestamp::new(timestamp),
+            message_stream_id: 1,
+            type_id,
+            data: Bytes::from(data),
+        };
+        raw.serialize(&p, true, false).unwrap().bytes
+    }
+
+    #[test]
+    fn a_peer_that_does_not_publish_within_10_s_is_due_to_close() {
+        let t0 = 5_000_000;
+        let mut server = IngestSession::new(t0);
+        assert_eq!(server.poll(t0 + START_DEADLINE_US - 1), None);
+        assert_eq!(server.poll(t0 + START_DEADLINE_US), Some(Deadline::NoPublish));
+        // Handshaking and connecting do not move the deadline.
+        let (mut client, _) = Client::handshake(&mut server, "FMLE/3.0 (compatible; Lavf59.27.100)");
+        let (request_id, _) = connect(&mut server, &mut client, "live");
+        let accepted = server.accept(t0 + 9_000_000, request_id).unwrap();
+        client.answer(&mut server, accepted);
+        assert_eq!(server.poll(t0 + START_DEADLINE_US), Some(Deadline::NoPublish));
+        assert!(!server.is_publishing());
+    }
+
+    #[test]
+    fn media_and_keyframe_deadlines_run_from_the_last_media_and_keyframe() {
+        let t0 = 1_000;
+        let (mut server, _client, mut w) = publishing(t0);
+        assert!(server.is_publishing());
+        assert_eq!(server.poll(t0 + NO_MEDIA_US - 1), None);
+        assert_eq!(server.poll(t0 + NO_MEDIA_US), Some(Deadline::NoMedia));
+        // A keyframe at 5 s, then inter frames every second: media flows, keyframes do not.
+        let key = vec![0x17, 0x01, 0, 0, 0, 9, 9];
+        server.feed(t0 + 5_000_000, &raw(&mut w, 9, 5_000, key)).unwrap();
+        for s in 6..=35u64 {
+            let inter = vec![0x27, 0x01, 0, 0, 0, 8];
+            server.feed(t0 + s * 1_000_000, &raw(&mut w, 9, s as u32 * 1000, inter)).unwrap();
+            let expected = (s >= 35).then_some(Deadline::NoKeyframe);
+            assert_eq!(server.poll(t0 + s * 1_000_000), expected, "at {s} s");
+        }
+        // A sequence header is no keyframe; a keyframe restarts the clock.
+        let header = vec![0x17, 0x00, 0, 0, 0, 1, 2];
+        server.feed(t0 + 36_000_000, &raw(&mut w, 9, 36_000, header)).unwrap();
+        assert_eq!(server.poll(t0 + 36_000_000), Some(Deadline::NoKeyframe));
+        server.feed(t0 + 37_000_000, &raw(&mut w, 9, 37_000, vec![0x17, 0x01, 0, 0, 0, 7])).unwrap();
+        assert_eq!(server.poll(t0 + 37_000_000), None);
+    }
+
+    #[test]
+    fn video_without_keyframes_is_bounded_in_bytes() {
+        let (mut server, _client, mut w) = publishing(0);
+        let inter = vec![0x27u8; 1024 * 1024];
+        let mut refused = None;
+        for i in 0..80u32 {
+            if let Err(e) = server.feed(u64::from(i) * 1000, &raw(&mut w, 9, i, inter.clone())) {
+                refused = Some((i, e));
+                break;
+            }
+        }
+        let (at, e) = refused.expect("refused");
+        assert_eq!(at, 64, "refused at the first MiB past 64");
+        assert!(matches!(e, SessionError::Limit(_)), "{e}");
+    }
+
+    #[test]
+    fn a_deeply_nested_connect_is_refused_before_it_is_decoded() {
+        let mut server = IngestSession::new(0);
+        let (_client, _) = Client::handshake(&mut server, "FMLE/3.0");
+        let mut w = ChunkSerializer::new();
+        let mut body =
+            rml_amf0::serialize(&vec![Amf0Value::Utf8String("connect".into()), Amf0Value::Number(1.0)])
+                .unwrap();
+        body.push(3);
+        for _ in 0..100_000 {
+            body.extend([0, 1, b'a', 3]);
+        }
+        // Too big for a command first; a smaller one that nests too deep is refused for that.
+        assert!(matches!(server.feed(0, &raw(&mut w, 20, 0, body.clone())), Err(SessionError::Chunks(_))));
+        let mut server = IngestSession::new(0);
+        let (_client, _) = Client::handshake(&mut server, "FMLE/3.0");
+        body.truncate(20 + 4 * 1000);
+        let r = server.feed(0, &raw(&mut w, 20, 0, body));
+        assert!(matches!(r, Err(SessionError::Amf(_))));
+    }
+
+    #[test]
+    fn short_commands_and_data_do_not_reach_rml_rtmp() {
+        let mut server = IngestSession::new(0);
+        let (_client, _) = Client::handshake(&mut server, "FMLE/3.0");
+        let mut w = ChunkSerializer::new();
+        // `@setDataFrame` alone made rml_rtmp index an empty list: dropped.
+        let data = rml_amf0::serialize(&vec![Amf0Value::Utf8String("@setDataFrame".into())]).unwrap();
+        assert_eq!(server.feed(0, &raw(&mut w, 18, 0, data)).unwrap(), vec![]);
+        // A command of two values made its `drain(..3)` panic: refused.
+        let command =
+            rml_amf0::serialize(&vec![Amf0Value::Utf8String("connect".into()), Amf0Value::Number(1.0)])
+                .unwrap();
+        assert!(matches!(server.feed(0, &raw(&mut w, 20, 0, command)), Err(SessionError::Protocol(_))));
+    }
+
+    #[test]
+    fn more_than_a_mib_before_publishing_is_refused() {
+        let mut server = IngestSession::new(0);
+        let (_client, _) = Client::handshake(&mut server, "FMLE/3.0");
+        let mut w = ChunkSerializer::new();
+        let mut result = Ok(vec![]);
+        for i in 0..20 {
+            result = server.feed(0, &raw(&mut w, 8, i, vec![0xAF; 100_000]));
+            if result.is_err() {
+                break;
+            }
+        }
+        assert!(matches!(result, Err(SessionError::Limit(_))));
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        let mut server = IngestSession::new();
-        let result = server.feed(&[0x42; 4000]);
+        let mut server = IngestSession::new(0);
+        let result = server.feed(0, &[0x42; 4000]);
         assert!(result.is_err(), "a wrong RTMP version is refused");
     }
 }

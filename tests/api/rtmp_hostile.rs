@@ -1,0 +1,300 @@
+//! Attacks on RTMP ingest, each against the real server, which keeps serving through them
+//! (issue 21; CONTRACT: Live media — a hostile client cannot take the server down): AMF nested
+//! 100,000 deep in a `connect`, a 16 MiB chunk header, a flood of idle connections from one
+//! address, a flood over many addresses past the global cap, a publisher that stops sending
+//! keyframes, and a process killed mid-push.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rml_rtmp::handshake::{Handshake, HandshakeProcessResult, PeerType};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::helpers::{
+    bootstrap_key, eventually, ffmpeg_push, sluice_command, spawn_app, wait_ready, Backend, Killed,
+};
+use crate::receiver::Receiver;
+use crate::rtmp_limits::{closed_within, create_stream, credentials, publish_silently, status};
+
+/// Connects and completes the handshake; returns the socket ready for chunks.
+async fn handshaken(addr: SocketAddr) -> TcpStream {
+    let mut sock = TcpStream::connect(addr).await.expect("connect");
+    let mut hs = Handshake::new(PeerType::Client);
+    sock.write_all(&hs.generate_outbound_p0_and_p1().expect("c0c1")).await.expect("write");
+    let mut buf = vec![0u8; 8192];
+    loop {
+        let n = sock.read(&mut buf).await.expect("read");
+        assert!(n > 0, "server closed during the handshake");
+        match hs.process_bytes(&buf[..n]).expect("handshake") {
+            HandshakeProcessResult::InProgress { response_bytes } => {
+                sock.write_all(&response_bytes).await.expect("write")
+            }
+            HandshakeProcessResult::Completed { response_bytes, .. } => {
+                sock.write_all(&response_bytes).await.expect("write");
+                return sock;
+            }
+        }
+    }
+}
+
+/// One message in 128-byte chunks (the size every peer starts with): a type-0 header, then
+/// type-3 continuations, on chunk stream 3.
+fn chunked(type_id: u8, body: &[u8]) -> Vec<u8> {
+    let len = body.len() as u32;
+    let mut out = vec![0x03, 0, 0, 0, (len >> 16) as u8, (len >> 8) as u8, len as u8, type_id, 0, 0, 0, 0];
+    for (i, piece) in body.chunks(128).enumerate() {
+        if i > 0 {
+            out.push(0xC3);
+        }
+        out.extend_from_slice(piece);
+    }
+    out
+}
+
+/// An AMF0 `connect` command whose object nests `depth` objects.
+fn deep_connect(depth: usize) -> Vec<u8> {
+    let mut body = vec![0x02, 0, 7];
+    body.extend_from_slice(b"connect");
+    body.extend([0x00, 0x3F, 0xF0, 0, 0, 0, 0, 0, 0]); // number 1.0
+    body.push(0x03);
+    for _ in 0..depth {
+        body.extend([0, 1, b'a', 0x03]);
+    }
+    body
+}
+
+/// The server answers HTTP and takes a real push after whatever came before.
+async fn still_serving(app: &crate::helpers::TestApp, name: &str) {
+    let health = app.client.get(app.url("/healthz")).send().await.expect("healthz");
+    assert_eq!(health.status(), 200);
+    let s = create_stream(app, name).await;
+    let _sock = publish_silently(app.app.rtmp_addr().expect("rtmp"), &credentials(&s)).await;
+    assert_eq!(status(app, s["_id"].as_str().expect("id")).await["status"], "live");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_bytes_close_the_connection_and_nothing_else() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let addr = app.app.rtmp_addr().unwrap();
+
+    // A `connect` nesting objects 100,000 deep (400 KB): refused on its header, as too long for
+    // a command; one nesting 16,000 deep fits in 64 KiB and is refused for its depth. Both used
+    // to recurse in the AMF0 decoder until the stack overflowed and the process aborted.
+    for depth in [100_000, 16_000] {
+        let mut sock = handshaken(addr).await;
+        let _ = sock.write_all(&chunked(20, &deep_connect(depth))).await;
+        closed_within(&mut sock, Duration::from_secs(3)).await;
+    }
+
+    // A chunk header declaring a 16 MiB video message, then a trickle of its payload: refused
+    // at once, before anything of it is buffered.
+    let mut sock = handshaken(addr).await;
+    sock.write_all(&[0x04, 0, 0, 0, 0xFF, 0xFF, 0xFF, 9, 1, 0, 0, 0]).await.unwrap();
+    let _ = sock.write_all(&[0u8; 100]).await;
+    closed_within(&mut sock, Duration::from_secs(3)).await;
+
+    // A command of two values (rml_rtmp's `drain(..3)` panicked on it) and a chunk stream
+    // that continues a message it never started.
+    let mut sock = handshaken(addr).await;
+    let _ = sock.write_all(&chunked(20, &deep_connect(0)[..19])).await;
+    closed_within(&mut sock, Duration::from_secs(3)).await;
+    let mut sock = handshaken(addr).await;
+    let _ = sock.write_all(&[0xC7, 1, 2, 3]).await;
+    closed_within(&mut sock, Duration::from_secs(3)).await;
+
+    still_serving(&app, "after hostile bytes").await;
+}
+
+/// Opens `n` TCP connections to `addr` from the local address `from`.
+async fn connections_from(from: &str, addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.bind(format!("{from}:0").parse().expect("from")).expect("bind");
+        if let Ok(c) = socket.connect(addr).await {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// How many of `conns` the server closed within `wait` (each read returns 0 or an error),
+/// all watched at once.
+async fn closed(conns: &mut [TcpStream], wait: Duration) -> usize {
+    let reads = conns.iter_mut().map(|c| async move {
+        let mut b = [0u8; 1];
+        matches!(tokio::time::timeout(wait, c.read(&mut b)).await, Ok(Ok(0) | Err(_)))
+    });
+    futures_util::future::join_all(reads).await.into_iter().filter(|&shut| shut).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_from_one_address_leave_room_for_others() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let addr = app.app.rtmp_addr().unwrap();
+    // 200 idle connections from 127.0.0.2: all but the per-address cap (16) are closed at once.
+    let mut flood = connections_from("127.0.0.2", addr, 200).await;
+    let shut = closed(&mut flood, Duration::from_millis(200)).await;
+    assert_eq!(shut, 200 - 16, "past the per-address cap, connections are closed on accept");
+    // A publisher from 127.0.0.1 goes live meanwhile.
+    still_serving(&app, "beside the flood").await;
+    // The 16 that were let in are closed by the start deadline (10 s), not kept.
+    let started = Instant::now();
+    let left = closed(&mut flood, Duration::from_secs(15)).await;
+    assert_eq!(left, 200, "every idle connection is closed in the end");
+    assert!(started.elapsed() < Duration::from_secs(15));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_over_many_addresses_is_capped_and_prints_the_servers_memory() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let addr = app.app.rtmp_addr().unwrap();
+    let rss_before = rss_kib();
+    // 40 addresses × 16 = 640 connections: the global cap (512) closes the rest.
+    let mut flood = Vec::new();
+    for host in 10..50 {
+        flood.extend(connections_from(&format!("127.0.1.{host}"), addr, 16).await);
+    }
+    let opened = flood.len();
+    let shut = closed(&mut flood, Duration::from_millis(100)).await;
+    assert!(opened >= 600, "{opened} connections made");
+    assert!(opened - shut <= 512, "{} held open, more than the cap of 512", opened - shut);
+    assert!(opened - shut >= 500, "only {} held open", opened - shut);
+    eprintln!(
+        "rtmp flood: {} idle connections held; test process RSS {} MiB → {} MiB",
+        opened - shut,
+        rss_before / 1024,
+        rss_kib() / 1024
+    );
+    drop(flood);
+    eventually("the global slots to come back", Duration::from_secs(10), || async {
+        let mut c = connections_from("127.0.0.3", addr, 1).await;
+        (closed(&mut c, Duration::from_millis(200)).await == 0).then_some(())
+    })
+    .await;
+}
+
+/// This process's resident memory (the in-process server's, with the test's).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_without_keyframes_is_ended_after_30_s() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let s = create_stream(&app, "one keyframe").await;
+    let id = s["_id"].as_str().unwrap().to_string();
+    // x264 with an endless GOP and no scene cuts: one IDR at the start, then none.
+    let _pusher = ffmpeg_push(
+        s["ingestUrl"].as_str().unwrap(),
+        "testsrc=size=320x240:rate=15",
+        100_000,
+        &["-x264-params", "keyint=infinite:scenecut=0"],
+    );
+    eventually("live", Duration::from_secs(20), || async {
+        (status(&app, &id).await["status"] == "live").then_some(())
+    })
+    .await;
+    let live_at = Instant::now();
+    let rss_live = rss_kib();
+    eventually("the push to end", Duration::from_secs(45), || async {
+        (status(&app, &id).await["status"] == "idle").then_some(())
+    })
+    .await;
+    let after = live_at.elapsed();
+    assert!(after >= Duration::from_secs(25), "ended after {after:?}, before the 30-s bound");
+    eprintln!(
+        "no-keyframe push ended after {:.1} s; RSS {} MiB while live, {} MiB at the end",
+        after.as_secs_f64(),
+        rss_live / 1024,
+        rss_kib() / 1024
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_left_live_by_a_killed_process_ends_at_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (port, rtmp) = (free(), free());
+    let command = || {
+        let mut c = sluice_command(dir.path(), port);
+        c.env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"));
+        c
+    };
+    let key = bootstrap_key(command());
+    let serve = || async {
+        let s = Killed(command().arg("serve").stdout(std::process::Stdio::null()).spawn().expect("serve"));
+        wait_ready(port).await;
+        s
+    };
+    let mut server = serve().await;
+    let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
+    let client = reqwest::Client::new();
+    let rx = Receiver::start().await;
+    let resp = client
+        .post(format!("{base}/webhooks"))
+        .bearer_auth(&key)
+        .json(&json!({"url": rx.url(), "events": ["stream.live", "stream.ended"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let s: Value = client
+        .post(format!("{base}/streams"))
+        .bearer_auth(&key)
+        .json(&json!({"name": "crash"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = s["_id"].as_str().unwrap().to_string();
+    let get = |id: String| {
+        let (client, base, key) = (client.clone(), base.clone(), key.clone());
+        async move {
+            let r = client.get(format!("{base}/streams/{id}")).bearer_auth(&key).send().await.ok()?;
+            r.json::<Value>().await.ok()
+        }
+    };
+    let mut pusher = ffmpeg_push(s["ingestUrl"].as_str().unwrap(), "testsrc=size=320x240:rate=15", 30, &[]);
+    eventually("live", Duration::from_secs(20), || async {
+        get(id.clone()).await.filter(|v| v["status"] == "live")
+    })
+    .await;
+    rx.wait_for(1, Duration::from_secs(10)).await;
+
+    // SIGKILL: the process cannot end the push, the database says `live`.
+    server.0.kill().unwrap();
+    server.0.wait().unwrap();
+    let _ = pusher.0.kill();
+    let _server = serve().await;
+    eventually("idle after the restart", Duration::from_secs(10), || async {
+        get(id.clone()).await.filter(|v| v["status"] == "idle")
+    })
+    .await;
+    // Deliveries are at least once: the `stream.live` sent just before the kill may come again
+    // (same envelope id). Distinct events: one `stream.live`, then one `stream.ended`.
+    let events = eventually("stream.ended delivered", Duration::from_secs(15), || async {
+        let mut seen: Vec<Value> = Vec::new();
+        for e in rx.received().iter().map(|r| r.json()) {
+            if !seen.iter().any(|s| s["id"] == e["id"]) {
+                seen.push(e);
+            }
+        }
+        seen.iter().any(|e| e["event"] == "stream.ended").then_some(seen)
+    })
+    .await;
+    let names: Vec<&str> = events.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(names, ["stream.live", "stream.ended"]);
+    assert_eq!(events[1]["data"]["id"], id.as_str());
+}
