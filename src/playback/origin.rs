@@ -188,8 +188,8 @@ pub(super) fn preflight() -> Response {
 }
 
 /// `_HLS_msn`, `_HLS_part` and `_HLS_skip` (RFC 8216bis 6.2.5.1, 6.2.5.2). `_HLS_part`
-/// without `_HLS_msn` is a client error.
-fn query(q: &str) -> Result<PlaylistQuery, &'static str> {
+/// without `_HLS_msn` is a client error. Public for the fuzz target.
+pub fn query(q: &str) -> Result<PlaylistQuery, &'static str> {
     let mut out = PlaylistQuery::default();
     for pair in q.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -252,7 +252,8 @@ pub(super) fn ranged(
 }
 
 /// One `bytes=a-b`, `bytes=a-` or `bytes=-n` range within `len` bytes, as inclusive bounds.
-fn parse_range(value: &str, len: u64) -> Option<(u64, u64)> {
+/// Public for the fuzz target.
+pub fn parse_range(value: &str, len: u64) -> Option<(u64, u64)> {
     let spec = value.trim().strip_prefix("bytes=")?;
     if spec.contains(',') || len == 0 {
         return None;

@@ -55,6 +55,15 @@ pub struct LeasedJob {
     pub attempts: i64,
 }
 
+/// A worker's hold on a job: its owner and the attempt it leased. Every write a worker makes to
+/// its job is fenced by both, so a worker whose lease lapsed and was taken over (by another
+/// process, or another worker of its own) changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub owner: String,
+    pub attempt: i64,
+}
+
 const COLUMNS: &str =
     "id, project_id, name, filename, output_format, video_codec, audio_codec, aspect_ratio, \
      ladder, status, source_size, duration, source_info, renditions, progress, error, signed_playback, upload_expires_at, \
@@ -246,25 +255,28 @@ impl Db {
     }
 
     /// Extends a lease; false when the job is no longer this owner's (cancelled, or taken over).
-    pub async fn renew_job(&self, owner: &str, vod_id: &str, lease_until: i64) -> Result<bool, DbError> {
-        let done =
-            sqlx::query("UPDATE transcode_jobs SET lease_until = $1 WHERE vod_id = $2 AND lease_owner = $3")
-                .bind(lease_until)
-                .bind(vod_id)
-                .bind(owner)
-                .execute(self.pool())
-                .await?;
+    pub async fn renew_job(&self, lease: &Lease, vod_id: &str, lease_until: i64) -> Result<bool, DbError> {
+        let done = sqlx::query(
+            "UPDATE transcode_jobs SET lease_until = $1 WHERE vod_id = $2 AND lease_owner = $3 AND attempts = $4",
+        )
+        .bind(lease_until)
+        .bind(vod_id)
+        .bind(&lease.owner)
+        .bind(lease.attempt)
+        .execute(self.pool())
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
     /// Returns a job to the queue without counting the attempt (a clean shutdown).
-    pub async fn return_job(&self, owner: &str, vod_id: &str) -> Result<(), DbError> {
+    pub async fn return_job(&self, lease: &Lease, vod_id: &str) -> Result<(), DbError> {
         sqlx::query(
             "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = NULL, attempts = attempts - 1 \
-             WHERE vod_id = $1 AND lease_owner = $2",
+             WHERE vod_id = $1 AND lease_owner = $2 AND attempts = $3",
         )
         .bind(vod_id)
-        .bind(owner)
+        .bind(&lease.owner)
+        .bind(lease.attempt)
         .execute(self.pool())
         .await
         .map(|_| ())
@@ -282,24 +294,37 @@ impl Db {
 
     /// Whether `owner` still holds the job of `vod_id` (not cancelled, not taken over), on the
     /// caller's transaction.
-    pub async fn job_is_ours(conn: &mut AnyConnection, owner: &str, vod_id: &str) -> Result<bool, DbError> {
-        let row: Option<(String,)> =
-            sqlx::query_as("SELECT vod_id FROM transcode_jobs WHERE vod_id = $1 AND lease_owner = $2")
-                .bind(vod_id)
-                .bind(owner)
-                .fetch_optional(conn)
-                .await?;
+    pub async fn job_is_ours(conn: &mut AnyConnection, lease: &Lease, vod_id: &str) -> Result<bool, DbError> {
+        let row: Option<(String,)> = sqlx::query_as(
+            "SELECT vod_id FROM transcode_jobs WHERE vod_id = $1 AND lease_owner = $2 AND attempts = $3",
+        )
+        .bind(vod_id)
+        .bind(&lease.owner)
+        .bind(lease.attempt)
+        .fetch_optional(conn)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// Whether the VOD still has a job in the queue (held by anyone, or waiting).
+    pub async fn job_exists(&self, vod_id: &str) -> Result<bool, DbError> {
+        let row: Option<(String,)> = sqlx::query_as("SELECT vod_id FROM transcode_jobs WHERE vod_id = $1")
+            .bind(vod_id)
+            .fetch_optional(self.pool())
+            .await?;
         Ok(row.is_some())
     }
 
     /// Gives a job back to be tried again after `retry_at` (ms); the attempt counts.
-    pub async fn retry_job_at(&self, owner: &str, vod_id: &str, retry_at: i64) -> Result<(), DbError> {
+    pub async fn retry_job_at(&self, lease: &Lease, vod_id: &str, retry_at: i64) -> Result<(), DbError> {
         sqlx::query(
-            "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = $1 WHERE vod_id = $2 AND lease_owner = $3",
+            "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = $1 \
+             WHERE vod_id = $2 AND lease_owner = $3 AND attempts = $4",
         )
         .bind(retry_at)
         .bind(vod_id)
-        .bind(owner)
+        .bind(&lease.owner)
+        .bind(lease.attempt)
         .execute(self.pool())
         .await
         .map(|_| ())

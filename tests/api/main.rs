@@ -18,6 +18,7 @@ mod signed;
 mod store;
 mod streams;
 mod vod;
+mod vod_lease;
 mod vod_restart;
 mod vod_s3;
 mod webhook_guide;

@@ -3,9 +3,13 @@
 //! playlist last) and move the VOD on, with its event, in one transaction.
 //!
 //! While a job runs its lease is renewed every [`RENEW`]. A renewal that fails means the job is no
-//! longer this worker's (the VOD was cancelled): the pipeline stops and its output is removed. A
-//! worker that dies leaves its lease to run out (or to the restart of its process, which frees
-//! its leases at once), and another takes the job up again: at most [`MAX_ATTEMPTS`] times.
+//! longer this worker's: the pipeline stops. If the VOD was cancelled (its job is gone), the
+//! output is removed; if the lease lapsed and another worker took the job over, nothing is
+//! touched: the files are the new holder's now. A worker that dies leaves its lease to run out
+//! (or to the restart of its process, which frees its leases at once), and another takes the job
+//! up again: at most [`MAX_ATTEMPTS`] times. Every write a worker makes to its job (renew, retry,
+//! return, complete, fail) and every removal of files is fenced by its [`Lease`] (owner and
+//! attempt), so a worker that lost its lease never deletes or overwrites the record.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -24,7 +28,7 @@ use crate::events::{self, Event};
 use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
 use crate::playback::Resource;
 use crate::storage::{source_key, vod_prefix};
-use crate::store::vods::LeasedJob;
+use crate::store::vods::{Lease, LeasedJob};
 use crate::store::Db;
 
 pub const LEASE: Duration = Duration::from_secs(30);
@@ -95,42 +99,65 @@ enum Ending {
 }
 
 async fn run_job(app: &Arc<App>, job: LeasedJob) {
-    let owner = app.node_id().to_string();
+    let lease = Lease { owner: app.node_id().to_string(), attempt: job.attempts };
     let work = app.settings.data_dir.join("work").join(&job.vod_id);
-    let ending = match job_body(app, &job, &work).await {
+    let ending = match job_body(app, &job, &lease, &work).await {
         Ok(e) => e,
         Err(e) => Ending::Retry(format!("{e:#}")),
     };
     let _ = tokio::fs::remove_dir_all(&work).await;
     let id = &job.vod_id;
+    // Files are removed only while the job is still ours, or after it was cancelled: never once
+    // another worker holds it.
     let outcome = match ending {
         Ending::Done => Ok(()),
         Ending::Failed(error) => {
             tracing::info!(vod = %id, %error, "transcode failed");
-            remove_outputs(app, id).await;
-            fail(app, &owner, id, error).await
+            if still_ours(app, &lease, id).await {
+                remove_outputs(app, id).await;
+            }
+            fail(app, &lease, id, error).await
         }
-        Ending::Cancelled => {
-            tracing::info!(vod = %id, "transcode stopped: the VOD was cancelled");
-            // Everything goes, the source too, as DELETE does (it may have run before our last
-            // upload landed).
-            app.storage.delete_prefix(&vod_prefix(id), &[]).await.map(|_| ())
-        }
-        Ending::Returned => app.db.return_job(&owner, id).await.map_err(Into::into),
+        Ending::Cancelled => match app.db.job_exists(id).await {
+            Ok(false) => {
+                tracing::info!(vod = %id, "transcode stopped: the VOD was cancelled");
+                // Everything goes, the source too, as DELETE does (it may have run before our
+                // last upload landed).
+                app.storage.delete_prefix(&vod_prefix(id), &[]).await.map(|_| ())
+            }
+            Ok(true) => {
+                tracing::warn!(vod = %id, attempt = lease.attempt, "transcode lease lost to another worker; its files are left to it");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        },
+        Ending::Returned => app.db.return_job(&lease, id).await.map_err(Into::into),
         Ending::Retry(error) if job.attempts >= MAX_ATTEMPTS => {
             tracing::warn!(vod = %id, %error, "transcode failed for good");
-            remove_outputs(app, id).await;
-            fail(app, &owner, id, format!("transcoding failed {MAX_ATTEMPTS} times; last: {error}")).await
+            if still_ours(app, &lease, id).await {
+                remove_outputs(app, id).await;
+            }
+            fail(app, &lease, id, format!("transcoding failed {MAX_ATTEMPTS} times; last: {error}")).await
         }
         Ending::Retry(error) => {
             tracing::warn!(vod = %id, %error, attempt = job.attempts, "transcode attempt failed; will retry");
-            remove_outputs(app, id).await;
-            app.db.retry_job_at(&owner, id, now_ms() + 10_000).await.map_err(Into::into)
+            if still_ours(app, &lease, id).await {
+                remove_outputs(app, id).await;
+            }
+            app.db.retry_job_at(&lease, id, now_ms() + 10_000).await.map_err(Into::into)
         }
     };
     if let Err(e) = outcome {
         // The lease runs out and the job is tried again.
         tracing::warn!(vod = %id, error = %e, "recording the end of a transcode job");
+    }
+}
+
+/// Whether `lease` still holds the job (an error counts as no: nothing is removed on doubt).
+async fn still_ours(app: &App, lease: &Lease, id: &str) -> bool {
+    match app.db.pool().acquire().await {
+        Ok(mut conn) => Db::job_is_ours(&mut conn, lease, id).await.unwrap_or(false),
+        Err(_) => false,
     }
 }
 
@@ -141,8 +168,12 @@ async fn remove_outputs(app: &App, id: &str) {
     }
 }
 
-async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> anyhow::Result<Ending> {
-    let owner = app.node_id().to_string();
+async fn job_body(
+    app: &Arc<App>,
+    job: &LeasedJob,
+    lease: &Lease,
+    work: &std::path::Path,
+) -> anyhow::Result<Ending> {
     let id = job.vod_id.clone();
     if job.attempts > MAX_ATTEMPTS {
         return Ok(Ending::Failed(format!(
@@ -205,8 +236,8 @@ async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> an
     let progress = Arc::new(AtomicI64::new(0));
     let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let keeper = {
-        let (app, id, owner, progress, cancelled) =
-            (app.clone(), id.clone(), owner.clone(), progress.clone(), cancelled.clone());
+        let (app, id, lease, progress, cancelled) =
+            (app.clone(), id.clone(), lease.clone(), progress.clone(), cancelled.clone());
         let mut shutdown = app.vod_stop();
         let stop_tx = stop_tx.clone();
         tokio::spawn(async move {
@@ -221,7 +252,7 @@ async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> an
                     let _ = stop_tx.send(true);
                     return;
                 }
-                match app.db.renew_job(&owner, &id, now_ms() + LEASE.as_millis() as i64).await {
+                match app.db.renew_job(&lease, &id, now_ms() + LEASE.as_millis() as i64).await {
                     Ok(true) => {}
                     Ok(false) => {
                         cancelled.store(true, Ordering::SeqCst);
@@ -260,7 +291,7 @@ async fn job_body(app: &Arc<App>, job: &LeasedJob, work: &std::path::Path) -> an
             }
             Ok(renditions) => {
                 keeper.abort();
-                complete(app, &owner, &id, renditions, &source).await?
+                complete(app, lease, &id, renditions, &source).await?
             }
             Err(e) => Ending::Retry(format!("storing the renditions: {e:#}")),
         },
@@ -340,9 +371,12 @@ async fn publish(
             uri,
         });
     }
-    if out.thumbnail {
-        app.storage.put_file(&format!("{prefix}/thumb.jpg"), &work.join("thumb.jpg")).await?;
+    // A VOD is `complete` only with its thumbnail (`thumbnailUrl` must serve): without one the
+    // attempt fails and is tried again, up to `failed`.
+    if !out.thumbnail {
+        anyhow::bail!("the pipeline produced no thumbnail");
     }
+    app.storage.put_file(&format!("{prefix}/thumb.jpg"), &work.join("thumb.jpg")).await?;
     let audio_rendition = audio.map(|(_, a)| AudioRendition {
         uri: format!("{}/index.m3u8", a.name),
         codec: a.codec.clone().unwrap_or_default(),
@@ -356,13 +390,13 @@ async fn publish(
 /// `complete` and `vod.complete`, if the job is still ours (else it was cancelled meanwhile).
 async fn complete(
     app: &App,
-    owner: &str,
+    lease: &Lease,
     id: &str,
     renditions: Vec<ProducedRendition>,
     source: &SourceInfo,
 ) -> anyhow::Result<Ending> {
     let mut tx = app.db.begin_write().await?;
-    if !Db::job_is_ours(&mut tx, owner, id).await? {
+    if !Db::job_is_ours(&mut tx, lease, id).await? {
         return Ok(Ending::Cancelled);
     }
     let Some(mut row) = Db::vod_by_id_in(&mut tx, id).await? else { return Ok(Ending::Cancelled) };
@@ -386,9 +420,9 @@ async fn complete(
 }
 
 /// `failed` with `error` and `vod.failed`; the job leaves the queue.
-async fn fail(app: &App, owner: &str, id: &str, error: String) -> anyhow::Result<()> {
+async fn fail(app: &App, lease: &Lease, id: &str, error: String) -> anyhow::Result<()> {
     let mut tx = app.db.begin_write().await?;
-    if !Db::job_is_ours(&mut tx, owner, id).await? {
+    if !Db::job_is_ours(&mut tx, lease, id).await? {
         return Ok(());
     }
     Db::delete_job(&mut tx, id).await?;

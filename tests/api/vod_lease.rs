@@ -1,0 +1,60 @@
+//! A transcode worker whose lease lapsed and was taken over deletes nothing (issue 21: every
+//! write of a worker is fenced by its lease and attempt). The takeover is made in the database,
+//! as another process's claim would make it; then that other worker "dies" and the job comes back,
+//! and this process completes it from the source the stale worker left alone.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::helpers::{eventually, spawn_app, Backend};
+use crate::vod::{create, finished, make_file, put_file, uploaded};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_lost_its_lease_deletes_nothing() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = make_file(dir.path(), "src.mp4", Some("testsrc=size=640x360:rate=25"), 20);
+    let (vod, url) = create(&app, json!({"name": "lease", "filename": "src.mp4"})).await;
+    let id = vod["_id"].as_str().unwrap().to_string();
+    assert!(put_file(&app, &url, &file).await.status().is_success());
+    assert!(uploaded(&app, &id).await.status().is_success());
+
+    // The worker is transcoding (its work dir exists) when another worker takes the job over.
+    let work = app.app.settings.data_dir.join("work").join(&id);
+    eventually("the transcode to start", Duration::from_secs(30), || async { work.exists().then_some(()) })
+        .await;
+    let taken = sqlx::query(
+        "UPDATE transcode_jobs SET lease_owner = 'another-node', attempts = attempts + 1, lease_until = $1 \
+         WHERE vod_id = $2",
+    )
+    .bind(sluice::domain::time::now_ms() + 600_000)
+    .bind(&id)
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(taken.rows_affected(), 1);
+
+    // The stale worker notices at its next renewal (or at completion) and stops.
+    eventually("the stale worker to stop", Duration::from_secs(60), || async {
+        (!work.exists()).then_some(())
+    })
+    .await;
+    assert_eq!(
+        crate::vod::get_vod(&app, &id).await["status"],
+        "processing",
+        "the record is the new holder's"
+    );
+
+    // The other worker dies: its lease is freed, this process takes the job up again and
+    // completes it, which needs the source the stale worker must not have deleted.
+    sqlx::query("UPDATE transcode_jobs SET lease_owner = NULL, lease_until = NULL WHERE vod_id = $1")
+        .bind(&id)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let v = finished(&app, &id, Duration::from_secs(120)).await;
+    assert_eq!(v["status"], "complete", "{v}");
+    let thumb = app.client.get(v["thumbnailUrl"].as_str().unwrap()).send().await.unwrap();
+    assert_eq!(thumb.status(), 200);
+}
