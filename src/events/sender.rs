@@ -8,7 +8,13 @@
 //! The main loop only finds webhooks with due deliveries. Each such webhook gets a worker that
 //! leases its next few deliveries in event order and sends them one at a time, so first attempts
 //! leave in the order the events happened, one slow receiver holds up only its own deliveries,
-//! and memory stays bounded whatever the backlog. A lease outlives the attempts it covers, so a
+//! and memory stays bounded whatever the backlog.
+//!
+//! Delivery is fair between projects (CONTRACT: Webhooks — one project's slow or hanging
+//! endpoints cannot delay another project's first attempts by more than a second): an attempt
+//! takes a slot of its project ([`PER_PROJECT`] at once) before one of the [`IN_FLIGHT`] shared
+//! ones, so a project whose endpoints all hang holds at most [`PER_PROJECT`] shared slots and
+//! its other attempts wait on its own slots, not on everyone's. A lease outlives the attempts it covers, so a
 //! row is never sent by two processes at once; a process that died with leases gets them back
 //! when it starts again with the same node id (its data dir).
 
@@ -46,8 +52,10 @@ const LEASE: Duration = Duration::from_secs(16 * 10 + 20);
 const POLL: Duration = Duration::from_millis(250);
 /// Webhooks looked at per pass.
 const DUE_WEBHOOKS: i64 = 256;
-/// Attempts running at once across all webhooks.
-const IN_FLIGHT: usize = 32;
+/// Attempts running at once across all webhooks (each holds a socket and at most 10 s).
+const IN_FLIGHT: usize = 256;
+/// Attempts one project may have running at once.
+pub const PER_PROJECT: usize = 8;
 /// A webhook worker with nothing to do for this long ends.
 const WORKER_IDLE: Duration = Duration::from_secs(30);
 
@@ -59,6 +67,8 @@ pub struct Sender {
     owner: String,
     wake: Arc<Notify>,
     in_flight: Arc<Semaphore>,
+    /// Each project's slots, taken before a shared one.
+    projects: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// The running worker of each webhook, and how to tell it there is work.
     workers: Mutex<HashMap<String, Arc<Notify>>>,
 }
@@ -92,6 +102,7 @@ impl Sender {
             owner,
             wake,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            projects: Mutex::new(HashMap::new()),
             workers: Mutex::new(HashMap::new()),
         })
     }
@@ -156,7 +167,6 @@ impl Sender {
                 continue;
             }
             for delivery in claimed {
-                let Ok(_permit) = self.in_flight.clone().acquire_owned().await else { return };
                 self.deliver(delivery).await;
             }
         }
@@ -172,6 +182,12 @@ impl Sender {
                 tracing::warn!(error = %e, delivery = %d.id, "loading webhook");
                 return;
             }
+        };
+        let project = self.project_slots(&webhook.project_id);
+        let (Ok(_own), Ok(_shared)) =
+            (project.acquire_owned().await, self.in_flight.clone().acquire_owned().await)
+        else {
+            return;
         };
         let attempt = self.post(&webhook.url, &webhook.secret, &d).await;
         let attempts_done = d.attempts + 1;
@@ -198,6 +214,18 @@ impl Sender {
         if let Err(e) = self.db.record_attempt(&self.owner, &d.id, &d.webhook_id, &outcome).await {
             tracing::warn!(error = %e, delivery = %d.id, "recording attempt");
         }
+    }
+
+    /// The project's slots; projects with none in use are forgotten as others come and go.
+    fn project_slots(&self, project_id: &str) -> Arc<Semaphore> {
+        let mut projects = lock(&self.projects);
+        if projects.len() > 1024 {
+            projects.retain(|_, s| Arc::strong_count(s) > 1 || s.available_permits() < PER_PROJECT);
+        }
+        projects
+            .entry(project_id.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(PER_PROJECT)))
+            .clone()
     }
 
     async fn abandon(&self, d: &Claimed, why: &str) {

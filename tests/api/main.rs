@@ -23,4 +23,5 @@ mod vod_restart;
 mod vod_s3;
 mod webhook_guide;
 mod webhooks;
+mod webhooks_fair;
 mod webhooks_restart;
