@@ -14,6 +14,7 @@ mod receiver;
 mod rtmp;
 mod rtmp_hostile;
 mod rtmp_limits;
+mod rtmp_memory;
 mod signed;
 mod store;
 mod streams;
