@@ -67,13 +67,17 @@ pub struct App {
 impl App {
     /// Connects to the database (applying migrations) and prepares the data dir.
     pub async fn build(settings: Settings) -> anyhow::Result<Arc<App>> {
-        std::fs::create_dir_all(&settings.data_dir)
-            .with_context(|| format!("creating data dir {}", settings.data_dir.display()))?;
+        prepare_data_dir(&settings.data_dir)?;
         let storage = crate::storage::Storage::open(&settings.storage_url)?;
         let db = Db::connect(&settings.database_url).await?;
         let node_id = node_id(&settings.data_dir)?;
-        let keys = crate::store::keys::SigningKeys::load(&db).await?;
         let master_key = master_key(&settings)?;
+        let sealed =
+            db.seal_legacy_secrets(&master_key).await.context("sealing secrets kept in the clear")?;
+        if sealed > 0 {
+            tracing::info!(secrets = sealed, "sealed secrets that an older version kept in the clear");
+        }
+        let keys = crate::store::keys::SigningKeys::load(&db, &master_key).await?;
         Ok(Arc::new(App {
             storage,
             keys,
@@ -243,6 +247,7 @@ impl App {
             self.settings.webhook_retry_scale,
             self.node_id.clone(),
             self.sender_wake.clone(),
+            self.master_key.clone(),
         )?;
         tokio::spawn(Arc::new(sender).run());
         Ok(())
@@ -290,9 +295,18 @@ fn node_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
     Ok(id)
 }
 
+/// Creates the data dir, readable by its owner only: it holds the database, the master key and
+/// the media.
+pub fn prepare_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating data dir {}", dir.display()))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("making data dir {} readable by its owner only", dir.display()))
+}
+
 /// The master key of the settings, or the one in `<data dir>/master.key` (created on first use,
 /// readable by the owner only).
-fn master_key(settings: &Settings) -> anyhow::Result<crate::domain::content_key::MasterKey> {
+pub fn master_key(settings: &Settings) -> anyhow::Result<crate::domain::content_key::MasterKey> {
     use crate::domain::content_key::MasterKey;
     if let Some(hex) = &settings.master_key {
         return MasterKey::from_hex(hex).context("the master key must be 64 hexadecimal characters");

@@ -75,6 +75,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Admin { command } => {
             let settings = Settings::resolve(&cli.config)?;
+            crate::app::prepare_data_dir(&settings.data_dir)?;
             let db = Db::connect(&settings.database_url).await?;
             let result = match command {
                 AdminCommand::Bootstrap { project, email, json } => {
@@ -83,12 +84,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::CreateKey { project, scopes, label, json } => {
                     create_key(&db, &project, scopes, label, json).await
                 }
-                AdminCommand::RotateSigningKey => match db.add_signing_key().await {
+                AdminCommand::RotateSigningKey => match async {
+                    let master = crate::app::master_key(&settings)?;
+                    db.add_signing_key(&master).await.map_err(anyhow::Error::from)
+                }
+                .await
+                {
                     Ok(kid) => {
                         println!("new signing key {kid}: running processes sign with it within a minute");
                         Ok(())
                     }
-                    Err(e) => Err(e.into()),
+                    Err(e) => Err(e),
                 },
             };
             db.close().await;

@@ -13,6 +13,7 @@ use super::pagination::{PageQuery, Paginated};
 use super::security::Auth;
 use super::ApiTags;
 use crate::app::App;
+use crate::domain::content_key::MasterKey;
 use crate::domain::stream::{
     push_verifier, DisabledReason, InputInfo, MoveError, Protocol, Quality, StreamMove, StreamState,
     StreamStatus,
@@ -277,13 +278,15 @@ pub fn event_data(row: &StreamRow) -> StreamEventData {
     }
 }
 
-/// New push credentials: (username, salt, verifier, password).
-fn new_push_credentials() -> (String, String, String, String) {
+/// New push credentials of stream `id`: (username, salt, verifier sealed under the master key,
+/// password).
+fn new_push_credentials(master: &MasterKey, id: &str) -> (String, String, String, String) {
     let username = random_token(12).to_lowercase();
     let salt = random_token(16);
     let password = random_token(32);
     let verifier = push_verifier(&username, &salt, &password);
-    (username, salt, verifier, password)
+    let sealed = master.seal(verifier.as_bytes(), &crate::store::secrets::push_context(id));
+    (username, salt, sealed, password)
 }
 
 pub(super) fn move_error(e: MoveError) -> ApiError {
@@ -353,13 +356,14 @@ impl StreamsApi {
     ) -> ApiResult<CreateStreamResponse> {
         let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let b = body.0;
-        let (push_username, push_salt, push_verifier, password) = new_push_credentials();
+        let id = new_id();
+        let (push_username, push_salt, push_verifier, password) = new_push_credentials(&app.master_key, &id);
         let now = now_ms();
         // No media resources need preparing before a push yet, so a new stream is ready at once.
         let state =
             StreamState::new(StreamStatus::Pending).apply(StreamMove::Prepared).map_err(move_error)?;
         let row = StreamRow {
-            id: new_id(),
+            id,
             project_id: p.project.id.clone(),
             name: b.name,
             stream_key: random_token(24),
@@ -529,7 +533,7 @@ impl StreamsApi {
         if row.state().reason == Some(DisabledReason::Deleted) {
             return Err(move_error(MoveError::Deleted));
         }
-        let (username, salt, verifier, password) = new_push_credentials();
+        let (username, salt, verifier, password) = new_push_credentials(&app.master_key, &row.id);
         row.push_username = username;
         row.push_salt = salt;
         row.push_verifier = verifier;

@@ -235,21 +235,22 @@ impl WebhooksApi {
             .await
             .map_err(|problem| ApiError::invalid("url", &problem))?;
         let now = now_ms();
+        let id = new_id();
+        let secret = signing::new_secret();
         let row = WebhookRow {
-            id: new_id(),
+            secret: app.master_key.seal(secret.as_bytes(), &crate::store::secrets::webhook_context(&id)),
+            id,
             project_id: p.project.id.clone(),
             url: url.to_string(),
             description: body.description.unwrap_or_default(),
             events: normalise_events(body.events).join(" "),
             enabled: i64::from(body.enabled.unwrap_or(true)),
-            secret: signing::new_secret(),
             consecutive_failures: 0,
             created_at: now,
             updated_at: now,
         };
         app.db.create_webhook(&row).await?;
         tracing::info!(project = %p.project.slug, webhook = %row.id, "webhook created");
-        let secret = row.secret.clone();
         Ok(CreateWebhookResponse::Created(Json(CreatedWebhook { webhook: row.into(), secret })))
     }
 

@@ -96,16 +96,28 @@ impl MasterKey {
     /// `v1.<master id>.<nonce hex>.<ciphertext hex>`; `context` (the resource) is bound in, so a
     /// wrapped key copied to another row does not open.
     pub fn wrap(&self, key: &ContentKey, context: &str) -> String {
+        self.seal(&key.0, context)
+    }
+
+    pub fn unwrap(&self, wrapped: &str, context: &str) -> Result<ContentKey, UnwrapError> {
+        let key = self.open(wrapped, context)?;
+        Ok(ContentKey(key.try_into().map_err(|_| UnwrapError::Damaged)?))
+    }
+
+    /// Encrypts a secret kept in the database (AES-256-GCM, `context` bound in), in the form of
+    /// [`MasterKey::wrap`]: a copy of the database alone reveals none of them.
+    pub fn seal(&self, secret: &[u8], context: &str) -> String {
         let mut nonce = [0u8; 12];
         rand::thread_rng().fill_bytes(&mut nonce);
         let cipher = Aes256Gcm::new(&self.key.into());
-        let payload = aes_gcm::aead::Payload { msg: &key.0, aad: context.as_bytes() };
+        let payload = aes_gcm::aead::Payload { msg: secret, aad: context.as_bytes() };
         let sealed = cipher.encrypt(Nonce::from_slice(&nonce), payload).unwrap_or_else(|_| unreachable!());
         format!("v1.{}.{}.{}", self.id, hex::encode(nonce), hex::encode(sealed))
     }
 
-    pub fn unwrap(&self, wrapped: &str, context: &str) -> Result<ContentKey, UnwrapError> {
-        let parts: Vec<&str> = wrapped.split('.').collect();
+    /// Opens what [`MasterKey::seal`] made for the same `context`.
+    pub fn open(&self, sealed: &str, context: &str) -> Result<Vec<u8>, UnwrapError> {
+        let parts: Vec<&str> = sealed.split('.').collect();
         let [version, id, nonce, sealed] = parts[..] else { return Err(UnwrapError::Damaged) };
         if version != "v1" {
             return Err(UnwrapError::Damaged);
@@ -118,9 +130,19 @@ impl MasterKey {
         let sealed = hex::decode(sealed).map_err(|_| UnwrapError::Damaged)?;
         let cipher = Aes256Gcm::new(&self.key.into());
         let payload = aes_gcm::aead::Payload { msg: &sealed, aad: context.as_bytes() };
-        let key = cipher.decrypt(Nonce::from_slice(&nonce), payload).map_err(|_| UnwrapError::Damaged)?;
-        Ok(ContentKey(key.try_into().map_err(|_| UnwrapError::Damaged)?))
+        cipher.decrypt(Nonce::from_slice(&nonce), payload).map_err(|_| UnwrapError::Damaged)
     }
+
+    /// A sealed text secret, opened as UTF-8.
+    pub fn open_text(&self, sealed: &str, context: &str) -> Result<String, UnwrapError> {
+        String::from_utf8(self.open(sealed, context)?).map_err(|_| UnwrapError::Damaged)
+    }
+}
+
+/// Whether a stored secret is sealed ([`MasterKey::seal`]) rather than in the clear as databases
+/// written before sealing kept it (signing keys, webhook secrets and push verifiers have no dot).
+pub fn is_sealed(stored: &str) -> bool {
+    stored.starts_with("v1.") && stored.split('.').count() == 4
 }
 
 #[cfg(test)]
@@ -160,5 +182,17 @@ mod tests {
         let again = MasterKey::from_hex(&master.to_hex()).expect("hex");
         assert_eq!(again.unwrap(&wrapped, "vod:a"), Ok(key));
         assert!(MasterKey::from_hex("abcd").is_none());
+    }
+
+    #[test]
+    fn sealed_secrets_open_only_with_their_master_and_context() {
+        let master = MasterKey::random();
+        let sealed = master.seal(b"whsec-0123", "webhook:w1");
+        assert!(is_sealed(&sealed) && !sealed.contains("whsec"));
+        assert_eq!(master.open_text(&sealed, "webhook:w1").as_deref(), Ok("whsec-0123"));
+        assert_eq!(master.open(&sealed, "webhook:w2"), Err(UnwrapError::Damaged));
+        assert!(matches!(MasterKey::random().open(&sealed, "webhook:w1"), Err(UnwrapError::OtherMaster(_))));
+        assert!(!is_sealed("0123456789abcdef0123456789abcdef"));
+        assert!(!is_sealed("1B2M2Y8AsgTpgAmY7PhCfg=="));
     }
 }

@@ -26,7 +26,9 @@ use tokio::sync::{Notify, Semaphore};
 
 use super::guard::{check_url, GuardedResolver};
 use super::signing::sign;
+use crate::domain::content_key::MasterKey;
 use crate::domain::time::now_ms;
+use crate::store::secrets;
 use crate::store::webhooks::{AttemptOutcome, Claimed};
 use crate::store::Db;
 
@@ -66,6 +68,8 @@ pub struct Sender {
     retry_scale: f64,
     owner: String,
     wake: Arc<Notify>,
+    /// Opens the webhook secrets, kept sealed in the database.
+    master: MasterKey,
     in_flight: Arc<Semaphore>,
     /// Each project's slots, taken before a shared one.
     projects: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -87,6 +91,7 @@ impl Sender {
         retry_scale: f64,
         owner: String,
         wake: Arc<Notify>,
+        master: MasterKey,
     ) -> anyhow::Result<Self> {
         let client = reqwest::Client::builder()
             .user_agent(USER_AGENT)
@@ -101,6 +106,7 @@ impl Sender {
             retry_scale,
             owner,
             wake,
+            master,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
             projects: Mutex::new(HashMap::new()),
             workers: Mutex::new(HashMap::new()),
@@ -183,13 +189,23 @@ impl Sender {
                 return;
             }
         };
+        let secret =
+            match secrets::open(&self.master, &webhook.secret, &secrets::webhook_context(&webhook.id)) {
+                Ok(s) => s,
+                Err(e) => {
+                    // The lease runs out and a later pass tries again (once the right master key is
+                    // configured).
+                    tracing::error!(webhook = %webhook.id, error = %e, "the webhook secret does not open");
+                    return;
+                }
+            };
         let project = self.project_slots(&webhook.project_id);
         let (Ok(_own), Ok(_shared)) =
             (project.acquire_owned().await, self.in_flight.clone().acquire_owned().await)
         else {
             return;
         };
-        let attempt = self.post(&webhook.url, &webhook.secret, &d).await;
+        let attempt = self.post(&webhook.url, &secret, &d).await;
         let attempts_done = d.attempts + 1;
         let give_up = !attempt.success && attempts_done >= MAX_ATTEMPTS;
         let next_attempt_at = if attempt.success || give_up {

@@ -3,7 +3,8 @@
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use super::{Db, DbError};
+use super::{secrets, Db, DbError};
+use crate::domain::content_key::MasterKey;
 use crate::domain::keyring::KeyRing;
 use crate::domain::{new_id, random_token, time::now_ms};
 
@@ -20,6 +21,7 @@ const UNKNOWN_KID_RELOAD: Duration = Duration::from_secs(1);
 /// [`SigningKeys::ring_for`]`(None)`, which applies the refresh.
 pub struct SigningKeys {
     db: Db,
+    master: MasterKey,
     ring: RwLock<Arc<KeyRing>>,
     reloads: Mutex<Reloads>,
 }
@@ -32,11 +34,11 @@ struct Reloads {
 }
 
 impl SigningKeys {
-    pub async fn load(db: &Db) -> anyhow::Result<SigningKeys> {
-        let ring = KeyRing::new(db.signing_keys().await?)
+    pub async fn load(db: &Db, master: &MasterKey) -> anyhow::Result<SigningKeys> {
+        let ring = KeyRing::new(db.signing_keys(master).await?)
             .ok_or_else(|| anyhow::anyhow!("no signing key in the database"))?;
         let reloads = Mutex::new(Reloads { loaded: Instant::now(), for_unknown: None });
-        Ok(SigningKeys { db: db.clone(), ring: RwLock::new(Arc::new(ring)), reloads })
+        Ok(SigningKeys { db: db.clone(), master: master.clone(), ring: RwLock::new(Arc::new(ring)), reloads })
     }
 
     /// The ring as loaded last.
@@ -60,7 +62,7 @@ impl SigningKeys {
                 r.for_unknown = Some(r.loaded);
             }
         }
-        match self.db.signing_keys().await.map(KeyRing::new) {
+        match self.db.signing_keys(&self.master).await.map(KeyRing::new) {
             Ok(Some(fresh)) => {
                 let fresh = Arc::new(fresh);
                 *self.ring.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
@@ -76,9 +78,10 @@ impl SigningKeys {
 }
 
 impl Db {
-    /// Every signing key, newest first; creates the first one when there is none. Two processes
-    /// starting at once may each create one: both are kept, and both verify.
-    pub async fn signing_keys(&self) -> Result<Vec<(String, Vec<u8>)>, DbError> {
+    /// Every signing key, newest first, opened with `master` (a key that does not open, sealed
+    /// by another master key, is left out with a warning); creates the first one when there is
+    /// none. Two processes starting at once may each create one: both are kept, and both verify.
+    pub async fn signing_keys(&self, master: &MasterKey) -> Result<Vec<(String, Vec<u8>)>, DbError> {
         let load = || async {
             sqlx::query_as::<_, (String, String)>(
                 "SELECT kid, secret FROM signing_keys ORDER BY created_at DESC, kid",
@@ -88,19 +91,28 @@ impl Db {
         };
         let mut keys = load().await?;
         if keys.is_empty() {
-            self.add_signing_key().await?;
+            self.add_signing_key(master).await?;
             keys = load().await?;
         }
-        Ok(keys.into_iter().map(|(kid, secret)| (kid, secret.into_bytes())).collect())
+        Ok(keys
+            .into_iter()
+            .filter_map(|(kid, stored)| match secrets::open(master, &stored, &secrets::signing_context(&kid)) {
+                Ok(secret) => Some((kid, secret.into_bytes())),
+                Err(e) => {
+                    tracing::warn!(kid = %kid, error = %e, "a signing key does not open with this master key");
+                    None
+                }
+            })
+            .collect())
     }
 
     /// Adds a new key (rotation): running processes verify with it as soon as they meet it and
     /// sign with it within a minute.
-    pub async fn add_signing_key(&self) -> Result<String, DbError> {
+    pub async fn add_signing_key(&self, master: &MasterKey) -> Result<String, DbError> {
         let kid = new_id()[..8].to_string();
         sqlx::query("INSERT INTO signing_keys (kid, secret, created_at) VALUES ($1, $2, $3)")
             .bind(&kid)
-            .bind(random_token(48))
+            .bind(master.seal(random_token(48).as_bytes(), &secrets::signing_context(&kid)))
             .bind(now_ms())
             .execute(self.pool())
             .await?;

@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod api_keys;
 pub mod keys;
 pub mod playback;
+pub mod secrets;
 pub mod sessions;
 pub mod streams;
 pub mod vods;
@@ -22,6 +23,31 @@ use sqlx::{AnyConnection, AnyPool, Executor};
 pub use sqlx::Error as DbError;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/migrations");
+
+/// Makes the SQLite database file and its WAL files readable by the owner only: the database
+/// holds password hashes and sealed secrets (SQLite gives its WAL files the database's mode).
+fn owner_only(url: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:")
+        .split('?')
+        .next()
+        .unwrap_or_default();
+    if path.is_empty() || path.starts_with(':') {
+        return Ok(());
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let file = format!("{path}{suffix}");
+        match std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("making {file} readable by its owner only"))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -76,6 +102,7 @@ impl Db {
         if backend == Backend::Sqlite {
             // WAL is a property of the database file; set once, it persists.
             sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
+            owner_only(&url)?;
         }
         MIGRATOR.run(&pool).await.context("applying database migrations")?;
         Ok(Db { pool, backend })

@@ -15,6 +15,7 @@ mod rtmp;
 mod rtmp_hostile;
 mod rtmp_limits;
 mod rtmp_memory;
+mod secrets;
 mod signed;
 mod store;
 mod streams;

@@ -62,7 +62,8 @@ async fn answers_a_handshake(addr: SocketAddr) {
     c0c1.extend(vec![0u8; 1536]);
     c.write_all(&c0c1).await.expect("write");
     let mut b = [0u8; 1];
-    let n = tokio::time::timeout(Duration::from_secs(30), c.read(&mut b)).await.expect("answer").expect("read");
+    let n =
+        tokio::time::timeout(Duration::from_secs(30), c.read(&mut b)).await.expect("answer").expect("read");
     assert_eq!(n, 1, "the server answers a handshake");
 }
 

@@ -34,12 +34,17 @@ async fn patch(app: &TestApp, id: &str, body: Value) -> reqwest::Response {
         .unwrap()
 }
 
+/// The stored push credentials, the verifier opened (it is kept sealed under the master key).
 async fn stored(app: &TestApp, id: &str) -> (String, String, String) {
-    sqlx::query_as("SELECT push_username, push_salt, push_verifier FROM streams WHERE id = $1")
-        .bind(id)
-        .fetch_one(app.db.pool())
-        .await
-        .unwrap()
+    let (user, salt, sealed): (String, String, String) =
+        sqlx::query_as("SELECT push_username, push_salt, push_verifier FROM streams WHERE id = $1")
+            .bind(id)
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert!(sluice::domain::content_key::is_sealed(&sealed), "the verifier is sealed at rest");
+    let context = sluice::store::secrets::push_context(id);
+    (user, salt, app.app.master_key.open_text(&sealed, &context).expect("opens"))
 }
 
 async fn create_applies_defaults_and_returns_credentials_once(app: TestApp) {

@@ -325,18 +325,28 @@ impl Connection {
                 }
                 match self.app.db.stream_by_push_username(&user).await {
                     Ok(Some(s))
-                        if auth::adobe_response_matches(
-                            &s.push_verifier,
-                            &opaque,
-                            &client_challenge,
-                            &response,
-                        ) =>
+                        if self.verifier_of(&s).is_some_and(|verifier| {
+                            auth::adobe_response_matches(&verifier, &opaque, &client_challenge, &response)
+                        }) =>
                     {
                         self.adobe_stream = Some(s.id);
                         Ok(())
                     }
                     _ => Err(auth::AUTH_FAILED.into()),
                 }
+            }
+        }
+    }
+
+    /// The stream's push verifier, opened from its sealed form; `None` (no push is authorised)
+    /// when it does not open, e.g. under another master key.
+    fn verifier_of(&self, stream: &crate::store::streams::StreamRow) -> Option<String> {
+        let context = crate::store::secrets::push_context(&stream.id);
+        match crate::store::secrets::open(&self.app.master_key, &stream.push_verifier, &context) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                tracing::error!(stream = %stream.id, error = %e, "the push verifier does not open");
+                None
             }
         }
     }
@@ -363,12 +373,9 @@ impl Connection {
                     let user_ok: bool =
                         subtle::ConstantTimeEq::ct_eq(user.as_bytes(), stream.push_username.as_bytes())
                             .into();
-                    let pass_ok = push_password_matches(
-                        &stream.push_username,
-                        &stream.push_salt,
-                        pass,
-                        &stream.push_verifier,
-                    );
+                    let pass_ok = self.verifier_of(&stream).is_some_and(|verifier| {
+                        push_password_matches(&stream.push_username, &stream.push_salt, pass, &verifier)
+                    });
                     user_ok & pass_ok
                 }
                 _ => false,

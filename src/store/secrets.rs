@@ -1,0 +1,60 @@
+//! Secrets that must be recoverable (playback signing keys, webhook secrets, the push verifiers
+//! that Adobe authentication needs) are kept sealed under the master key
+//! ([`MasterKey::seal`], `context` naming the row), like content keys: a copy of the database
+//! alone reveals none of them. Databases written before sealing are sealed in place at start.
+
+use super::{Db, DbError};
+use crate::domain::content_key::{is_sealed, MasterKey, UnwrapError};
+
+pub fn signing_context(kid: &str) -> String {
+    format!("signing-key:{kid}")
+}
+
+pub fn webhook_context(webhook_id: &str) -> String {
+    format!("webhook-secret:{webhook_id}")
+}
+
+pub fn push_context(stream_id: &str) -> String {
+    format!("push-verifier:{stream_id}")
+}
+
+/// A stored secret in the clear: opened when sealed, as it is when not sealed yet (a row written
+/// before sealing, between a start and its in-place sealing).
+pub fn open(master: &MasterKey, stored: &str, context: &str) -> Result<String, UnwrapError> {
+    if is_sealed(stored) {
+        master.open_text(stored, context)
+    } else {
+        Ok(stored.to_string())
+    }
+}
+
+impl Db {
+    /// Seals every secret still in the clear. Each row is rewritten only if it still holds the
+    /// clear value read, so processes starting together do not seal twice. Returns how many.
+    pub async fn seal_legacy_secrets(&self, master: &MasterKey) -> Result<usize, DbError> {
+        let tables: [(&str, &str, &str, fn(&str) -> String); 3] = [
+            ("signing_keys", "kid", "secret", signing_context),
+            ("webhooks", "id", "secret", webhook_context),
+            ("streams", "id", "push_verifier", push_context),
+        ];
+        let mut sealed = 0;
+        for (table, id, column, context) in tables {
+            let rows: Vec<(String, String)> =
+                sqlx::query_as(&format!("SELECT {id}, {column} FROM {table} WHERE {column} NOT LIKE 'v1.%'"))
+                    .fetch_all(self.pool())
+                    .await?;
+            for (key, clear) in rows.into_iter().filter(|(_, v)| !is_sealed(v)) {
+                let done = sqlx::query(&format!(
+                    "UPDATE {table} SET {column} = $1 WHERE {id} = $2 AND {column} = $3"
+                ))
+                .bind(master.seal(clear.as_bytes(), &context(&key)))
+                .bind(&key)
+                .bind(&clear)
+                .execute(self.pool())
+                .await?;
+                sealed += done.rows_affected() as usize;
+            }
+        }
+        Ok(sealed)
+    }
+}
