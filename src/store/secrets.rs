@@ -28,11 +28,14 @@ pub fn open(master: &MasterKey, stored: &str, context: &str) -> Result<String, U
     }
 }
 
+/// A table, its key column, the column holding a secret, and the secret's context.
+type SealedColumn = (&'static str, &'static str, &'static str, fn(&str) -> String);
+
 impl Db {
     /// Seals every secret still in the clear. Each row is rewritten only if it still holds the
     /// clear value read, so processes starting together do not seal twice. Returns how many.
     pub async fn seal_legacy_secrets(&self, master: &MasterKey) -> Result<usize, DbError> {
-        let tables: [(&str, &str, &str, fn(&str) -> String); 3] = [
+        let tables: [SealedColumn; 3] = [
             ("signing_keys", "kid", "secret", signing_context),
             ("webhooks", "id", "secret", webhook_context),
             ("streams", "id", "push_verifier", push_context),
