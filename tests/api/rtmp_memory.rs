@@ -44,12 +44,15 @@ async fn connect_500(addr: SocketAddr, net: u8) -> Vec<TcpStream> {
     out
 }
 
-/// A completed handshake's worth of bytes (the server answers; nobody reads it) and the header
-/// of a 16 MiB video message on chunk stream 4 with a megabyte of its payload.
+/// A completed handshake's worth of bytes (the server answers; nobody reads it), a chunk size
+/// as large as a message, and the header of a 16 MiB video message on chunk stream 4 with a
+/// megabyte of its payload.
 fn big_message_start() -> Vec<u8> {
     let mut out = vec![3u8];
     out.extend(vec![0u8; 1536]); // C1
     out.extend(vec![0u8; 1536]); // C2
+                                 // SetChunkSize 0xFFFFFF, so the megabyte that follows is one chunk's payload.
+    out.extend([0x02, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0, 0, 0x00, 0xFF, 0xFF, 0xFF]);
     out.extend([0x04, 0, 0, 0, 0xFF, 0xFF, 0xFF, 9, 1, 0, 0, 0]);
     out.extend(vec![0u8; 1000 * 1024]);
     out
