@@ -13,7 +13,7 @@ use super::pagination::{PageQuery, Paginated};
 use super::security::Auth;
 use super::ApiTags;
 use crate::app::App;
-use crate::domain::{password, random_token, time::iso, Email, ProjectSlug, Role, Scope};
+use crate::domain::{random_token, time::iso, Email, ProjectSlug, Role, Scope};
 use crate::store::accounts::{MemberRow, ProjectRow};
 use crate::store::is_unique_violation;
 
@@ -221,7 +221,7 @@ impl ProjectsApi {
             Some(user) => (user, None),
             None => {
                 let password = random_token(24);
-                let hash = password::hash_async(password.clone()).await.map_err(ApiError::internal)?;
+                let hash = app.passwords.hash(password.clone()).await.map_err(super::auth::gate_error)?;
                 match app.db.create_user(&body.email, &hash).await {
                     Ok(user) => (user, Some(password)),
                     // Created concurrently by another request: use that account.

@@ -70,7 +70,7 @@ impl App {
             Auth::ApiKey(ApiKeyAuth(bearer)) => self.authorize_key(&bearer.token, slug).await?,
             Auth::Session(SessionAuth(cookie)) => {
                 let user = self.session_user(&cookie.key).await?;
-                self.rate_limit(&format!("user:{}", user.id))?;
+                self.rate_limit(format!("user:{}", user.id))?;
                 let project = self.db.project_by_slug(slug).await?.ok_or_else(project_not_found)?;
                 let role = self.db.role_in(&project.id, &user.id).await?.ok_or_else(project_not_found)?;
                 Principal { project, scopes: role.scopes(), actor: Actor::User { id: user.id } }
@@ -102,7 +102,7 @@ impl App {
 
     async fn authorize_key(&self, token: &str, slug: &str) -> ApiResult<Principal> {
         let key = self.authenticate_key(token).await?;
-        self.rate_limit(&format!("key:{}", key.id))?;
+        self.rate_limit(format!("key:{}", key.id))?;
         self.note_key_use(&key.id);
         if key.project_slug != slug {
             return Err(project_not_found());
@@ -144,8 +144,8 @@ impl App {
         }
     }
 
-    fn rate_limit(&self, bucket: &str) -> ApiResult<()> {
-        self.request_limiter.take(bucket).map_err(ApiError::too_many)
+    fn rate_limit(&self, bucket: String) -> ApiResult<()> {
+        self.request_limiter.take(&bucket).map_err(ApiError::too_many)
     }
 
     /// Writes `lastUsedAt` at most once a minute per key, off the request path.

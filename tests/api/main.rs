@@ -5,9 +5,11 @@ mod player;
 
 mod api_keys;
 mod auth;
+mod client_ip;
 mod errors;
 mod live_hls;
 mod live_shutdown;
+mod login_flood;
 mod ops;
 mod projects;
 mod receiver;

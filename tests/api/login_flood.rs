@@ -1,0 +1,101 @@
+//! A login flood against the real `sluice serve` (issue 21; CONTRACT: Conventions — password
+//! hashing runs at most 2 at a time per core with a queue of 32, beyond it 429): 200 concurrent
+//! wrong sign-ins leave the process serving `/healthz` within a second, answer only 401 or 429,
+//! keep its peak memory bounded, and a right password is accepted once the flood has passed.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::helpers::{sluice_command, wait_ready, Killed};
+
+/// Peak resident memory of a process (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc status")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_flood_keeps_serving_with_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let out = sluice_command(dir.path(), port)
+        .args(["admin", "bootstrap", "--project", "demo", "--json"])
+        .output()
+        .expect("sluice runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let boot: Value = serde_json::from_slice(&out.stdout).expect("bootstrap JSON");
+    let (email, password) = (boot["user"]["email"].clone(), boot["user"]["password"].clone());
+    let server = Killed(
+        sluice_command(dir.path(), port)
+            .arg("serve")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("sluice serve"),
+    );
+    wait_ready(port).await;
+    let pid = server.0.id();
+    let before_kib = peak_rss_kib(pid);
+    let url = format!("http://127.0.0.1:{port}/v1/auth/login");
+
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(120)).build().expect("client");
+    let flood: Vec<_> = (0..200)
+        .map(|i| {
+            let (client, url) = (client.clone(), url.clone());
+            // Unknown addresses: each one costs a (dummy) hash and none trips the per-e-mail limit.
+            let body = json!({"email": format!("nobody{i}@example.com"), "password": "wrong"});
+            tokio::spawn(
+                async move { client.post(&url).json(&body).send().await.map(|r| r.status().as_u16()) },
+            )
+        })
+        .collect();
+
+    // `/healthz` on fresh connections while the flood is being answered.
+    let health = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("client");
+    let mut slowest = Duration::ZERO;
+    let mut probes = 0;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while flood.iter().any(|t| !t.is_finished()) {
+        assert!(Instant::now() < deadline, "the flood was not answered within two minutes");
+        let started = Instant::now();
+        let resp = health.get(format!("http://127.0.0.1:{port}/healthz")).send().await;
+        slowest = slowest.max(started.elapsed());
+        probes += 1;
+        assert!(resp.is_ok_and(|r| r.status() == 200), "/healthz answers during the flood");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut statuses = std::collections::BTreeMap::<String, u32>::new();
+    for t in flood {
+        let status = match t.await.expect("task") {
+            Ok(s) => s.to_string(),
+            Err(e) => format!("error: {e}"),
+        };
+        *statuses.entry(status).or_default() += 1;
+    }
+    let peak_kib = peak_rss_kib(pid);
+    eprintln!(
+        "login flood: peak RSS {} MiB (before the flood {} MiB); /healthz slowest {} ms over {probes} \
+         probes; answers {statuses:?}",
+        peak_kib / 1024,
+        before_kib / 1024,
+        slowest.as_millis()
+    );
+
+    assert!(
+        statuses.keys().all(|s| s == "401" || s == "429"),
+        "only 401 and 429 answer a flood of wrong logins: {statuses:?}"
+    );
+    assert!(slowest < Duration::from_secs(1), "/healthz took {} ms", slowest.as_millis());
+    assert!(peak_kib < 600 * 1024, "peak RSS {} MiB", peak_kib / 1024);
+    // The flood has passed: the right password is accepted, though this address was limited.
+    let resp = client.post(&url).json(&json!({"email": email, "password": password})).send().await.unwrap();
+    assert_eq!(resp.status(), 200, "a right password after the flood");
+}
