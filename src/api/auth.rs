@@ -11,7 +11,7 @@ use poem_openapi::{Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::security::{Auth, REFRESH_COOKIE, SESSION_COOKIE};
+use super::security::{SignedIn, REFRESH_COOKIE, SESSION_COOKIE};
 use super::ApiTags;
 use crate::app::App;
 use crate::domain::{new_id, random_token, time::iso, ApiKeyHash, Email};
@@ -146,8 +146,8 @@ impl AuthApi {
 
     /// The signed-in user
     #[oai(path = "/v1/auth/me", method = "get", operation_id = "me")]
-    async fn me(&self, app: Data<&Arc<App>>, auth: Auth) -> ApiResult<Json<User>> {
-        Ok(Json(app.require_user(&auth).await?.into()))
+    async fn me(&self, signed_in: SignedIn) -> ApiResult<Json<User>> {
+        Ok(Json(signed_in.user.into()))
     }
 }
 

@@ -10,10 +10,10 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::pagination::{PageQuery, Paginated};
-use super::security::Auth;
+use super::security::{need, Authorized, SignedIn};
 use super::ApiTags;
 use crate::app::App;
-use crate::domain::{random_token, time::iso, Email, ProjectSlug, Role, Scope};
+use crate::domain::{random_token, time::iso, Email, ProjectSlug, Role};
 use crate::store::accounts::{MemberRow, ProjectRow};
 use crate::store::is_unique_violation;
 
@@ -135,10 +135,10 @@ impl ProjectsApi {
     async fn create(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
+        signed_in: SignedIn,
         body: JsonBody<CreateProject>,
     ) -> ApiResult<CreateProjectResponse> {
-        let user = app.require_user(&auth).await?;
+        let user = signed_in.user;
         let body = body.0;
         let name = body.name.unwrap_or_else(|| body.slug.clone());
         match app.db.create_project(&body.slug, &name, &user.id).await {
@@ -153,13 +153,13 @@ impl ProjectsApi {
     async fn list(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
+        signed_in: SignedIn,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<Paginated<Project>>> {
-        let user = app.require_user(&auth).await?;
+        let user = signed_in.user;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.projects_of_user(&user.id, page.skip, page.limit).await?;
         let items = rows
@@ -178,8 +178,12 @@ impl ProjectsApi {
 
     /// Get a project
     #[oai(path = "/v1/projects/:slug", method = "get", operation_id = "getProject")]
-    async fn get(&self, app: Data<&Arc<App>>, auth: Auth, slug: Path<String>) -> ApiResult<Json<Project>> {
-        let p = app.authorize(&auth, &slug, None).await?;
+    async fn get(
+        &self,
+        app: Data<&Arc<App>>,
+        p: Authorized<need::Member>,
+        #[oai(name = "slug")] _slug: Path<String>,
+    ) -> ApiResult<Json<Project>> {
         let row = app
             .db
             .project_by_slug(&p.project.slug)
@@ -193,14 +197,13 @@ impl ProjectsApi {
     async fn members(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<Paginated<Member>>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_members(&p.project.id, page.skip, page.limit).await?;
         Ok(Json(Paginated::from_rows(rows, page)))
@@ -211,11 +214,10 @@ impl ProjectsApi {
     async fn add_member(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<AddMember>,
     ) -> ApiResult<AddMemberResponse> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let body = body.0;
         let (user, password) = match app.db.user_by_email(&body.email).await? {
             Some(user) => (user, None),
@@ -254,12 +256,11 @@ impl ProjectsApi {
     async fn update_member(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         user_id: Path<String>,
         body: JsonBody<UpdateMember>,
     ) -> ApiResult<Json<Member>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         app.db
             .member(&p.project.id, &user_id)
             .await?
@@ -280,11 +281,10 @@ impl ProjectsApi {
     async fn remove_member(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         user_id: Path<String>,
     ) -> ApiResult<Json<Member>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let member = app
             .db
             .member(&p.project.id, &user_id)

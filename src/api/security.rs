@@ -4,9 +4,20 @@
 //! Outcomes, in this order: a malformed, unknown or revoked credential is 401; a key or user
 //! over its rate is 429; a project the credential does not belong to is 404 (existence is not
 //! revealed); a scope or role that does not allow the action is 403.
+//!
+//! Operations take the caller as [`Authorized`] (project routes) or [`SignedIn`] (a person) as
+//! their first parameter. poem-openapi extracts an operation's parameters in the order they are
+//! declared, so these checks run before any query parameter or body is read: the contract's
+//! order (credential → project → scope → body and query) holds for every operation by
+//! construction, and an anonymous caller never learns whether its body was valid.
 
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use poem::{Request, RequestBody};
 use poem_openapi::auth::{ApiKey, Bearer};
-use poem_openapi::SecurityScheme;
+use poem_openapi::registry::Registry;
+use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme};
 
 use super::error::{ApiError, ApiResult};
 use crate::app::App;
@@ -32,6 +43,168 @@ pub struct SessionAuth(ApiKey);
 pub enum Auth {
     ApiKey(ApiKeyAuth),
     Session(SessionAuth),
+}
+
+/// What an operation needs of its caller in the project of its path.
+pub trait Need: Send + Sync {
+    /// `None`: any member of the project.
+    const SCOPE: Option<Scope>;
+}
+
+/// The needs of operations, one type each (`Authorized<need::StreamsWrite>`).
+pub mod need {
+    use super::{Need, Scope};
+
+    macro_rules! needs {
+        ($($(#[$doc:meta])* $name:ident => $scope:expr,)*) => {
+            $($(#[$doc])* pub struct $name; impl Need for $name { const SCOPE: Option<Scope> = $scope; })*
+        };
+    }
+
+    needs! {
+        /// Any key of the project, any member.
+        Member => None,
+        StreamsRead => Some(Scope::StreamsRead),
+        StreamsWrite => Some(Scope::StreamsWrite),
+        VodRead => Some(Scope::VodRead),
+        VodWrite => Some(Scope::VodWrite),
+        WebhooksRead => Some(Scope::WebhooksRead),
+        WebhooksWrite => Some(Scope::WebhooksWrite),
+        ApiKeysRead => Some(Scope::ApiKeysRead),
+        ApiKeysWrite => Some(Scope::ApiKeysWrite),
+        /// A key holding `*`, or an admin.
+        Admin => Some(Scope::All),
+    }
+}
+
+/// The caller of a project route, authenticated, in the project of the path, allowed `N`.
+pub struct Authorized<N: Need>(pub Principal, PhantomData<N>);
+
+impl<N: Need> std::ops::Deref for Authorized<N> {
+    type Target = Principal;
+    fn deref(&self) -> &Principal {
+        &self.0
+    }
+}
+
+/// The signed-in person calling (API keys are refused with 403: they act for a project).
+pub struct SignedIn {
+    pub user: UserRow,
+    /// The raw session token of the request (its cookie).
+    pub session: String,
+}
+
+/// The app and the credential of a request (401 when there is none).
+async fn credential<'a>(request: &'a Request, body: &mut RequestBody) -> poem::Result<(&'a Arc<App>, Auth)> {
+    let app = request.data::<Arc<App>>().ok_or_else(|| ApiError::internal("the app is not attached"))?;
+    let auth = <Auth as ApiExtractor>::from_request(request, body, ExtractParamOptions::default()).await?;
+    Ok((app, auth))
+}
+
+/// Most of a refused request's body that is read (and dropped) before answering.
+const DISCARD_LIMIT: usize = 2 * super::body::MAX_JSON_BODY;
+
+/// Reads and drops what is left of a refused request's body, up to [`DISCARD_LIMIT`] and for
+/// two seconds at most, so that a client still sending it reads the answer rather than a reset
+/// connection (closing a socket with unread input resets it). Nothing of it is looked at.
+async fn discard_body(body: &mut RequestBody) {
+    use futures_util::StreamExt;
+    let Ok(body) = body.take() else { return };
+    let mut chunks = body.into_bytes_stream();
+    let drain = async {
+        let mut read = 0;
+        while let Some(Ok(chunk)) = chunks.next().await {
+            read += chunk.len();
+            if read > DISCARD_LIMIT {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drain).await;
+}
+
+/// The `<slug>` of `/v1/projects/<slug>/…` (as written; a slug has nothing to percent-encode).
+fn slug_of(request: &Request) -> &str {
+    let path = request.original_uri().path();
+    path.strip_prefix("/v1/projects/").and_then(|rest| rest.split('/').next()).unwrap_or_default()
+}
+
+impl<'a, N: Need> ApiExtractor<'a> for Authorized<N> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        <Auth as ApiExtractor>::register(registry);
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        <Auth as ApiExtractor>::security_schemes()
+    }
+
+    fn has_security_fallback() -> bool {
+        <Auth as ApiExtractor>::has_security_fallback()
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        let authorized = async {
+            let (app, auth) = credential(request, body).await?;
+            Ok(app.authorize(&auth, slug_of(request), N::SCOPE).await?)
+        }
+        .await;
+        match authorized {
+            Ok(principal) => Ok(Authorized(principal, PhantomData)),
+            Err(refused) => {
+                discard_body(body).await;
+                Err(refused)
+            }
+        }
+    }
+}
+
+impl<'a> ApiExtractor<'a> for SignedIn {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        <Auth as ApiExtractor>::register(registry);
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        <Auth as ApiExtractor>::security_schemes()
+    }
+
+    fn has_security_fallback() -> bool {
+        <Auth as ApiExtractor>::has_security_fallback()
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        let signed_in = async {
+            let (app, auth) = credential(request, body).await?;
+            match auth {
+                Auth::Session(SessionAuth(cookie)) => {
+                    Ok(SignedIn { user: app.session_user(&cookie.key).await?, session: cookie.key })
+                }
+                key => Err(app.require_user(&key).await.err().unwrap_or_else(|| {
+                    ApiError::forbidden("this endpoint needs a signed-in user, not an API key")
+                }))?,
+            }
+        }
+        .await;
+        if signed_in.is_err() {
+            discard_body(body).await;
+        }
+        signed_in
+    }
 }
 
 /// Who is calling, in which project, holding which scopes.

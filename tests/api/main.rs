@@ -11,6 +11,7 @@ mod live_hls;
 mod live_shutdown;
 mod login_flood;
 mod ops;
+mod order_of_checks;
 mod projects;
 mod receiver;
 mod rtmp;
