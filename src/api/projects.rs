@@ -13,7 +13,7 @@ use super::pagination::{PageQuery, Paginated};
 use super::security::{need, Authorized, SignedIn};
 use super::ApiTags;
 use crate::app::App;
-use crate::domain::{random_token, time::iso, Email, ProjectSlug, Role};
+use crate::domain::{random_token, time::iso, time::now_ms, ApiKeyHash, Email, ProjectSlug, Role};
 use crate::store::accounts::{MemberRow, ProjectRow};
 use crate::store::is_unique_violation;
 
@@ -72,14 +72,26 @@ impl From<MemberRow> for Member {
     }
 }
 
-/// A new member; `password` is set only when the call created the user's account.
+/// A new member; `invitation` is set only when the person has no password yet.
 #[derive(Debug, Object)]
 pub struct AddedMember {
     #[oai(flatten)]
     pub member: Member,
-    /// One-time password of a newly created account; shown in this response only.
-    pub password: Option<String>,
+    /// For a person without an account (or who has not set a password yet): the invitation to
+    /// hand them, shown in this response only. They redeem it at `POST /v1/auth/accept-invitation`.
+    pub invitation: Option<Invitation>,
 }
+
+/// A single-use invitation to set one's password, valid 7 days.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Invitation {
+    pub token: String,
+    pub expires_at: String,
+}
+
+/// How long an invitation can be redeemed (CONTRACT: Users and sessions).
+pub const INVITATION_TTL: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Body of `POST /members`.
 #[derive(Debug, Object)]
@@ -219,36 +231,57 @@ impl ProjectsApi {
         body: JsonBody<AddMember>,
     ) -> ApiResult<AddMemberResponse> {
         let body = body.0;
-        let (user, password) = match app.db.user_by_email(&body.email).await? {
-            Some(user) => (user, None),
-            None => {
-                let password = random_token(24);
-                let hash = app.passwords.hash(password.clone()).await.map_err(super::auth::gate_error)?;
-                match app.db.create_user(&body.email, &hash).await {
-                    Ok(user) => (user, Some(password)),
-                    // Created concurrently by another request: use that account.
-                    Err(e) if is_unique_violation(&e) => (
-                        app.db
-                            .user_by_email(&body.email)
-                            .await?
-                            .ok_or_else(|| ApiError::internal("user vanished"))?,
-                        None,
-                    ),
-                    Err(e) => return Err(e.into()),
-                }
-            }
+        let token = random_token(43);
+        let token_hash = ApiKeyHash::of(&token).0;
+        let expires_at = now_ms() + INVITATION_TTL.as_millis() as i64;
+        let project_id = p.project.id.clone();
+        // No account: one is created without a password, with its invitation. Nobody but the
+        // person who redeems the invitation ever knows the password.
+        let (user, invited) = match app.db.user_by_email(&body.email).await? {
+            Some(user) => (user, false),
+            None => match app
+                .db
+                .add_invited_member(&body.email, &project_id, body.role, &token_hash, expires_at)
+                .await
+            {
+                Ok(user) => (user, true),
+                // Created concurrently by another request: add that account as it is.
+                Err(e) if is_unique_violation(&e) => (
+                    app.db
+                        .user_by_email(&body.email)
+                        .await?
+                        .ok_or_else(|| ApiError::conflict("user is a member already"))?,
+                    false,
+                ),
+                Err(e) => return Err(e.into()),
+            },
         };
-        match app.db.add_member(&p.project.id, &user.id, body.role).await {
-            Ok(()) => {}
-            Err(e) if is_unique_violation(&e) => return Err(ApiError::conflict("user is a member already")),
-            Err(e) => return Err(e.into()),
+        if !invited {
+            match app.db.add_member(&project_id, &user.id, body.role).await {
+                Ok(()) => {}
+                Err(e) if is_unique_violation(&e) => {
+                    return Err(ApiError::conflict("user is a member already"))
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        // An account that has never set its password (an earlier invitation not redeemed yet)
+        // gets a fresh invitation too; an account with a password gets none.
+        let invitation = if invited || user.password_hash.is_empty() {
+            if !invited {
+                app.db.create_invitation(&token_hash, &user.id, &project_id, expires_at).await?;
+            }
+            Some(Invitation { token, expires_at: iso(expires_at) })
+        } else {
+            None
+        };
         let member = app
             .db
-            .member(&p.project.id, &user.id)
+            .member(&project_id, &user.id)
             .await?
             .ok_or_else(|| ApiError::internal("member vanished"))?;
-        Ok(AddMemberResponse::Created(Json(AddedMember { member: member.into(), password })))
+        tracing::info!(project = %p.project.slug, user_id = %user.id, invited = invitation.is_some(), "member added");
+        Ok(AddMemberResponse::Created(Json(AddedMember { member: member.into(), invitation })))
     }
 
     /// Change a member's role (admin only); the last admin cannot be demoted

@@ -10,6 +10,7 @@ mod errors;
 mod live_hls;
 mod live_shutdown;
 mod login_flood;
+mod members;
 mod ops;
 mod order_of_checks;
 mod projects;
