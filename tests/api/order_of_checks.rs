@@ -26,7 +26,11 @@ macro_rules! on_both {
     };
 }
 
-on_both!(bodies_are_read_only_after_credential_project_and_scope, queries_are_read_only_after_them_too);
+on_both!(
+    bodies_are_read_only_after_credential_project_and_scope,
+    queries_are_read_only_after_them_too,
+    a_role_is_checked_before_the_body_too,
+);
 
 async fn app(backend: Backend) -> TestApp {
     spawn_app_with(backend, |a| a.auth_failures_per_min = Some(10_000)).await
@@ -134,4 +138,41 @@ async fn queries_are_read_only_after_them_too(t: TestApp) {
     error_message(t.get_with(&url, &other).await, 404).await;
     error_message(t.get_with(&t.project_url("/webhooks?limit=x"), &no_streams).await, 403).await;
     error_message(t.get_with(&url, &t.key).await, 400).await;
+}
+
+async fn a_role_is_checked_before_the_body_too(t: TestApp) {
+    let m: Value = t
+        .post_json_with(
+            &t.project_url("/members"),
+            &t.key,
+            &json!({"email": "v@example.com", "role": "viewer"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let token = m["invitation"]["token"].as_str().expect("invitation");
+    let resp = t
+        .client
+        .post(t.url("/v1/auth/accept-invitation"))
+        .json(&json!({"token": token, "password": "viewer password"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let viewer = t.signed_in("v@example.com", "viewer password").await;
+    for body in [Body::Invalid, Body::TooLarge, Body::WrongType] {
+        let req = viewer.post(t.project_url("/streams")).header("origin", &t.base);
+        let req = match body {
+            Body::Invalid | Body::Malformed => req.json(&bad_body()),
+            Body::TooLarge => req.json(&json!({"name": "x".repeat(100 * 1024)})),
+            Body::WrongType => req.header("content-type", "text/plain").body("name=x"),
+        };
+        let msg = error_message(req.send().await.unwrap(), 403).await;
+        assert!(msg.as_str().unwrap().contains("role"), "{body:?}: {msg}");
+    }
+    // A person-only operation: an anonymous caller with a bad body is 401, a key 403.
+    let resp = t.client.post(t.url("/v1/projects")).json(&bad_body()).send().await.unwrap();
+    error_message(resp, 401).await;
+    error_message(t.post_json_with(&t.url("/v1/projects"), &t.key, &bad_body()).await, 403).await;
 }
