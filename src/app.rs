@@ -380,7 +380,7 @@ async fn guard<E: Endpoint<Output = Response>>(
     let resp = ep.call(req).await?;
     if resp.status() == StatusCode::UNAUTHORIZED {
         if let Some(ip) = ip {
-            if let Err(retry_after) = app.auth_failures.take(&ip) {
+            if let Err(retry_after) = app.auth_failures.take(&client_ip::limit_key(ip)) {
                 tracing::info!(%ip, "failed authentication; address over its limit");
                 return Ok(ApiError::too_many(retry_after).into_response());
             }

@@ -88,6 +88,18 @@ pub fn of_request(req: &Request) -> Option<IpAddr> {
         .or_else(|| req.remote_addr().as_socket_addr().map(|a| canonical_ip(a.ip())))
 }
 
+/// The key under which limits count an address: an IPv4 address as it is, an IPv6 address by
+/// its /64 (one subscriber's network), so that hopping within it does not reset the count.
+pub fn limit_key(ip: IpAddr) -> IpAddr {
+    match canonical_ip(ip) {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(prefix.into())
+        }
+        v4 => v4,
+    }
+}
+
 /// `ip`, with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as the IPv4 address it maps.
 pub fn canonical_ip(ip: IpAddr) -> IpAddr {
     match ip {
@@ -102,6 +114,14 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn limits_count_ipv6_by_its_64() {
+        assert_eq!(limit_key(ip("2001:db8:1:2:aaaa::1")), ip("2001:db8:1:2::"));
+        assert_eq!(limit_key(ip("2001:db8:1:2:bbbb::9")), ip("2001:db8:1:2::"));
+        assert_eq!(limit_key(ip("192.0.2.1")), ip("192.0.2.1"));
+        assert_eq!(limit_key(ip("::ffff:192.0.2.1")), ip("192.0.2.1"));
     }
 
     #[test]
