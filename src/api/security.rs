@@ -5,11 +5,13 @@
 //! over its rate is 429; a project the credential does not belong to is 404 (existence is not
 //! revealed); a scope or role that does not allow the action is 403.
 //!
-//! Operations take the caller as [`Authorized`] (project routes) or [`SignedIn`] (a person) as
-//! their first parameter. poem-openapi extracts an operation's parameters in the order they are
-//! declared, so these checks run before any query parameter or body is read: the contract's
-//! order (credential → project → scope → body and query) holds for every operation by
-//! construction, and an anonymous caller never learns whether its body was valid.
+//! Operations take the caller as [`Authorized`] (project routes) or [`SignedIn`] (a person),
+//! declared before their path, query and body parameters. poem-openapi extracts an operation's
+//! parameters in the order they are declared, so these checks run before any query parameter
+//! or body is read: the contract's order (credential → project → scope → body and query) holds
+//! for every operation by construction, and an anonymous caller never learns whether its body
+//! was valid. (A handler that declared its body first would break this; the API tests of
+//! `order_of_checks` would catch it on the operations they cover.)
 
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -176,3 +176,53 @@ async fn a_role_is_checked_before_the_body_too(t: TestApp) {
     error_message(resp, 401).await;
     error_message(t.post_json_with(&t.url("/v1/projects"), &t.key, &bad_body()).await, 403).await;
 }
+
+/// Every operation of the committed OpenAPI document that needs a credential: with none, and
+/// a malformed body and bad query, 401; another project's key, 404 (project routes) or 403
+/// (person-only routes); a key with only `webhooks:read`, 403 on the stream, VOD, key and member
+/// routes. So no operation reads its body or query before its caller is known and allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_checks_its_caller_before_its_input() {
+    let t = app(Backend::Sqlite).await;
+    let other = t.other_project("other").await;
+    let webhooks_only = t.create_key(&["webhooks:read"]).await;
+    let spec: Value = serde_json::from_str(include_str!("../../openapi/openapi.json")).expect("spec");
+    let mut checked = 0;
+    for (path, ops) in spec["paths"].as_object().expect("paths") {
+        for (method, op) in ops.as_object().expect("operations") {
+            if op["security"].as_array().is_none_or(|s| s.is_empty()) {
+                continue;
+            }
+            let id = op["operationId"].as_str().unwrap_or_default();
+            let concrete = path.replace("{slug}", "demo").replace("{id}", "x").replace("{user_id}", "x");
+            let has_query =
+                op["parameters"].as_array().is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
+            let url = t.url(&format!("{concrete}{}", if has_query { "?limit=abc&skip=-1" } else { "" }));
+            let method = Method::from_bytes(method.to_uppercase().as_bytes()).expect("method");
+            let request = |key: Option<&str>| {
+                let mut req = t.client.request(method.clone(), &url);
+                if let Some(key) = key {
+                    req = req.bearer_auth(key);
+                }
+                if op.get("requestBody").is_some() {
+                    req = req.header("content-type", "text/plain").body("{");
+                }
+                req.send()
+            };
+            error_message(request(None).await.expect("request"), 401).await;
+            let project_route = path.starts_with("/v1/projects/{slug}");
+            let resp = request(Some(&other)).await.expect("request");
+            assert_eq!(
+                resp.status(),
+                if project_route { 404 } else { 403 },
+                "{id} with another project's key"
+            );
+            if ["/streams", "/vod", "/api-keys", "/members"].iter().any(|r| path.contains(r)) {
+                let resp = request(Some(&webhooks_only)).await.expect("request");
+                assert_eq!(resp.status(), 403, "{id} with a key of webhooks:read only");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 35, "only {checked} operations");
+}
