@@ -5,6 +5,11 @@
 //!
 //! The flood comes through a trusted proxy (loopback) from 200 different client addresses, so
 //! the per-address limit does not shield the hashing: what bounds it is the password gate.
+//!
+//! Measured on a 2-core machine (debug build, 42 MiB idle), this same test before and after
+//! the gate: peak RSS 3801, 3816 and 3758 MiB → 128 to 131 MiB; slowest `/healthz` 892, 2940
+//! and 724 ms → 21 to 66 ms; answers 200 × 401 → 36 × 401 (4 hashing + 32 queued) and 164 ×
+//! 429 with `Retry-After`.
 
 use std::time::{Duration, Instant};
 
