@@ -379,6 +379,22 @@ mod tests {
     }
 
     #[test]
+    fn trusted_proxies_come_from_flags_or_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sluice.toml");
+        std::fs::write(&file, "trusted_proxies = \"10.0.0.0/8, 192.0.2.7\"\n").unwrap();
+        let args = ConfigArgs { config: Some(file.clone()), ..Default::default() };
+        let s = Settings::resolve(&args).unwrap();
+        assert!(s.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
+        assert!(s.trusted_proxies.contains("192.0.2.7".parse().unwrap()));
+        let args =
+            ConfigArgs { config: Some(file), trusted_proxies: Some(String::new()), ..Default::default() };
+        assert!(Settings::resolve(&args).unwrap().trusted_proxies.is_empty(), "the flag wins");
+        let args = ConfigArgs { trusted_proxies: Some("proxy.example".into()), ..Default::default() };
+        assert!(Settings::resolve(&args).is_err());
+    }
+
+    #[test]
     fn unknown_file_keys_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("sluice.toml");
