@@ -36,7 +36,7 @@ pub struct App {
     /// Per API key (and per signed-in user): sustained rate and burst of the contract.
     pub request_limiter: Limiter<String>,
     /// Per client IP: failed authentications a minute. Only failing requests are refused.
-    pub auth_failures: Limiter<IpAddr>,
+    pub auth_failures: Lockout<IpAddr>,
     /// Per e-mail address: failed sign-ins (10 in 15 minutes), then a lockout.
     pub login_failures: Lockout<String>,
     /// Every password hash and check of the server runs through it.
@@ -103,7 +103,7 @@ impl App {
                 settings.rate_limit_per_key,
                 settings.rate_limit_burst,
             )),
-            auth_failures: Limiter::new(ratelimit::per_minute(settings.auth_failures_per_min)),
+            auth_failures: Lockout::new(ratelimit::per_minute(settings.auth_failures_per_min)),
             login_failures: Lockout::new(ratelimit::per_window(
                 LOGIN_FAILURES_PER_EMAIL,
                 LOGIN_FAILURE_WINDOW,
@@ -380,7 +380,7 @@ async fn guard<E: Endpoint<Output = Response>>(
     let resp = ep.call(req).await?;
     if resp.status() == StatusCode::UNAUTHORIZED {
         if let Some(ip) = ip {
-            if let Err(retry_after) = app.auth_failures.take(&client_ip::limit_key(ip)) {
+            if let Err(retry_after) = app.auth_failures.fail(&client_ip::limit_key(ip)) {
                 tracing::info!(%ip, "failed authentication; address over its limit");
                 return Ok(ApiError::too_many(retry_after).into_response());
             }

@@ -26,6 +26,15 @@ pub enum GateError {
     Failed(String),
 }
 
+/// Whether a caller may wait for a slot. A client address over its failed-authentication limit
+/// does not: its attempts still run when a slot is free (a right password is never refused
+/// because of the address), but never ahead of other clients waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    Wait,
+    NoWait,
+}
+
 pub struct PasswordGate {
     slots: Arc<Semaphore>,
     waiting: AtomicUsize,
@@ -56,9 +65,21 @@ impl PasswordGate {
         &self,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, GateError> {
+        self.run_as(Queue::Wait, work).await
+    }
+
+    /// [`run`](Self::run), for a caller that may or may not wait in the queue. Slots freed go
+    /// to the queue first (the semaphore is fair), so callers kept out of it only get a slot
+    /// nobody waits for.
+    pub async fn run_as<T: Send + 'static>(
+        &self,
+        queue: Queue,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, GateError> {
         let slot = match self.slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
             Err(TryAcquireError::Closed) => return Err(GateError::Busy),
+            Err(TryAcquireError::NoPermits) if queue == Queue::NoWait => return Err(GateError::Busy),
             Err(TryAcquireError::NoPermits) => {
                 if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_waiting {
                     self.waiting.fetch_sub(1, Ordering::SeqCst);
@@ -84,8 +105,13 @@ impl PasswordGate {
 
     /// Whether `candidate` matches `stored`. With no usable stored hash (no such user, or one
     /// who has not set a password yet) a dummy hash is checked, so the answer costs the same.
-    pub async fn verify(&self, candidate: String, stored: Option<String>) -> Result<bool, GateError> {
-        self.run(move || password::verify_or_dummy(&candidate, stored.as_deref())).await
+    pub async fn verify(
+        &self,
+        candidate: String,
+        stored: Option<String>,
+        queue: Queue,
+    ) -> Result<bool, GateError> {
+        self.run_as(queue, move || password::verify_or_dummy(&candidate, stored.as_deref())).await
     }
 
     /// Requests waiting for a slot right now.
@@ -147,13 +173,37 @@ mod tests {
         assert_eq!(gate.run(|| 7).await, Ok(7), "free again");
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_that_may_not_wait_is_busy_while_every_slot_runs() {
+        let gate = Arc::new(PasswordGate::new(1, 8));
+        let (started, has_started) = std::sync::mpsc::channel::<()>();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = tokio::spawn({
+            let gate = gate.clone();
+            async move {
+                gate.run(move || {
+                    let _ = started.send(());
+                    let _ = released.recv_timeout(Duration::from_secs(10));
+                })
+                .await
+            }
+        });
+        let waited = tokio::task::spawn_blocking(move || has_started.recv_timeout(Duration::from_secs(10)));
+        waited.await.unwrap().expect("the slot is taken");
+        // Room in the queue, but this caller may not wait.
+        assert_eq!(gate.run_as(Queue::NoWait, || ()).await, Err(GateError::Busy));
+        release.send(()).unwrap();
+        assert_eq!(holder.await.unwrap(), Ok(()));
+        assert_eq!(gate.run_as(Queue::NoWait, || 1).await, Ok(1), "a free slot is taken");
+    }
+
     #[tokio::test]
     async fn verifies_and_spends_a_hash_on_missing_passwords() {
         let gate = PasswordGate::new(1, 1);
         let stored = gate.hash("correct horse".into()).await.unwrap();
-        assert_eq!(gate.verify("correct horse".into(), Some(stored.clone())).await, Ok(true));
-        assert_eq!(gate.verify("wrong".into(), Some(stored)).await, Ok(false));
-        assert_eq!(gate.verify("anything".into(), None).await, Ok(false));
-        assert_eq!(gate.verify("".into(), Some(String::new())).await, Ok(false));
+        assert_eq!(gate.verify("correct horse".into(), Some(stored.clone()), Queue::Wait).await, Ok(true));
+        assert_eq!(gate.verify("wrong".into(), Some(stored), Queue::NoWait).await, Ok(false));
+        assert_eq!(gate.verify("anything".into(), None, Queue::Wait).await, Ok(false));
+        assert_eq!(gate.verify("".into(), Some(String::new()), Queue::Wait).await, Ok(false));
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use poem::web::cookie::{Cookie, CookieJar, SameSite};
 use poem::web::Data;
+use poem::Request;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
@@ -14,8 +15,9 @@ use super::error::{ApiError, ApiResult};
 use super::security::{SignedIn, REFRESH_COOKIE, SESSION_COOKIE};
 use super::ApiTags;
 use crate::app::App;
+use crate::client_ip;
 use crate::domain::{new_id, random_token, time::iso, ApiKeyHash, Email};
-use crate::password_gate::{GateError, BUSY_RETRY_AFTER_SECS};
+use crate::password_gate::{GateError, Queue, BUSY_RETRY_AFTER_SECS};
 use crate::store::accounts::UserRow;
 use crate::store::sessions::RefreshOutcome;
 
@@ -66,6 +68,7 @@ impl AuthApi {
     async fn login(
         &self,
         app: Data<&Arc<App>>,
+        req: &Request,
         jar: &CookieJar,
         body: JsonBody<Login>,
     ) -> ApiResult<Json<User>> {
@@ -84,7 +87,12 @@ impl AuthApi {
         };
         // An account without a password yet (an open invitation) is checked like no account.
         let stored = user.as_ref().map(|u| u.password_hash.clone()).filter(|h| !h.is_empty());
-        let verified = app.passwords.verify(body.password, stored).await.map_err(gate_error)?;
+        // An address over its failed-auth limit is still heard (a right password is never
+        // refused for its address) but does not queue for hashing ahead of anyone else.
+        let limited = client_ip::of_request(req)
+            .is_some_and(|ip| app.auth_failures.locked(&client_ip::limit_key(ip)).is_some());
+        let queue = if limited { Queue::NoWait } else { Queue::Wait };
+        let verified = app.passwords.verify(body.password, stored, queue).await.map_err(gate_error)?;
         let Some(user) = user.filter(|_| verified) else {
             if let Err(retry_after) = app.login_failures.fail(&bucket) {
                 tracing::info!("sign-in failures over the limit for one e-mail address; locked out");

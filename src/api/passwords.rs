@@ -17,6 +17,7 @@ use super::security::{SignedIn, REFRESH_COOKIE};
 use super::ApiTags;
 use crate::app::App;
 use crate::domain::ApiKeyHash;
+use crate::password_gate::Queue;
 use crate::store::invitations::Accepted;
 
 /// Lengths a new password may have, in characters.
@@ -103,7 +104,7 @@ impl PasswordsApi {
             return Err(ApiError::too_many(retry_after));
         }
         let stored = Some(me.user.password_hash.clone()).filter(|h| !h.is_empty());
-        if !app.passwords.verify(body.current_password, stored).await.map_err(gate_error)? {
+        if !app.passwords.verify(body.current_password, stored, Queue::Wait).await.map_err(gate_error)? {
             app.login_failures.fail(&bucket).map_err(ApiError::too_many)?;
             return Err(ApiError::forbidden("the current password is wrong"));
         }

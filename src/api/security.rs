@@ -103,28 +103,6 @@ async fn credential<'a>(request: &'a Request, body: &mut RequestBody) -> poem::R
     Ok((app, auth))
 }
 
-/// Most of a refused request's body that is read (and dropped) before answering.
-const DISCARD_LIMIT: usize = 2 * super::body::MAX_JSON_BODY;
-
-/// Reads and drops what is left of a refused request's body, up to [`DISCARD_LIMIT`] and for
-/// two seconds at most, so that a client still sending it reads the answer rather than a reset
-/// connection (closing a socket with unread input resets it). Nothing of it is looked at.
-async fn discard_body(body: &mut RequestBody) {
-    use futures_util::StreamExt;
-    let Ok(body) = body.take() else { return };
-    let mut chunks = body.into_bytes_stream();
-    let drain = async {
-        let mut read = 0;
-        while let Some(Ok(chunk)) = chunks.next().await {
-            read += chunk.len();
-            if read > DISCARD_LIMIT {
-                break;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drain).await;
-}
-
 /// The `<slug>` of `/v1/projects/<slug>/…` (as written; a slug has nothing to percent-encode).
 fn slug_of(request: &Request) -> &str {
     let path = request.original_uri().path();
@@ -161,7 +139,7 @@ impl<'a, N: Need> ApiExtractor<'a> for Authorized<N> {
         match authorized {
             Ok(principal) => Ok(Authorized(principal, PhantomData)),
             Err(refused) => {
-                discard_body(body).await;
+                super::body::discard(body).await;
                 Err(refused)
             }
         }
@@ -203,7 +181,7 @@ impl<'a> ApiExtractor<'a> for SignedIn {
         }
         .await;
         if signed_in.is_err() {
-            discard_body(body).await;
+            super::body::discard(body).await;
         }
         signed_in
     }
