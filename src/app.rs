@@ -16,21 +16,31 @@ use tokio::sync::Notify;
 
 use crate::api::error::{to_json_error, ApiError};
 use crate::api::security::SESSION_COOKIE;
+use crate::client_ip::{self, ClientIp};
 use crate::config::{Mode, Settings};
 use crate::events::sender::Sender;
 use crate::events::Event;
 use crate::metrics::Metrics;
-use crate::ratelimit::RateLimiter;
+use crate::password_gate::PasswordGate;
+use crate::ratelimit::{self, Limiter, Lockout};
 use crate::store::Db;
+
+/// Failed sign-ins allowed per e-mail address within [`LOGIN_FAILURE_WINDOW`] (CONTRACT: Conventions).
+pub const LOGIN_FAILURES_PER_EMAIL: u32 = 10;
+pub const LOGIN_FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
 
 /// Everything a request handler or background worker needs.
 pub struct App {
     pub settings: Settings,
     pub db: Db,
     /// Per API key (and per signed-in user): sustained rate and burst of the contract.
-    pub request_limiter: RateLimiter,
-    /// Per client IP: failed authentications a minute.
-    pub auth_failures: RateLimiter,
+    pub request_limiter: Limiter<String>,
+    /// Per client IP: failed authentications a minute. Only failing requests are refused.
+    pub auth_failures: Lockout<IpAddr>,
+    /// Per e-mail address: failed sign-ins (10 in 15 minutes), then a lockout.
+    pub login_failures: Lockout<String>,
+    /// Every password hash and check of the server runs through it.
+    pub passwords: PasswordGate,
     pub metrics: Metrics,
     /// When each key's `lastUsedAt` was last written by this process.
     pub(crate) key_uses: Mutex<HashMap<String, i64>>,
@@ -93,11 +103,16 @@ impl App {
             adobe_challenges: Default::default(),
             rtmp_bound: std::sync::OnceLock::new(),
             http_bound: std::sync::OnceLock::new(),
-            request_limiter: RateLimiter::new(settings.rate_limit_per_key, settings.rate_limit_burst),
-            auth_failures: RateLimiter::new(
-                f64::from(settings.auth_failures_per_min) / 60.0,
-                settings.auth_failures_per_min,
-            ),
+            request_limiter: Limiter::new(ratelimit::per_second(
+                settings.rate_limit_per_key,
+                settings.rate_limit_burst,
+            )),
+            auth_failures: Lockout::new(ratelimit::per_minute(settings.auth_failures_per_min)),
+            login_failures: Lockout::new(ratelimit::per_window(
+                LOGIN_FAILURES_PER_EMAIL,
+                LOGIN_FAILURE_WINDOW,
+            )),
+            passwords: PasswordGate::for_this_machine(),
             metrics: Metrics::new(),
             key_uses: Mutex::new(HashMap::new()),
             settings,
@@ -221,6 +236,7 @@ impl App {
         let _ = self.http_bound.set(addr);
         let routes = self.routes();
         self.spawn_housekeeping();
+        self.spawn_limiter_sweeps();
         let orphans =
             self.end_orphaned_pushes().await.context("ending pushes left open by a previous run")?;
         if orphans > 0 {
@@ -251,6 +267,21 @@ impl App {
         )?;
         tokio::spawn(Arc::new(sender).run());
         Ok(())
+    }
+
+    /// Forgets rate-limit state that has lapsed, so a flood of keys or addresses does not stay.
+    fn spawn_limiter_sweeps(self: &Arc<Self>) {
+        let app = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(30));
+            loop {
+                tick.tick().await;
+                let Some(app) = app.upgrade() else { return };
+                app.request_limiter.sweep();
+                app.auth_failures.sweep();
+                app.login_failures.sweep();
+            }
+        });
     }
 
     fn spawn_housekeeping(self: &Arc<Self>) {
@@ -333,21 +364,10 @@ pub fn master_key(settings: &Settings) -> anyhow::Result<crate::domain::content_
     }
 }
 
-/// The address of the connection's peer (an IPv4 client on a dual-stack socket as IPv4).
-pub(crate) fn client_ip(req: &Request) -> Option<IpAddr> {
-    req.remote_addr().as_socket_addr().map(|a| canonical_ip(a.ip()))
-}
-
-/// `ip`, with an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`) as the IPv4 address it maps.
-pub(crate) fn canonical_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// Cross-cutting rules of `/v1`: a client IP that failed authentication too often gets 429 for
-/// a while; mutating requests authenticated by cookie must come from our own origin (CSRF).
+/// Cross-cutting rules of `/v1`: mutating requests authenticated by cookie must come from our
+/// own origin (CSRF); failed authentications are counted per client IP, and past the limit a
+/// failing request gets 429 in place of its 401 (CONTRACT: Conventions). A request whose
+/// credential is valid is never refused by that limit, whatever its address did before.
 async fn guard<E: Endpoint<Output = Response>>(
     app: Arc<App>,
     ep: Arc<E>,
@@ -356,17 +376,19 @@ async fn guard<E: Endpoint<Output = Response>>(
     if !req.uri().path().starts_with("/v1/") {
         return ep.call(req).await;
     }
-    let ip = client_ip(&req).map(|ip| ip.to_string()).unwrap_or_default();
-    if let Some(retry_after) = app.auth_failures.exhausted(&ip) {
-        return Ok(ApiError::too_many(retry_after).into_response());
-    }
     if let Some(refusal) = csrf_refusal(&app.settings, &req) {
         return Ok(ApiError::forbidden(refusal).into_response());
     }
+    let ip = client_ip::of_request(&req);
     let resp = ep.call(req).await?;
     if resp.status() == StatusCode::UNAUTHORIZED {
-        app.auth_failures.record(&ip);
-        tracing::info!(%ip, "failed authentication");
+        if let Some(ip) = ip {
+            if let Err(retry_after) = app.auth_failures.fail(&client_ip::limit_key(ip)) {
+                tracing::info!(%ip, "failed authentication; address over its limit");
+                return Ok(ApiError::too_many(retry_after).into_response());
+            }
+            tracing::info!(%ip, "failed authentication");
+        }
     }
     Ok(resp)
 }
@@ -423,16 +445,32 @@ fn same_origin(settings: &Settings, req: &Request, origin: &str) -> bool {
             || origin == format!("https://{}", host.to_ascii_lowercase()))
 }
 
+/// The outermost layer: resolves the client address once (proxy-aware) for every layer and
+/// handler below, and records the request in the metrics and the request log.
 async fn observe<E: Endpoint<Output = Response>>(
     app: Arc<App>,
     ep: Arc<E>,
-    req: Request,
+    mut req: Request,
 ) -> poem::Result<Response> {
     let started = Instant::now();
+    let ip = app.settings.trusted_proxies.resolve(&req);
+    if let Some(ip) = ip {
+        req.extensions_mut().insert(ClientIp(ip));
+    }
     let method = req.method().to_string();
     let path = req.uri().path().to_string();
     let resp = ep.call(req).await?;
-    app.metrics.observe(&method, &path, resp.status().as_u16(), started.elapsed().as_secs_f64());
+    let status = resp.status().as_u16();
+    let seconds = started.elapsed().as_secs_f64();
+    app.metrics.observe(&method, &path, status, seconds);
+    tracing::debug!(
+        client_ip = %ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        %method,
+        route = %crate::metrics::route_of(&path),
+        status,
+        ms = (seconds * 1000.0).round() as u64,
+        "request"
+    );
     Ok(resp)
 }
 

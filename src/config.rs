@@ -12,6 +12,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use serde::Deserialize;
 
+use crate::client_ip::TrustedProxies;
+
 /// Flags shared by every subcommand. Each one can also be set by its environment variable.
 #[derive(Args, Debug, Default, Clone)]
 pub struct ConfigArgs {
@@ -63,6 +65,9 @@ pub struct ConfigArgs {
     /// Failed authentications allowed per client IP and minute.
     #[arg(long, global = true, env = "SLUICE_AUTH_FAILURES_PER_MIN")]
     pub auth_failures_per_min: Option<u32>,
+    /// Comma-separated IPs/CIDRs of reverse proxies whose `X-Forwarded-For` is believed.
+    #[arg(long, global = true, env = "SLUICE_TRUSTED_PROXIES")]
+    pub trusted_proxies: Option<String>,
     /// Seconds without a push after which a stream is disabled (`no_input`); 0 = never.
     #[arg(long, global = true, env = "SLUICE_STREAM_IDLE_DISABLE")]
     pub stream_idle_disable: Option<u64>,
@@ -127,6 +132,7 @@ struct FileConfig {
     rate_limit_per_key: Option<f64>,
     rate_limit_burst: Option<u32>,
     auth_failures_per_min: Option<u32>,
+    trusted_proxies: Option<String>,
     stream_idle_disable: Option<u64>,
     llhls_part_ms: Option<u32>,
     llhls_segment_ms: Option<u32>,
@@ -155,6 +161,8 @@ pub struct Settings {
     pub rate_limit_per_key: f64,
     pub rate_limit_burst: u32,
     pub auth_failures_per_min: u32,
+    /// Only from these peers is `X-Forwarded-For` believed.
+    pub trusted_proxies: TrustedProxies,
     /// Seconds without a push before a stream is disabled with `no_input`; 0 = never.
     pub stream_idle_disable: u64,
     pub llhls_part_ms: u32,
@@ -183,6 +191,7 @@ impl fmt::Debug for Settings {
             .field("rate_limit_per_key", &self.rate_limit_per_key)
             .field("rate_limit_burst", &self.rate_limit_burst)
             .field("auth_failures_per_min", &self.auth_failures_per_min)
+            .field("trusted_proxies", &self.trusted_proxies)
             .field("stream_idle_disable", &self.stream_idle_disable)
             .field("llhls_part_ms", &self.llhls_part_ms)
             .field("llhls_segment_ms", &self.llhls_segment_ms)
@@ -235,6 +244,10 @@ impl Settings {
             rate_limit_per_key: pick(args.rate_limit_per_key, file.rate_limit_per_key, 50.0),
             rate_limit_burst: pick(args.rate_limit_burst, file.rate_limit_burst, 100),
             auth_failures_per_min: pick(args.auth_failures_per_min, file.auth_failures_per_min, 20),
+            trusted_proxies: TrustedProxies::parse(
+                &args.trusted_proxies.clone().or(file.trusted_proxies).unwrap_or_default(),
+            )
+            .map_err(|e| anyhow::anyhow!("trusted proxies: {e}"))?,
             stream_idle_disable: pick(args.stream_idle_disable, file.stream_idle_disable, 30 * 24 * 3600),
             llhls_part_ms: pick(args.llhls_part_ms, file.llhls_part_ms, DEFAULT_PART_MS),
             llhls_segment_ms: pick(args.llhls_segment_ms, file.llhls_segment_ms, DEFAULT_SEGMENT_MS),
@@ -374,6 +387,22 @@ mod tests {
         assert_eq!(s.playback_base, "http://127.0.0.1:9000/play");
         assert!(s.database_url.ends_with("/sluice.db"));
         assert_eq!(s.rate_limit_burst, 100);
+    }
+
+    #[test]
+    fn trusted_proxies_come_from_flags_or_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sluice.toml");
+        std::fs::write(&file, "trusted_proxies = \"10.0.0.0/8, 192.0.2.7\"\n").unwrap();
+        let args = ConfigArgs { config: Some(file.clone()), ..Default::default() };
+        let s = Settings::resolve(&args).unwrap();
+        assert!(s.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
+        assert!(s.trusted_proxies.contains("192.0.2.7".parse().unwrap()));
+        let args =
+            ConfigArgs { config: Some(file), trusted_proxies: Some(String::new()), ..Default::default() };
+        assert!(Settings::resolve(&args).unwrap().trusted_proxies.is_empty(), "the flag wins");
+        let args = ConfigArgs { trusted_proxies: Some("proxy.example".into()), ..Default::default() };
+        assert!(Settings::resolve(&args).is_err());
     }
 
     #[test]

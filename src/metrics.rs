@@ -65,7 +65,7 @@ pub fn route_of(path: &str) -> String {
         "redeliver",
         "test",
     ];
-    const WORDS: [&str; 14] = [
+    const WORDS: [&str; 16] = [
         "v1",
         "play",
         "upload",
@@ -75,6 +75,8 @@ pub fn route_of(path: &str) -> String {
         "refresh",
         "logout",
         "me",
+        "accept-invitation",
+        "password",
         "openapi.json",
         "healthz",
         "readyz",
@@ -136,6 +138,7 @@ mod tests {
         assert_eq!(route_of("/docs/swagger.js"), "/docs");
         assert_eq!(route_of("/v1/random-1234"), "/v1/*");
         assert_eq!(route_of("/v1/auth/login"), "/v1/auth/login");
+        assert_eq!(route_of("/v1/auth/accept-invitation"), "/v1/auth/accept-invitation");
         assert_eq!(route_of("/v1/projects/demo/webhooks/abc/test"), "/v1/projects/:slug/webhooks/:id/test");
         assert_eq!(route_of(&"/v1/x".repeat(50)).matches('/').count(), 8, "depth is capped");
     }

@@ -10,7 +10,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::pagination::{PageQuery, Paginated};
-use super::security::Auth;
+use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
 use crate::domain::api_key::RawApiKey;
@@ -96,11 +96,9 @@ impl ApiKeysApi {
     #[oai(path = "/v1/projects/:slug/api-keys/scopes", method = "get", operation_id = "listScopes")]
     async fn scopes(
         &self,
-        app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        _p: Authorized<need::ApiKeysRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
     ) -> ApiResult<Json<ScopeList>> {
-        app.authorize(&auth, &slug, Some(Scope::ApiKeysRead)).await?;
         Ok(Json(ScopeList { scopes: Scope::ALL.to_vec() }))
     }
 
@@ -109,14 +107,13 @@ impl ApiKeysApi {
     async fn list(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::ApiKeysRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<Paginated<ApiKeyRecord>>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::ApiKeysRead)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_api_keys(&p.project.id, page.skip, page.limit).await?;
         Ok(Json(Paginated::from_rows(rows, page)))
@@ -127,11 +124,10 @@ impl ApiKeysApi {
     async fn create(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::ApiKeysWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateApiKey>,
     ) -> ApiResult<CreateApiKeyResponse> {
-        let p = app.authorize(&auth, &slug, Some(Scope::ApiKeysWrite)).await?;
         let body = body.0;
         let wanted = ScopeSet::new(body.scopes.unwrap_or_else(|| vec![Scope::All]));
         if !p.scopes.covers(&wanted) {
@@ -160,11 +156,10 @@ impl ApiKeysApi {
     async fn revoke(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::ApiKeysWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<ApiKeyRecord>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::ApiKeysWrite)).await?;
         let row = app
             .db
             .revoke_api_key(&p.project.id, &id)

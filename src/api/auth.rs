@@ -6,15 +6,18 @@ use std::time::Duration;
 
 use poem::web::cookie::{Cookie, CookieJar, SameSite};
 use poem::web::Data;
+use poem::Request;
 use poem_openapi::payload::Json;
 use poem_openapi::{Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::security::{Auth, REFRESH_COOKIE, SESSION_COOKIE};
+use super::security::{SignedIn, REFRESH_COOKIE, SESSION_COOKIE};
 use super::ApiTags;
 use crate::app::App;
-use crate::domain::{new_id, password, random_token, time::iso, ApiKeyHash, Email};
+use crate::client_ip;
+use crate::domain::{new_id, random_token, time::iso, ApiKeyHash, Email};
+use crate::password_gate::{GateError, Queue, BUSY_RETRY_AFTER_SECS};
 use crate::store::accounts::UserRow;
 use crate::store::sessions::RefreshOutcome;
 
@@ -65,19 +68,36 @@ impl AuthApi {
     async fn login(
         &self,
         app: Data<&Arc<App>>,
+        req: &Request,
         jar: &CookieJar,
         body: JsonBody<Login>,
     ) -> ApiResult<Json<User>> {
         let body = body.0;
-        let user = match Email::parse(&body.email) {
-            Ok(email) => app.db.user_by_email(email.as_str()).await?,
+        // Failures count per e-mail address; past the limit the address is locked out for a
+        // while and attempts are refused before any hashing, right password or not, so that
+        // guessing one account's password is slow whatever the number of client addresses.
+        let email = Email::parse(&body.email).map(|e| e.as_str().to_string());
+        let bucket = email.clone().unwrap_or_else(|_| body.email.to_lowercase());
+        if let Some(retry_after) = app.login_failures.locked(&bucket) {
+            return Err(ApiError::too_many(retry_after));
+        }
+        let user = match &email {
+            Ok(email) => app.db.user_by_email(email).await?,
             Err(_) => None,
         };
-        let stored = user.as_ref().map(|u| u.password_hash.clone());
-        if !password::verify_async(body.password, stored).await {
-            return Err(ApiError::unauthorized("invalid e-mail or password"));
-        }
-        let Some(user) = user else {
+        // An account without a password yet (an open invitation) is checked like no account.
+        let stored = user.as_ref().map(|u| u.password_hash.clone()).filter(|h| !h.is_empty());
+        // An address over its failed-auth limit is still heard (a right password is never
+        // refused for its address) but does not queue for hashing ahead of anyone else.
+        let limited = client_ip::of_request(req)
+            .is_some_and(|ip| app.auth_failures.locked(&client_ip::limit_key(ip)).is_some());
+        let queue = if limited { Queue::NoWait } else { Queue::Wait };
+        let verified = app.passwords.verify(body.password, stored, queue).await.map_err(gate_error)?;
+        let Some(user) = user.filter(|_| verified) else {
+            if let Err(retry_after) = app.login_failures.fail(&bucket) {
+                tracing::info!("sign-in failures over the limit for one e-mail address; locked out");
+                return Err(ApiError::too_many(retry_after));
+            }
             return Err(ApiError::unauthorized("invalid e-mail or password"));
         };
         AuthApi::issue(&app, jar, &user.id, &new_id()).await?;
@@ -134,8 +154,16 @@ impl AuthApi {
 
     /// The signed-in user
     #[oai(path = "/v1/auth/me", method = "get", operation_id = "me")]
-    async fn me(&self, app: Data<&Arc<App>>, auth: Auth) -> ApiResult<Json<User>> {
-        Ok(Json(app.require_user(&auth).await?.into()))
+    async fn me(&self, signed_in: SignedIn) -> ApiResult<Json<User>> {
+        Ok(Json(signed_in.user.into()))
+    }
+}
+
+/// The password gate's refusal: 429 when busy, 500 when hashing itself failed.
+pub(crate) fn gate_error(err: GateError) -> ApiError {
+    match err {
+        GateError::Busy => ApiError::too_many(BUSY_RETRY_AFTER_SECS),
+        GateError::Failed(detail) => ApiError::internal(detail),
     }
 }
 

@@ -51,15 +51,49 @@ impl<T: FromJsonBody + Send> ParsePayload for JsonBody<T> {
     const IS_REQUIRED: bool = true;
 
     async fn from_request(_request: &Request, body: &mut RequestBody) -> poem::Result<Self> {
-        let body = body.take()?;
-        let bytes = body.into_bytes_limit(MAX_JSON_BODY).await.map_err(|e| match e {
-            poem::error::ReadBodyError::PayloadTooLarge => {
-                ApiError::too_large(format!("request body exceeds {MAX_JSON_BODY} bytes"))
+        use futures_util::StreamExt;
+        let mut chunks = body.take()?.into_bytes_stream();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = chunks.next().await {
+            let chunk =
+                chunk.map_err(|e| ApiError::bad_request(vec![format!("body could not be read: {e}")]))?;
+            if bytes.len() + chunk.len() > MAX_JSON_BODY {
+                drain(chunks, bytes.len() + chunk.len()).await;
+                return Err(ApiError::too_large(format!("request body exceeds {MAX_JSON_BODY} bytes")).into());
             }
-            other => ApiError::bad_request(vec![format!("body could not be read: {other}")]),
-        })?;
+            bytes.extend_from_slice(&chunk);
+        }
         Ok(JsonBody(parse_body::<T>(&bytes)?))
     }
+}
+
+/// Most of a refused request's body that is read (and dropped) before answering.
+const DISCARD_LIMIT: usize = 2 * MAX_JSON_BODY;
+
+/// Reads and drops what is left of a refused request's body (refused for its caller, or for its
+/// size), up to [`DISCARD_LIMIT`] in all and for two seconds at most, so that a client still
+/// sending it reads the answer rather than a reset connection (closing a socket with unread
+/// input resets it). Nothing of it is looked at.
+pub(crate) async fn discard(body: &mut RequestBody) {
+    if let Ok(body) = body.take() {
+        drain(body.into_bytes_stream(), 0).await;
+    }
+}
+
+async fn drain<S, E>(mut chunks: S, mut read: usize)
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+{
+    use futures_util::StreamExt;
+    let drain = async {
+        while read <= DISCARD_LIMIT {
+            match chunks.next().await {
+                Some(Ok(chunk)) => read += chunk.len(),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), drain).await;
 }
 
 impl_apirequest_for_payload!(JsonBody<T>, T: FromJsonBody + Send + Type);

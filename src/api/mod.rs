@@ -7,6 +7,7 @@ pub mod body;
 pub mod error;
 pub mod outgoing;
 pub mod pagination;
+pub mod passwords;
 pub mod playback;
 pub mod projects;
 pub mod security;
@@ -36,6 +37,7 @@ pub enum ApiTags {
 
 pub type Apis = (
     auth::AuthApi,
+    passwords::PasswordsApi,
     projects::ProjectsApi,
     api_keys::ApiKeysApi,
     streams::StreamsApi,
@@ -56,6 +58,7 @@ pub fn service() -> Service {
     OpenApiService::new(
         (
             auth::AuthApi,
+            passwords::PasswordsApi,
             projects::ProjectsApi,
             api_keys::ApiKeysApi,
             streams::StreamsApi,

@@ -13,15 +13,15 @@ use poem_openapi::{Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::security::Auth;
+use super::security::{need, Authorized};
 use super::streams::{move_error, stream_not_found, Stream};
 use super::vod::{vod_not_found, Vod};
 use super::ApiTags;
-use crate::app::{canonical_ip, App};
+use crate::app::App;
+use crate::client_ip::canonical_ip;
 use crate::domain::stream::{DisabledReason, MoveError};
 use crate::domain::time::now_ms;
 use crate::domain::vod::VodStatus;
-use crate::domain::Scope;
 use crate::playback::rewrite::with_token as signed;
 use crate::playback::token::Claims;
 use crate::playback::Resource;
@@ -140,12 +140,11 @@ impl PlaybackApi {
     async fn stream_switch(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
         body: JsonBody<SignedPlaybackSwitch>,
     ) -> ApiResult<Json<Stream>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
         if row.state().reason == Some(DisabledReason::Deleted) {
@@ -174,12 +173,11 @@ impl PlaybackApi {
     async fn stream_ticket(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
         body: JsonBody<TicketRequest>,
     ) -> ApiResult<Json<StreamTicket>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsRead)).await?;
         let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
         if row.state().reason == Some(DisabledReason::Deleted) {
             return Err(move_error(MoveError::Deleted));
@@ -206,12 +204,11 @@ impl PlaybackApi {
     async fn vod_switch(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
         body: JsonBody<SignedPlaybackSwitch>,
     ) -> ApiResult<Json<Vod>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         row.signed_playback = i64::from(body.0.enabled);
@@ -235,12 +232,11 @@ impl PlaybackApi {
     async fn vod_ticket(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
         body: JsonBody<TicketRequest>,
     ) -> ApiResult<Json<VodTicket>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodRead)).await?;
         let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         if row.status() != VodStatus::Complete || row.archived_at.is_some() {
             return Err(ApiError::conflict("the VOD does not play: it is not complete, or it is archived"));

@@ -10,10 +10,10 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::pagination::{PageQuery, Paginated};
-use super::security::Auth;
+use super::security::{need, Authorized, SignedIn};
 use super::ApiTags;
 use crate::app::App;
-use crate::domain::{password, random_token, time::iso, Email, ProjectSlug, Role, Scope};
+use crate::domain::{random_token, time::iso, time::now_ms, ApiKeyHash, Email, ProjectSlug, Role};
 use crate::store::accounts::{MemberRow, ProjectRow};
 use crate::store::is_unique_violation;
 
@@ -72,14 +72,26 @@ impl From<MemberRow> for Member {
     }
 }
 
-/// A new member; `password` is set only when the call created the user's account.
+/// A new member; `invitation` is set only when the person has no password yet.
 #[derive(Debug, Object)]
 pub struct AddedMember {
     #[oai(flatten)]
     pub member: Member,
-    /// One-time password of a newly created account; shown in this response only.
-    pub password: Option<String>,
+    /// For a person without an account (or who has not set a password yet): the invitation to
+    /// hand them, shown in this response only. They redeem it at `POST /v1/auth/accept-invitation`.
+    pub invitation: Option<Invitation>,
 }
+
+/// A single-use invitation to set one's password, valid 7 days.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct Invitation {
+    pub token: String,
+    pub expires_at: String,
+}
+
+/// How long an invitation can be redeemed (CONTRACT: Users and sessions).
+pub const INVITATION_TTL: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Body of `POST /members`.
 #[derive(Debug, Object)]
@@ -135,10 +147,10 @@ impl ProjectsApi {
     async fn create(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
+        signed_in: SignedIn,
         body: JsonBody<CreateProject>,
     ) -> ApiResult<CreateProjectResponse> {
-        let user = app.require_user(&auth).await?;
+        let user = signed_in.user;
         let body = body.0;
         let name = body.name.unwrap_or_else(|| body.slug.clone());
         match app.db.create_project(&body.slug, &name, &user.id).await {
@@ -153,13 +165,13 @@ impl ProjectsApi {
     async fn list(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
+        signed_in: SignedIn,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<Paginated<Project>>> {
-        let user = app.require_user(&auth).await?;
+        let user = signed_in.user;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.projects_of_user(&user.id, page.skip, page.limit).await?;
         let items = rows
@@ -178,8 +190,12 @@ impl ProjectsApi {
 
     /// Get a project
     #[oai(path = "/v1/projects/:slug", method = "get", operation_id = "getProject")]
-    async fn get(&self, app: Data<&Arc<App>>, auth: Auth, slug: Path<String>) -> ApiResult<Json<Project>> {
-        let p = app.authorize(&auth, &slug, None).await?;
+    async fn get(
+        &self,
+        app: Data<&Arc<App>>,
+        p: Authorized<need::Member>,
+        #[oai(name = "slug")] _slug: Path<String>,
+    ) -> ApiResult<Json<Project>> {
         let row = app
             .db
             .project_by_slug(&p.project.slug)
@@ -193,14 +209,13 @@ impl ProjectsApi {
     async fn members(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<Paginated<Member>>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_members(&p.project.id, page.skip, page.limit).await?;
         Ok(Json(Paginated::from_rows(rows, page)))
@@ -211,42 +226,62 @@ impl ProjectsApi {
     async fn add_member(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<AddMember>,
     ) -> ApiResult<AddMemberResponse> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let body = body.0;
-        let (user, password) = match app.db.user_by_email(&body.email).await? {
-            Some(user) => (user, None),
-            None => {
-                let password = random_token(24);
-                let hash = password::hash_async(password.clone()).await.map_err(ApiError::internal)?;
-                match app.db.create_user(&body.email, &hash).await {
-                    Ok(user) => (user, Some(password)),
-                    // Created concurrently by another request: use that account.
-                    Err(e) if is_unique_violation(&e) => (
-                        app.db
-                            .user_by_email(&body.email)
-                            .await?
-                            .ok_or_else(|| ApiError::internal("user vanished"))?,
-                        None,
-                    ),
-                    Err(e) => return Err(e.into()),
-                }
-            }
+        let token = random_token(43);
+        let token_hash = ApiKeyHash::of(&token).0;
+        let expires_at = now_ms() + INVITATION_TTL.as_millis() as i64;
+        let project_id = p.project.id.clone();
+        // No account: one is created without a password, with its invitation. Nobody but the
+        // person who redeems the invitation ever knows the password.
+        let (user, invited) = match app.db.user_by_email(&body.email).await? {
+            Some(user) => (user, false),
+            None => match app
+                .db
+                .add_invited_member(&body.email, &project_id, body.role, &token_hash, expires_at)
+                .await
+            {
+                Ok(user) => (user, true),
+                // Created concurrently by another request: add that account as it is.
+                Err(e) if is_unique_violation(&e) => (
+                    app.db
+                        .user_by_email(&body.email)
+                        .await?
+                        .ok_or_else(|| ApiError::conflict("user is a member already"))?,
+                    false,
+                ),
+                Err(e) => return Err(e.into()),
+            },
         };
-        match app.db.add_member(&p.project.id, &user.id, body.role).await {
-            Ok(()) => {}
-            Err(e) if is_unique_violation(&e) => return Err(ApiError::conflict("user is a member already")),
-            Err(e) => return Err(e.into()),
+        if !invited {
+            match app.db.add_member(&project_id, &user.id, body.role).await {
+                Ok(()) => {}
+                Err(e) if is_unique_violation(&e) => {
+                    return Err(ApiError::conflict("user is a member already"))
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
+        // An account that has never set its password (an earlier invitation not redeemed yet)
+        // gets a fresh invitation too; an account with a password gets none.
+        let invitation = if invited || user.password_hash.is_empty() {
+            if !invited {
+                app.db.create_invitation(&token_hash, &user.id, &project_id, expires_at).await?;
+            }
+            Some(Invitation { token, expires_at: iso(expires_at) })
+        } else {
+            None
+        };
         let member = app
             .db
-            .member(&p.project.id, &user.id)
+            .member(&project_id, &user.id)
             .await?
             .ok_or_else(|| ApiError::internal("member vanished"))?;
-        Ok(AddMemberResponse::Created(Json(AddedMember { member: member.into(), password })))
+        tracing::info!(project = %p.project.slug, user_id = %user.id, invited = invitation.is_some(), "member added");
+        Ok(AddMemberResponse::Created(Json(AddedMember { member: member.into(), invitation })))
     }
 
     /// Change a member's role (admin only); the last admin cannot be demoted
@@ -254,12 +289,11 @@ impl ProjectsApi {
     async fn update_member(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         user_id: Path<String>,
         body: JsonBody<UpdateMember>,
     ) -> ApiResult<Json<Member>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         app.db
             .member(&p.project.id, &user_id)
             .await?
@@ -280,11 +314,10 @@ impl ProjectsApi {
     async fn remove_member(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::Admin>,
+        #[oai(name = "slug")] _slug: Path<String>,
         user_id: Path<String>,
     ) -> ApiResult<Json<Member>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::All)).await?;
         let member = app
             .db
             .member(&p.project.id, &user_id)

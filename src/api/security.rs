@@ -4,9 +4,22 @@
 //! Outcomes, in this order: a malformed, unknown or revoked credential is 401; a key or user
 //! over its rate is 429; a project the credential does not belong to is 404 (existence is not
 //! revealed); a scope or role that does not allow the action is 403.
+//!
+//! Operations take the caller as [`Authorized`] (project routes) or [`SignedIn`] (a person),
+//! declared before their path, query and body parameters. poem-openapi extracts an operation's
+//! parameters in the order they are declared, so these checks run before any query parameter
+//! or body is read: the contract's order (credential → project → scope → body and query) holds
+//! for every operation by construction, and an anonymous caller never learns whether its body
+//! was valid. (A handler that declared its body first would break this; the API tests of
+//! `order_of_checks` would catch it on the operations they cover.)
 
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use poem::{Request, RequestBody};
 use poem_openapi::auth::{ApiKey, Bearer};
-use poem_openapi::SecurityScheme;
+use poem_openapi::registry::Registry;
+use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme};
 
 use super::error::{ApiError, ApiResult};
 use crate::app::App;
@@ -32,6 +45,146 @@ pub struct SessionAuth(ApiKey);
 pub enum Auth {
     ApiKey(ApiKeyAuth),
     Session(SessionAuth),
+}
+
+/// What an operation needs of its caller in the project of its path.
+pub trait Need: Send + Sync {
+    /// `None`: any member of the project.
+    const SCOPE: Option<Scope>;
+}
+
+/// The needs of operations, one type each (`Authorized<need::StreamsWrite>`).
+pub mod need {
+    use super::{Need, Scope};
+
+    macro_rules! needs {
+        ($($(#[$doc:meta])* $name:ident => $scope:expr,)*) => {
+            $($(#[$doc])* pub struct $name; impl Need for $name { const SCOPE: Option<Scope> = $scope; })*
+        };
+    }
+
+    needs! {
+        /// Any key of the project, any member.
+        Member => None,
+        StreamsRead => Some(Scope::StreamsRead),
+        StreamsWrite => Some(Scope::StreamsWrite),
+        VodRead => Some(Scope::VodRead),
+        VodWrite => Some(Scope::VodWrite),
+        WebhooksRead => Some(Scope::WebhooksRead),
+        WebhooksWrite => Some(Scope::WebhooksWrite),
+        ApiKeysRead => Some(Scope::ApiKeysRead),
+        ApiKeysWrite => Some(Scope::ApiKeysWrite),
+        /// A key holding `*`, or an admin.
+        Admin => Some(Scope::All),
+    }
+}
+
+/// The caller of a project route, authenticated, in the project of the path, allowed `N`.
+pub struct Authorized<N: Need>(pub Principal, PhantomData<N>);
+
+impl<N: Need> std::ops::Deref for Authorized<N> {
+    type Target = Principal;
+    fn deref(&self) -> &Principal {
+        &self.0
+    }
+}
+
+/// The signed-in person calling (API keys are refused with 403: they act for a project).
+pub struct SignedIn {
+    pub user: UserRow,
+    /// The raw session token of the request (its cookie).
+    pub session: String,
+}
+
+/// The app and the credential of a request (401 when there is none).
+async fn credential<'a>(request: &'a Request, body: &mut RequestBody) -> poem::Result<(&'a Arc<App>, Auth)> {
+    let app = request.data::<Arc<App>>().ok_or_else(|| ApiError::internal("the app is not attached"))?;
+    let auth = <Auth as ApiExtractor>::from_request(request, body, ExtractParamOptions::default()).await?;
+    Ok((app, auth))
+}
+
+/// The `<slug>` of `/v1/projects/<slug>/…` (as written; a slug has nothing to percent-encode).
+fn slug_of(request: &Request) -> &str {
+    let path = request.original_uri().path();
+    path.strip_prefix("/v1/projects/").and_then(|rest| rest.split('/').next()).unwrap_or_default()
+}
+
+impl<'a, N: Need> ApiExtractor<'a> for Authorized<N> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        <Auth as ApiExtractor>::register(registry);
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        <Auth as ApiExtractor>::security_schemes()
+    }
+
+    fn has_security_fallback() -> bool {
+        <Auth as ApiExtractor>::has_security_fallback()
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        let authorized = async {
+            let (app, auth) = credential(request, body).await?;
+            Ok(app.authorize(&auth, slug_of(request), N::SCOPE).await?)
+        }
+        .await;
+        match authorized {
+            Ok(principal) => Ok(Authorized(principal, PhantomData)),
+            Err(refused) => {
+                super::body::discard(body).await;
+                Err(refused)
+            }
+        }
+    }
+}
+
+impl<'a> ApiExtractor<'a> for SignedIn {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        <Auth as ApiExtractor>::register(registry);
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        <Auth as ApiExtractor>::security_schemes()
+    }
+
+    fn has_security_fallback() -> bool {
+        <Auth as ApiExtractor>::has_security_fallback()
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut RequestBody,
+        _param_opts: ExtractParamOptions<()>,
+    ) -> poem::Result<Self> {
+        let signed_in = async {
+            let (app, auth) = credential(request, body).await?;
+            match auth {
+                Auth::Session(SessionAuth(cookie)) => {
+                    Ok(SignedIn { user: app.session_user(&cookie.key).await?, session: cookie.key })
+                }
+                key => Err(app.require_user(&key).await.err().unwrap_or_else(|| {
+                    ApiError::forbidden("this endpoint needs a signed-in user, not an API key")
+                }))?,
+            }
+        }
+        .await;
+        if signed_in.is_err() {
+            super::body::discard(body).await;
+        }
+        signed_in
+    }
 }
 
 /// Who is calling, in which project, holding which scopes.
@@ -70,7 +223,7 @@ impl App {
             Auth::ApiKey(ApiKeyAuth(bearer)) => self.authorize_key(&bearer.token, slug).await?,
             Auth::Session(SessionAuth(cookie)) => {
                 let user = self.session_user(&cookie.key).await?;
-                self.rate_limit(&format!("user:{}", user.id))?;
+                self.rate_limit(format!("user:{}", user.id))?;
                 let project = self.db.project_by_slug(slug).await?.ok_or_else(project_not_found)?;
                 let role = self.db.role_in(&project.id, &user.id).await?.ok_or_else(project_not_found)?;
                 Principal { project, scopes: role.scopes(), actor: Actor::User { id: user.id } }
@@ -102,7 +255,7 @@ impl App {
 
     async fn authorize_key(&self, token: &str, slug: &str) -> ApiResult<Principal> {
         let key = self.authenticate_key(token).await?;
-        self.rate_limit(&format!("key:{}", key.id))?;
+        self.rate_limit(format!("key:{}", key.id))?;
         self.note_key_use(&key.id);
         if key.project_slug != slug {
             return Err(project_not_found());
@@ -144,8 +297,8 @@ impl App {
         }
     }
 
-    fn rate_limit(&self, bucket: &str) -> ApiResult<()> {
-        self.request_limiter.take(bucket).map_err(ApiError::too_many)
+    fn rate_limit(&self, bucket: String) -> ApiResult<()> {
+        self.request_limiter.take(&bucket).map_err(ApiError::too_many)
     }
 
     /// Writes `lastUsedAt` at most once a minute per key, off the request path.

@@ -10,7 +10,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::pagination::{PageQuery, Paginated};
-use super::security::Auth;
+use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
 use crate::domain::content_key::MasterKey;
@@ -18,7 +18,7 @@ use crate::domain::stream::{
     push_verifier, DisabledReason, InputInfo, MoveError, Protocol, Quality, StreamMove, StreamState,
     StreamStatus,
 };
-use crate::domain::{new_id, random_token, time::iso, time::now_ms, Scope};
+use crate::domain::{new_id, random_token, time::iso, time::now_ms};
 use crate::events::catalog::StreamEventData;
 use crate::events::{self, Event};
 use crate::store::streams::{StreamFilter, StreamRow};
@@ -314,8 +314,8 @@ impl StreamsApi {
     async fn list(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
@@ -329,7 +329,6 @@ impl StreamsApi {
         /// Created at or before this ISO 8601 time.
         to: Query<Option<String>>,
     ) -> ApiResult<Json<Paginated<StreamListItem>>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsRead)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let mut problems = Vec::new();
         let filter = StreamFilter {
@@ -350,11 +349,10 @@ impl StreamsApi {
     async fn create(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateStream>,
     ) -> ApiResult<CreateStreamResponse> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let b = body.0;
         let id = new_id();
         let (push_username, push_salt, push_verifier, password) = new_push_credentials(&app.master_key, &id);
@@ -410,11 +408,10 @@ impl StreamsApi {
     async fn get(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Stream>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsRead)).await?;
         let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
         Ok(Json(Stream::from_row(&row, &app)))
     }
@@ -424,12 +421,11 @@ impl StreamsApi {
     async fn update(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
         body: JsonBody<UpdateStream>,
     ) -> ApiResult<Json<Stream>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let b = body.0;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
@@ -493,11 +489,10 @@ impl StreamsApi {
     async fn delete(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Stream>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
         let state = row.state().apply(StreamMove::Disable(DisabledReason::Deleted)).map_err(move_error)?;
@@ -523,11 +518,10 @@ impl StreamsApi {
     async fn rotate_push(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::StreamsWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<StreamWithCredentials>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::StreamsWrite)).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
         if row.state().reason == Some(DisabledReason::Deleted) {

@@ -12,14 +12,14 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::pagination::{PageQuery, Paginated};
-use super::security::Auth;
+use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
+use crate::domain::new_id;
 use crate::domain::time::{iso, now_ms};
 use crate::domain::vod::{
     default_ladder, AspectRatio, ProducedRendition, RenditionSpec, VodMove, VodMoveError, VodStatus,
 };
-use crate::domain::{new_id, Scope};
 use crate::events::catalog::VodEventData;
 use crate::events::{self, Event};
 use crate::media::vod::probe::probe;
@@ -246,8 +246,8 @@ impl VodApi {
     async fn list(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
@@ -257,7 +257,6 @@ impl VodApi {
         /// Include archived VODs (default false).
         archived: Query<Option<bool>>,
     ) -> ApiResult<Json<Paginated<Vod>>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodRead)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app
             .db
@@ -278,11 +277,10 @@ impl VodApi {
     async fn create(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateVod>,
     ) -> ApiResult<CreateVodResponse> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
         let b = body.0;
         let id = new_id();
         let (upload, expires_ms) = upload_target(&app, &id).await?;
@@ -325,11 +323,10 @@ impl VodApi {
     async fn get(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Vod>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodRead)).await?;
         let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         Ok(Json(Vod::from_row(&row, &app)))
     }
@@ -342,11 +339,10 @@ impl VodApi {
     async fn uploaded(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Vod>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
         let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         row.status().apply(VodMove::Probed).map_err(move_error)?;
         let size = app.storage.size(&source_key(&id)).await.map_err(ApiError::internal)?;
@@ -405,11 +401,10 @@ impl VodApi {
     async fn heartbeat(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<VodWithUpload>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
         let (upload, expires_ms) = upload_target(&app, &id).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
@@ -432,11 +427,10 @@ impl VodApi {
     async fn delete(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::VodWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Vod>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::VodWrite)).await?;
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         let now = now_ms();

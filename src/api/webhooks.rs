@@ -10,10 +10,10 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::pagination::{PageQuery, Paginated};
-use super::security::Auth;
+use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
-use crate::domain::{new_id, time::iso, time::now_ms, Scope};
+use crate::domain::{new_id, time::iso, time::now_ms};
 use crate::events::{guard, signing, EventName};
 use crate::store::webhooks::{DeliveryRow, WebhookRow};
 
@@ -194,11 +194,9 @@ impl WebhooksApi {
     #[oai(path = "/v1/projects/:slug/webhooks/events", method = "get", operation_id = "listWebhookEvents")]
     async fn events(
         &self,
-        app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        _p: Authorized<need::WebhooksRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
     ) -> ApiResult<Json<EventCatalog>> {
-        app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
         Ok(Json(EventCatalog { events: EventName::ALL.to_vec() }))
     }
 
@@ -207,14 +205,13 @@ impl WebhooksApi {
     async fn list(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
         skip: Query<Option<i64>>,
         /// Page size (default 20, at most 100).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<Paginated<Webhook>>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_webhooks(&p.project.id, page.skip, page.limit).await?;
         Ok(Json(Paginated::from_rows(rows, page)))
@@ -225,11 +222,10 @@ impl WebhooksApi {
     async fn create(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateWebhook>,
     ) -> ApiResult<CreateWebhookResponse> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
         let body = body.0;
         let url = guard::check_target(&body.url, app.allow_private_webhooks())
             .await
@@ -263,15 +259,14 @@ impl WebhooksApi {
     async fn deliveries(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         /// Only deliveries to this webhook.
         #[oai(name = "webhookId")]
         webhook_id: Query<Option<String>>,
         /// How many (default 50, at most 200).
         limit: Query<Option<i64>>,
     ) -> ApiResult<Json<DeliveryList>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
         let page = PageQuery::parse(None, limit.0, 50, 200)?;
         let rows = app.db.list_deliveries(&p.project.id, webhook_id.0.as_deref(), page.limit).await?;
         Ok(Json(DeliveryList { items: rows.into_iter().map(Into::into).collect() }))
@@ -286,11 +281,10 @@ impl WebhooksApi {
     async fn redeliver(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Delivery>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
         app.db
             .delivery(&p.project.id, &id)
             .await?
@@ -312,11 +306,10 @@ impl WebhooksApi {
     async fn get(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksRead>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Webhook>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksRead)).await?;
         Ok(Json(find(&app, &p.project.id, &id).await?.into()))
     }
 
@@ -325,12 +318,11 @@ impl WebhooksApi {
     async fn update(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
         body: JsonBody<UpdateWebhook>,
     ) -> ApiResult<Json<Webhook>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
         let mut row = find(&app, &p.project.id, &id).await?;
         let body = body.0;
         if let Some(url) = body.url {
@@ -358,11 +350,10 @@ impl WebhooksApi {
     async fn delete(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Webhook>> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
         let row = find(&app, &p.project.id, &id).await?;
         app.db.delete_webhook(&p.project.id, &id).await?;
         tracing::info!(project = %p.project.slug, webhook = %row.id, "webhook deleted");
@@ -374,11 +365,10 @@ impl WebhooksApi {
     async fn test(
         &self,
         app: Data<&Arc<App>>,
-        auth: Auth,
-        slug: Path<String>,
+        p: Authorized<need::WebhooksWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<TestWebhookResponse> {
-        let p = app.authorize(&auth, &slug, Some(Scope::WebhooksWrite)).await?;
         let row = find(&app, &p.project.id, &id).await?;
         if row.enabled != 1 {
             return Err(ApiError::conflict("webhook is disabled; enable it to send a test"));

@@ -17,7 +17,8 @@ use poem::Request;
 pub use origin::routes;
 pub use policy::Policies;
 
-use crate::app::{client_ip, App};
+use crate::app::App;
+use crate::client_ip;
 use origin::Refused;
 
 /// What a playback request reads.
@@ -92,7 +93,7 @@ pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>)
         None
     } else {
         let keys = app.keys.ring_for(token.as_deref().and_then(token::kid)).await;
-        match token::verify(&keys, token.as_deref(), &resource.name(), client_ip(req), now) {
+        match token::verify(&keys, token.as_deref(), &resource.name(), client_ip::of_request(req), now) {
             // A ticket starts a session; a session token is passed on as it is.
             Ok(claims) => claims.session_token(&keys, now).or(token),
             Err(deny) if policy.signed => return Err(Refused::Denied(deny)),

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod api_keys;
+pub mod invitations;
 pub mod keys;
 pub mod playback;
 pub mod secrets;

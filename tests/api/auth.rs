@@ -13,6 +13,7 @@ both_backends!(
     refresh_rotates_and_a_replay_revokes_the_family,
     logout_ends_the_session,
     sessions_are_stored_hashed,
+    sign_ins_are_limited_per_email,
 );
 
 async fn sign_in_sets_http_only_cookies_with_the_contract_lifetimes(app: TestApp) {
@@ -169,4 +170,25 @@ async fn sessions_are_stored_hashed(app: TestApp) {
     let (pw,): (String,) =
         sqlx::query_as("SELECT password_hash FROM users").fetch_one(app.db.pool()).await.unwrap();
     assert!(pw.starts_with("$argon2id$"), "Argon2id: {pw}");
+}
+
+async fn sign_ins_are_limited_per_email(app: TestApp) {
+    let login = |email: &str, password: &str| {
+        app.client.post(app.url("/v1/auth/login")).json(&json!({"email": email, "password": password})).send()
+    };
+    for i in 0..10 {
+        assert_eq!(login(&app.email, "wrong").await.unwrap().status(), 401, "failure {i}");
+    }
+    // The eleventh failure in 15 minutes is refused, with Retry-After.
+    let resp = login(&app.email, "wrong").await.unwrap();
+    let retry_after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=90).contains(&retry_after), "{retry_after}");
+    error_message(resp, 429).await;
+    // While locked out, even the right password is refused without being checked (no oracle);
+    // it is accepted once the lockout has passed (the limiter's own tests move its clock).
+    let resp = login(&app.email.to_uppercase(), &app.password).await.unwrap();
+    assert!(resp.headers().get("set-cookie").is_none());
+    error_message(resp, 429).await;
+    // Other addresses are not affected.
+    error_message(login("someone-else@example.com", "wrong").await.unwrap(), 401).await;
 }

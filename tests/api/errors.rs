@@ -170,7 +170,13 @@ async fn client_failing_authentication_is_429(app: TestApp) {
     let retry_after: u64 = resp.headers()["retry-after"].to_str().unwrap().parse().unwrap();
     assert!(retry_after >= 1);
     error_message(resp, 429).await;
-    // While blocked, the address gets 429 for every /v1 request; health stays open.
-    error_message(app.get_with(&app.project_url("/api-keys"), &app.key).await, 429).await;
+    // Anonymous and malformed attempts from the address are failing attempts too.
+    error_message(app.client.get(app.project_url("/api-keys")).send().await.unwrap(), 429).await;
+    // Only failing attempts are refused: a valid key from the same address answers at once, and
+    // so does a right password; health stays open.
+    assert_eq!(app.get_with(&app.project_url("/api-keys"), &app.key).await.status(), 200);
+    app.signed_in(&app.email, &app.password).await;
     assert_eq!(app.client.get(app.url("/healthz")).send().await.unwrap().status(), 200);
+    // Still limited for the next bad key.
+    error_message(app.get_with(&app.project_url("/api-keys"), &bad).await, 429).await;
 }

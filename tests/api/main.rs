@@ -5,10 +5,14 @@ mod player;
 
 mod api_keys;
 mod auth;
+mod client_ip;
 mod errors;
 mod live_hls;
 mod live_shutdown;
+mod login_flood;
+mod members;
 mod ops;
+mod order_of_checks;
 mod projects;
 mod receiver;
 mod rtmp;

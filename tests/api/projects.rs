@@ -55,7 +55,17 @@ async fn add_member(app: &TestApp, admin: &Client, email: &str, role: &str) -> (
     assert_eq!(resp.status(), 201);
     let m: Value = resp.json().await.unwrap();
     assert_eq!(m["role"], role);
-    let password = m["password"].as_str().expect("new account gets a one-time password").to_string();
+    assert!(m.get("password").is_none(), "no password is made up for the person: {m}");
+    let token = m["invitation"]["token"].as_str().expect("a new account gets an invitation");
+    let password = format!("{email} sets this");
+    let resp = app
+        .client
+        .post(app.url("/v1/auth/accept-invitation"))
+        .json(&json!({"token": token, "password": password}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
     (m["_id"].as_str().unwrap().to_string(), app.signed_in(email, &password).await)
 }
 
