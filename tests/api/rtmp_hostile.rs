@@ -136,7 +136,8 @@ async fn idle_connections_from_one_address_leave_room_for_others() {
     let addr = app.app.rtmp_addr().unwrap();
     // 200 idle connections from 127.0.0.2: all but the per-address cap (16) are closed at once.
     let mut flood = connections_from("127.0.0.2", addr, 200).await;
-    let shut = closed(&mut flood, Duration::from_millis(200)).await;
+    // Within 3 s (well inside the 10-s start deadline that closes the others).
+    let shut = closed(&mut flood, Duration::from_secs(3)).await;
     assert_eq!(shut, 200 - 16, "past the per-address cap, connections are closed on accept");
     // A publisher from 127.0.0.1 goes live meanwhile.
     still_serving(&app, "beside the flood").await;
@@ -158,7 +159,7 @@ async fn a_flood_over_many_addresses_is_capped_and_prints_the_servers_memory() {
         flood.extend(connections_from(&format!("127.0.1.{host}"), addr, 16).await);
     }
     let opened = flood.len();
-    let shut = closed(&mut flood, Duration::from_millis(100)).await;
+    let shut = closed(&mut flood, Duration::from_secs(3)).await;
     assert!(opened >= 600, "{opened} connections made");
     assert!(opened - shut <= 512, "{} held open, more than the cap of 512", opened - shut);
     assert!(opened - shut >= 500, "only {} held open", opened - shut);
@@ -171,7 +172,7 @@ async fn a_flood_over_many_addresses_is_capped_and_prints_the_servers_memory() {
     drop(flood);
     eventually("the global slots to come back", Duration::from_secs(10), || async {
         let mut c = connections_from("127.0.0.3", addr, 1).await;
-        (closed(&mut c, Duration::from_millis(200)).await == 0).then_some(())
+        (closed(&mut c, Duration::from_millis(500)).await == 0).then_some(())
     })
     .await;
 }
