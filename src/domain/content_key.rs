@@ -89,6 +89,11 @@ impl MasterKey {
         MasterKey::from_bytes(k)
     }
 
+    /// The first bytes of the key's hash, in hex: names it in errors without revealing it.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     pub fn to_hex(&self) -> String {
         hex::encode(self.key)
     }

@@ -35,8 +35,13 @@ struct Reloads {
 
 impl SigningKeys {
     pub async fn load(db: &Db, master: &MasterKey) -> anyhow::Result<SigningKeys> {
-        let ring = KeyRing::new(db.signing_keys(master).await?)
-            .ok_or_else(|| anyhow::anyhow!("no signing key in the database"))?;
+        let ring = KeyRing::new(db.signing_keys(master).await?).ok_or_else(|| {
+            anyhow::anyhow!(
+                "no signing key in the database opens with this master key ({}): every process on one \
+                 database must share SLUICE_MASTER_KEY",
+                master.id()
+            )
+        })?;
         let reloads = Mutex::new(Reloads { loaded: Instant::now(), for_unknown: None });
         Ok(SigningKeys { db: db.clone(), master: master.clone(), ring: RwLock::new(Arc::new(ring)), reloads })
     }

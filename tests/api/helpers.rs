@@ -259,10 +259,16 @@ pub fn ffmpeg_push(url: &str, video: &str, gop: u32, extra: &[&str]) -> Killed {
     )
 }
 
-/// The real `sluice` binary on `dir`, HTTP on `port`, RTMP on a free port, development mode.
+/// The master key of every real-binary test: processes with different data dirs on one
+/// database must share one (CONTRACT: `SLUICE_MASTER_KEY`).
+pub const TEST_MASTER_KEY: &str = "5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de";
+
+/// The real `sluice` binary on `dir`, HTTP on `port`, RTMP on a free port, development mode,
+/// [`TEST_MASTER_KEY`].
 pub fn sluice_command(dir: &std::path::Path, port: u16) -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
     cmd.env("SLUICE_DATA_DIR", dir)
+        .env("SLUICE_MASTER_KEY", TEST_MASTER_KEY)
         .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
         .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
         .env("SLUICE_MODE", "development")

@@ -127,3 +127,13 @@ async fn a_database_with_clear_secrets_is_sealed_in_place() {
     assert!(stored_secrets(&app).await.iter().any(|(t, k, _)| t == "webhooks" && k == webhook_id));
     assert!(stored_secrets(&app).await.iter().any(|(t, k, _)| t == "streams" && k == stream_id));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_with_another_master_key_says_so() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let mut settings = app.app.settings.clone();
+    settings.master_key = Some(sluice::domain::content_key::MasterKey::random().to_hex());
+    let refused = sluice::app::App::build(settings).await.err().expect("refused");
+    let text = format!("{refused:#}");
+    assert!(text.contains("SLUICE_MASTER_KEY"), "{text}");
+}
