@@ -201,6 +201,7 @@ impl App {
         let spec = crate::api::spec_json(&service);
         let docs = service.swagger_ui();
         let (guard_app, metrics_app) = (self.clone(), self.clone());
+        let allow = Arc::new(crate::api::allow::AllowTable::from_spec(&spec));
         Route::new()
             .nest("/", service)
             .at("/v1/openapi.json", get(openapi_json).data(Arc::new(spec)))
@@ -214,6 +215,15 @@ impl App {
             .with(CatchPanic::new())
             .data(self.clone())
             .catch_all_error(|err| async move { to_json_error(err) })
+            .around(move |ep, req| {
+                let allow = allow.clone();
+                async move {
+                    let path = req.uri().path().to_string();
+                    let mut resp = ep.call(req).await?;
+                    allow.complete(&path, &mut resp);
+                    Ok(resp)
+                }
+            })
             .around(move |ep, req| guard(guard_app.clone(), ep, req))
             .around(move |ep, req| observe(metrics_app.clone(), ep, req))
     }

@@ -1,6 +1,7 @@
 //! The REST API (poem-openapi). Every operation lives under `/v1` and documents its summary,
 //! tag, security scheme and error statuses; the OpenAPI document is generated from this code.
 
+pub mod allow;
 pub mod api_keys;
 pub mod auth;
 pub mod body;

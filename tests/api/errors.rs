@@ -12,6 +12,7 @@ both_backends!(
     oversize_body_is_413,
     wrong_content_type_is_415,
     unknown_route_is_json_404,
+    wrong_method_is_405_with_allow,
     key_over_its_rate_is_429_with_retry_after,
     client_failing_authentication_is_429,
 );
@@ -114,6 +115,46 @@ async fn wrong_content_type_is_415(app: TestApp) {
 async fn unknown_route_is_json_404(app: TestApp) {
     let msg = error_message(app.get_with(&app.url("/v1/nothing-here"), &app.key).await, 404).await;
     assert_eq!(msg, "route not found");
+}
+
+/// Every path of the OpenAPI document, asked with a method it does not take, answers 405 with
+/// `Allow` listing the methods it does (RFC 9110 15.5.6), and so do the plain routes.
+async fn wrong_method_is_405_with_allow(app: TestApp) {
+    let spec: Value = app.client.get(app.url("/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
+    let paths = spec["paths"].as_object().expect("paths");
+    let mut checked = 0;
+    let mut cases: Vec<(String, Vec<String>)> = paths
+        .iter()
+        .map(|(template, ops)| {
+            let mut methods: Vec<String> = ops
+                .as_object()
+                .expect("operations")
+                .keys()
+                .filter(|m| ["get", "post", "put", "patch", "delete"].contains(&m.as_str()))
+                .map(|m| m.to_uppercase())
+                .collect();
+            methods.sort();
+            (template.replace("{slug}", &app.slug).replace('{', "x").replace('}', ""), methods)
+        })
+        .collect();
+    cases.push(("/healthz".into(), vec!["GET".into()]));
+    for (path, methods) in cases {
+        let Some(other) =
+            ["PUT", "PATCH", "DELETE", "POST", "GET"].into_iter().find(|m| !methods.iter().any(|x| x == m))
+        else {
+            continue;
+        };
+        let resp = app
+            .with_key(Method::from_bytes(other.as_bytes()).unwrap(), &app.url(&path), &app.key)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405, "{other} {path}");
+        let allow = resp.headers().get("allow").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+        assert_eq!(allow, methods.join(", "), "Allow of {other} {path}");
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked} paths checked");
 }
 
 async fn key_over_its_rate_is_429_with_retry_after(app: TestApp) {
