@@ -25,16 +25,16 @@ pub use sqlx::Error as DbError;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/migrations");
 
+/// The file of a `sqlite://` URL.
+fn sqlite_path(url: &str) -> &str {
+    url.trim_start_matches("sqlite://").trim_start_matches("sqlite:").split('?').next().unwrap_or_default()
+}
+
 /// Makes the SQLite database file and its WAL files readable by the owner only: the database
 /// holds password hashes and sealed secrets (SQLite gives its WAL files the database's mode).
 fn owner_only(url: &str) -> anyhow::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let path = url
-        .trim_start_matches("sqlite://")
-        .trim_start_matches("sqlite:")
-        .split('?')
-        .next()
-        .unwrap_or_default();
+    let path = sqlite_path(url);
     if path.is_empty() || path.starts_with(':') {
         return Ok(());
     }
@@ -68,12 +68,7 @@ impl Db {
     pub async fn connect(url: &str) -> anyhow::Result<Db> {
         sqlx::any::install_default_drivers();
         let (url, backend, max) = if url.starts_with("sqlite:") {
-            let path = url
-                .trim_start_matches("sqlite://")
-                .trim_start_matches("sqlite:")
-                .split('?')
-                .next()
-                .unwrap_or_default();
+            let path = sqlite_path(url);
             if let Some(parent) = Path::new(path).parent() {
                 if !parent.as_os_str().is_empty() {
                     std::fs::create_dir_all(parent)

@@ -517,6 +517,19 @@ mod tests {
         }
     }
 
+    /// The client asks to publish `name`; returns the server's request id.
+    fn request_publish(server: &mut IngestSession, client: &mut Client, name: &str) -> u32 {
+        let r = client.session.request_publishing(name.into(), PublishRequestType::Live).unwrap();
+        client
+            .send(server, r)
+            .iter()
+            .find_map(|a| match a {
+                Action::PublishRequested { request_id, .. } => Some(*request_id),
+                _ => None,
+            })
+            .expect("publish request")
+    }
+
     fn connect(server: &mut IngestSession, client: &mut Client, app: &str) -> (u32, String) {
         let r = client.session.request_connection(app.to_string()).unwrap();
         match client.send(server, r).as_slice() {
@@ -576,18 +589,7 @@ mod tests {
         let (request_id, _) = connect(&mut server, &mut client, "live");
         let accepted = server.accept(0, request_id).unwrap();
         client.answer(&mut server, accepted);
-        let r = client
-            .session
-            .request_publishing("key?user=u&pass=wrong".into(), PublishRequestType::Live)
-            .unwrap();
-        let publish_id = client
-            .send(&mut server, r)
-            .iter()
-            .find_map(|a| match a {
-                Action::PublishRequested { request_id, .. } => Some(*request_id),
-                _ => None,
-            })
-            .expect("publish request");
+        let publish_id = request_publish(&mut server, &mut client, "key?user=u&pass=wrong");
         let refused =
             server.reject(publish_id, "NetStream.Publish.BadName", "wrong push credentials").unwrap();
         let bytes = sends(&refused);
@@ -666,15 +668,7 @@ mod tests {
         let (request_id, _) = connect(&mut server, &mut client, "live");
         let accepted = server.accept(t0, request_id).unwrap();
         client.answer(&mut server, accepted);
-        let r = client.session.request_publishing("k".into(), PublishRequestType::Live).unwrap();
-        let publish_id = client
-            .send(&mut server, r)
-            .iter()
-            .find_map(|a| match a {
-                Action::PublishRequested { request_id, .. } => Some(*request_id),
-                _ => None,
-            })
-            .expect("publish request");
+        let publish_id = request_publish(&mut server, &mut client, "k");
         assert_eq!(server.poll(t0 + START_DEADLINE_US - 1), None);
         let accepted = server.accept(t0, publish_id).unwrap();
         client.answer(&mut server, accepted);
