@@ -28,20 +28,28 @@ pub fn open(master: &MasterKey, stored: &str, context: &str) -> Result<String, U
     }
 }
 
-/// A table, its key column, the column holding a secret, and the secret's context.
-type SealedColumn = (&'static str, &'static str, &'static str, fn(&str) -> String);
+/// Where secrets are sealed: a table, its key column, the column holding the secret, and the
+/// secret's context.
+pub struct SealedColumn {
+    pub table: &'static str,
+    pub id: &'static str,
+    pub column: &'static str,
+    pub context: fn(&str) -> String,
+}
+
+/// Every column of the database that holds a sealed secret.
+pub const SEALED_COLUMNS: [SealedColumn; 3] = [
+    SealedColumn { table: "signing_keys", id: "kid", column: "secret", context: signing_context },
+    SealedColumn { table: "webhooks", id: "id", column: "secret", context: webhook_context },
+    SealedColumn { table: "streams", id: "id", column: "push_verifier", context: push_context },
+];
 
 impl Db {
     /// Seals every secret still in the clear. Each row is rewritten only if it still holds the
     /// clear value read, so processes starting together do not seal twice. Returns how many.
     pub async fn seal_legacy_secrets(&self, master: &MasterKey) -> Result<usize, DbError> {
-        let tables: [SealedColumn; 3] = [
-            ("signing_keys", "kid", "secret", signing_context),
-            ("webhooks", "id", "secret", webhook_context),
-            ("streams", "id", "push_verifier", push_context),
-        ];
         let mut sealed = 0;
-        for (table, id, column, context) in tables {
+        for SealedColumn { table, id, column, context } in &SEALED_COLUMNS {
             let rows: Vec<(String, String)> =
                 sqlx::query_as(&format!("SELECT {id}, {column} FROM {table} WHERE {column} NOT LIKE 'v1.%'"))
                     .fetch_all(self.pool())

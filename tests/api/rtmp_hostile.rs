@@ -17,6 +17,7 @@ use crate::helpers::{
 };
 use crate::receiver::Receiver;
 use crate::rtmp_limits::{closed_within, create_stream, credentials, publish_silently, status};
+use crate::webhooks_restart::create_hook;
 
 /// Connects and completes the handshake; returns the socket ready for chunks.
 async fn handshaken(addr: SocketAddr) -> TcpStream {
@@ -241,14 +242,7 @@ async fn a_push_left_live_by_a_killed_process_ends_at_restart() {
     let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
     let client = reqwest::Client::new();
     let rx = Receiver::start().await;
-    let resp = client
-        .post(format!("{base}/webhooks"))
-        .bearer_auth(&key)
-        .json(&json!({"url": rx.url(), "events": ["stream.live", "stream.ended"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
+    create_hook(&client, &base, &key, &rx.url(), json!(["stream.live", "stream.ended"])).await;
     let s: Value = client
         .post(format!("{base}/streams"))
         .bearer_auth(&key)

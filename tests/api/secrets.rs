@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use sluice::domain::content_key::is_sealed;
-use sluice::store::secrets;
+use sluice::store::secrets::{SealedColumn, SEALED_COLUMNS};
 
 use crate::helpers::{spawn_app, Backend, TestApp};
 use crate::receiver::Receiver;
@@ -33,17 +33,16 @@ async fn stream_and_webhook(app: &TestApp, rx: &Receiver) -> (Value, Value) {
     (stream, webhook)
 }
 
-/// Every stored secret of the three kinds: (table, id, value).
-async fn stored_secrets(app: &TestApp) -> Vec<(String, String, String)> {
+/// Every stored secret of the sealed columns: (column, row id, value).
+async fn stored_secrets(app: &TestApp) -> Vec<(&'static SealedColumn, String, String)> {
     let mut all = Vec::new();
-    for (table, id, column) in
-        [("signing_keys", "kid", "secret"), ("webhooks", "id", "secret"), ("streams", "id", "push_verifier")]
-    {
-        let rows: Vec<(String, String)> = sqlx::query_as(&format!("SELECT {id}, {column} FROM {table}"))
-            .fetch_all(app.db.pool())
-            .await
-            .unwrap();
-        all.extend(rows.into_iter().map(|(k, v)| (table.to_string(), k, v)));
+    for col in &SEALED_COLUMNS {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as(&format!("SELECT {}, {} FROM {}", col.id, col.column, col.table))
+                .fetch_all(app.db.pool())
+                .await
+                .unwrap();
+        all.extend(rows.into_iter().map(|(k, v)| (col, k, v)));
     }
     all
 }
@@ -56,8 +55,8 @@ async fn secrets_are_sealed_and_files_are_the_owners() {
     let secret = webhook["secret"].as_str().unwrap();
     let all = stored_secrets(&app).await;
     assert!(all.len() >= 3);
-    for (table, key, value) in &all {
-        assert!(is_sealed(value), "{table} {key} is stored sealed");
+    for (col, key, value) in &all {
+        assert!(is_sealed(value), "{} {key} is stored sealed", col.table);
     }
     let dump = all.iter().map(|(_, _, v)| v.as_str()).collect::<Vec<_>>().join(" ");
     assert!(!dump.contains(secret), "the webhook secret is not in the database");
@@ -94,38 +93,30 @@ async fn a_database_with_clear_secrets_is_sealed_in_place() {
     // Put the secrets back in the clear, as a database written before sealing holds them.
     let master = &app.app.master_key;
     let mut clear = Vec::new();
-    for (table, key, value) in stored_secrets(&app).await {
-        let (id, column, context) = match table.as_str() {
-            "signing_keys" => ("kid", "secret", secrets::signing_context(&key)),
-            "webhooks" => ("id", "secret", secrets::webhook_context(&key)),
-            _ => ("id", "push_verifier", secrets::push_context(&key)),
-        };
-        let plain = master.open_text(&value, &context).expect("opens");
-        sqlx::query(&format!("UPDATE {table} SET {column} = $1 WHERE {id} = $2"))
+    for (col, key, value) in stored_secrets(&app).await {
+        let plain = master.open_text(&value, &(col.context)(&key)).expect("opens");
+        sqlx::query(&format!("UPDATE {} SET {} = $1 WHERE {} = $2", col.table, col.column, col.id))
             .bind(&plain)
             .bind(&key)
             .execute(app.db.pool())
             .await
             .unwrap();
-        clear.push((table, key, plain));
+        clear.push((col.table, key, plain));
     }
     assert!(stored_secrets(&app).await.iter().all(|(_, _, v)| !is_sealed(v)));
 
     // A process starting on that database seals every one in place, to the same values.
     let settings = app.app.settings.clone();
     let second = sluice::app::App::build(settings).await.expect("starts on the old database");
-    for (table, key, value) in stored_secrets(&app).await {
+    for (col, key, value) in stored_secrets(&app).await {
+        let table = col.table;
         assert!(is_sealed(&value), "{table} {key} sealed at start");
-        let context = match table.as_str() {
-            "signing_keys" => secrets::signing_context(&key),
-            "webhooks" => secrets::webhook_context(&key),
-            _ => secrets::push_context(&key),
-        };
         let was = clear.iter().find(|(t, k, _)| *t == table && *k == key).map(|(_, _, v)| v.clone());
-        assert_eq!(second.master_key.open_text(&value, &context).ok(), was, "{table} {key} keeps its value");
+        let opened = second.master_key.open_text(&value, &(col.context)(&key)).ok();
+        assert_eq!(opened, was, "{table} {key} keeps its value");
     }
-    assert!(stored_secrets(&app).await.iter().any(|(t, k, _)| t == "webhooks" && k == webhook_id));
-    assert!(stored_secrets(&app).await.iter().any(|(t, k, _)| t == "streams" && k == stream_id));
+    assert!(stored_secrets(&app).await.iter().any(|(c, k, _)| c.table == "webhooks" && k == webhook_id));
+    assert!(stored_secrets(&app).await.iter().any(|(c, k, _)| c.table == "streams" && k == stream_id));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

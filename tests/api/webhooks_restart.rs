@@ -26,12 +26,19 @@ async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Killed {
     s
 }
 
-/// Creates a webhook for every event; returns its id.
-async fn create_hook(client: &reqwest::Client, base: &str, key: &str, url: &str) -> String {
+/// Creates a webhook for `events` on a real binary's API (`base` ends in the project);
+/// returns its id.
+pub async fn create_hook(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    url: &str,
+    events: Value,
+) -> String {
     let hook: Value = client
         .post(format!("{base}/webhooks"))
         .bearer_auth(key)
-        .json(&serde_json::json!({"url": url, "events": ["*"]}))
+        .json(&serde_json::json!({"url": url, "events": events}))
         .send()
         .await
         .unwrap()
@@ -70,7 +77,7 @@ async fn kill_and_restart(backend: Backend) {
     let rx = Receiver::start().await;
     rx.answer(500, Duration::ZERO);
     let mut server = serve(dir.path(), &db, port).await;
-    let hook_id = create_hook(&client, &base, &key, &rx.url()).await;
+    let hook_id = create_hook(&client, &base, &key, &rx.url(), serde_json::json!(["*"])).await;
     let mut expected = HashSet::new();
     for i in 0..20 {
         if i == 10 {
@@ -147,7 +154,7 @@ async fn two_processes_share_one_postgres() {
     let rx = Receiver::start().await;
     let client = reqwest::Client::new();
     let base = |port: u16| format!("http://127.0.0.1:{port}/v1/projects/demo");
-    let hook_id = create_hook(&client, &base(port_a), &key, &rx.url()).await;
+    let hook_id = create_hook(&client, &base(port_a), &key, &rx.url(), serde_json::json!(["*"])).await;
     // 80 pings queued through both processes (within the key's burst).
     let mut expected = HashSet::new();
     for i in 0..80 {
