@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use poem::endpoint::BoxEndpoint;
 use poem::http::{Method, StatusCode};
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
@@ -234,6 +235,16 @@ impl App {
         self: &Arc<Self>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
+        self.start_with(shutdown, |routes| routes).await
+    }
+
+    /// [`App::start`], serving [`App::routes`] as `wrap` wraps them (the test suite checks every
+    /// answer against the OpenAPI document this way).
+    pub async fn start_with(
+        self: &Arc<Self>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        wrap: impl FnOnce(BoxEndpoint<'static, Response>) -> BoxEndpoint<'static, Response>,
+    ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
         let acceptor = TcpListener::bind(self.settings.http_addr)
             .into_acceptor()
             .await
@@ -244,7 +255,7 @@ impl App {
             .and_then(|a| a.as_socket_addr().copied())
             .context("listener has no address")?;
         let _ = self.http_bound.set(addr);
-        let routes = self.routes();
+        let routes = wrap(self.routes().boxed());
         self.spawn_housekeeping();
         self.spawn_limiter_sweeps();
         let orphans =

@@ -9,7 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::pagination::{PageQuery, Paginated};
+use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
@@ -110,9 +110,9 @@ impl ApiKeysApi {
         p: Authorized<need::ApiKeysRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
-        skip: Query<Option<i64>>,
+        skip: Query<Option<Skip>>,
         /// Page size (default 20, at most 100).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<Limit<100>>>,
     ) -> ApiResult<Json<Paginated<ApiKeyRecord>>> {
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_api_keys(&p.project.id, page.skip, page.limit).await?;

@@ -30,7 +30,7 @@ pub trait FromJsonBody: Sized {
 /// A JSON body of type `T`.
 pub struct JsonBody<T>(pub T);
 
-impl<T: Type> Payload for JsonBody<T> {
+impl<T: Type + FromJsonBody> Payload for JsonBody<T> {
     const CONTENT_TYPE: &'static str = "application/json";
 
     fn check_content_type(content_type: &str) -> bool {
@@ -42,8 +42,13 @@ impl<T: Type> Payload for JsonBody<T> {
         T::schema_ref()
     }
 
+    /// The schema is the type's `Object` derive (names, types, descriptions) with what its
+    /// reader checks written in: lengths, ranges, counts and closed sets. The reader is the one
+    /// source of the rules; the document shows what it enforces.
     fn register(registry: &mut Registry) {
         T::register(registry);
+        let rules = describe::<T>();
+        apply_rules(registry, &T::name(), &rules);
     }
 }
 
@@ -105,7 +110,7 @@ pub fn parse_body<T: FromJsonBody>(bytes: &[u8]) -> Result<T, ApiError> {
     let Value::Object(map) = value else {
         return Err(ApiError::bad_request(vec!["body must be a JSON object".into()]));
     };
-    let mut fields = Fields { map, errors: Vec::new() };
+    let mut fields = Fields { map, errors: Vec::new(), rules: None };
     let parsed = T::from_fields(&mut fields);
     fields.finish()?;
     Ok(parsed)
@@ -115,16 +120,146 @@ pub fn parse_body<T: FromJsonBody>(bytes: &[u8]) -> Result<T, ApiError> {
 pub struct Fields {
     map: Map<String, Value>,
     errors: Vec<String>,
+    /// Set when describing: each field's rule, in reading order.
+    rules: Option<Vec<(String, Rule)>>,
+}
+
+/// What a reader checks of one field, as the document states it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Rule {
+    pub required: bool,
+    /// Characters of a string.
+    pub len: Option<(usize, usize)>,
+    /// Value of an integer.
+    pub range: Option<(i64, i64)>,
+    /// Elements of an array.
+    pub count: Option<(usize, usize)>,
+    /// The only strings allowed (of the value, or of each element of an array).
+    pub one_of: Vec<String>,
+    /// A regular expression every accepted string matches (a strictest form where the
+    /// reader's rule cannot be written as one).
+    pub pattern: Option<&'static str>,
+    /// Integers: a multiple of this.
+    pub multiple_of: Option<i64>,
+    /// Strings: one of these formats (`ipv4`, `ipv6`…).
+    pub formats: Vec<&'static str>,
+    /// The rules of each object of an array of objects.
+    pub fields: Vec<(String, Rule)>,
+}
+
+/// The rules `T`'s reader checks, found by running it over nothing in describe mode.
+pub fn describe<T: FromJsonBody>() -> Vec<(String, Rule)> {
+    let mut fields = Fields { map: Map::new(), errors: Vec::new(), rules: Some(Vec::new()) };
+    T::from_fields(&mut fields);
+    fields.rules.unwrap_or_default()
+}
+
+/// Writes `rules` into the registered object schema `name` (and the schemas of its arrays of
+/// objects). A rule for a property the schema lacks, or a property without a rule, means the
+/// reader and the type disagree: that is a programming error, caught when the document is made
+/// in a debug build (every test run).
+fn apply_rules(registry: &mut Registry, name: &str, rules: &[(String, Rule)]) {
+    use poem_openapi::registry::{MetaSchema, MetaSchemaRef};
+    let mut nested = Vec::new();
+    let Some(schema) = registry.schemas.get_mut(name) else {
+        debug_assert!(false, "request schema {name} is not registered");
+        return;
+    };
+    let declared: Vec<&str> = schema.properties.iter().map(|(p, _)| *p).collect();
+    let read: Vec<&str> = rules.iter().map(|(n, _)| n.as_str()).collect();
+    debug_assert!(
+        declared.iter().all(|p| read.contains(p)) && read.iter().all(|r| declared.contains(r)),
+        "{name}: the reader reads {read:?} but the type declares {declared:?}"
+    );
+    for (field, rule) in rules {
+        let Some((prop, schema_ref)) = schema.properties.iter_mut().find(|(p, _)| *p == field) else {
+            debug_assert!(false, "{name}: the reader reads `{field}`, which the type does not declare");
+            continue;
+        };
+        if rule.required && !schema.required.contains(prop) {
+            schema.required.push(prop);
+        }
+        let MetaSchemaRef::Inline(prop_schema) = schema_ref else { continue };
+        let prop_schema = prop_schema.as_mut();
+        if let Some((min, max)) = rule.len {
+            prop_schema.min_length = Some(min);
+            prop_schema.max_length = Some(max);
+        }
+        if let Some((min, max)) = rule.range {
+            prop_schema.minimum = Some(min as f64);
+            prop_schema.maximum = Some(max as f64);
+        }
+        if let Some((min, max)) = rule.count {
+            prop_schema.min_items = Some(min);
+            prop_schema.max_items = Some(max);
+        }
+        let target = match (&mut prop_schema.items, rule.count) {
+            (Some(items), Some(_)) => match items.as_mut() {
+                MetaSchemaRef::Inline(items) => Some(items.as_mut()),
+                MetaSchemaRef::Reference(object) => {
+                    if !rule.fields.is_empty() {
+                        nested.push((object.clone(), rule.fields.clone()));
+                    }
+                    None
+                }
+            },
+            _ => Some(prop_schema),
+        };
+        if let Some(target) = target {
+            if !rule.one_of.is_empty() {
+                target.enum_items = rule.one_of.iter().map(|v| Value::String(v.clone())).collect();
+            }
+            if let Some(pattern) = rule.pattern {
+                target.pattern = Some(pattern.to_string());
+            }
+            if let Some(m) = rule.multiple_of {
+                target.multiple_of = Some(m as f64);
+            }
+            for format in &rule.formats {
+                target
+                    .any_of
+                    .push(MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", format))));
+            }
+        }
+    }
+    for (object, fields) in nested {
+        apply_rules(registry, &object, &fields);
+    }
 }
 
 impl Fields {
+    /// Records `rule` for `name` when describing.
+    fn note(&mut self, name: &str, rule: Rule) {
+        if let Some(rules) = &mut self.rules {
+            rules.push((name.to_string(), rule));
+        }
+    }
+
     pub fn error(&mut self, field: &str, problem: impl std::fmt::Display) {
         self.errors.push(format!("{field} {problem}"));
+    }
+
+    /// States more of `name`'s rule in the document than its reader's call says: what a
+    /// parser or a later check enforces. No effect when reading.
+    pub fn document(&mut self, name: &str, amend: impl FnOnce(&mut Rule)) {
+        if let Some((_, rule)) = self.rules.as_mut().and_then(|r| r.iter_mut().rev().find(|(n, _)| n == name))
+        {
+            amend(rule);
+        }
     }
 
     /// Takes a field; `null` counts as absent.
     fn take(&mut self, name: &str) -> Option<Value> {
         self.map.remove(name).filter(|v| !v.is_null())
+    }
+
+    /// Records a problem when a required field is absent (or `null`); whether it is present.
+    fn present(&mut self, name: &str) -> bool {
+        if self.map.get(name).is_none_or(|v| v.is_null()) {
+            self.error(name, "is required");
+            return false;
+        }
+        true
     }
 
     fn check_len(&mut self, name: &str, s: &str, len: &RangeInclusive<usize>) -> bool {
@@ -136,8 +271,7 @@ impl Fields {
         false
     }
 
-    /// An optional string of `len` characters.
-    pub fn opt_string(&mut self, name: &str, len: RangeInclusive<usize>) -> Option<String> {
+    fn read_string(&mut self, name: &str, len: RangeInclusive<usize>) -> Option<String> {
         match self.take(name)? {
             Value::String(s) => self.check_len(name, &s, &len).then_some(s),
             _ => {
@@ -147,16 +281,22 @@ impl Fields {
         }
     }
 
-    /// A required string of `len` characters.
-    pub fn string(&mut self, name: &str, len: RangeInclusive<usize>) -> String {
-        if self.map.get(name).is_none_or(|v| v.is_null()) {
-            self.error(name, "is required");
-        }
-        self.opt_string(name, len).unwrap_or_default()
+    /// An optional string of `len` characters.
+    pub fn opt_string(&mut self, name: &str, len: RangeInclusive<usize>) -> Option<String> {
+        self.note(name, Rule { len: Some((*len.start(), *len.end())), ..Rule::default() });
+        self.read_string(name, len)
     }
 
-    /// An optional value parsed from a string by `parse` (whose error names the rule).
-    pub fn opt_parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
+    /// A required string of `len` characters.
+    pub fn string(&mut self, name: &str, len: RangeInclusive<usize>) -> String {
+        self.note(name, Rule { required: true, len: Some((*len.start(), *len.end())), ..Rule::default() });
+        if !self.present(name) {
+            return String::new();
+        }
+        self.read_string(name, len).unwrap_or_default()
+    }
+
+    fn read_parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
         match self.take(name)? {
             Value::String(s) => match parse(&s) {
                 Ok(v) => Some(v),
@@ -172,17 +312,37 @@ impl Fields {
         }
     }
 
+    /// An optional value parsed from a string by `parse` (whose error names the rule). The
+    /// rule is documented by the field's type.
+    pub fn opt_parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
+        self.note(name, Rule::default());
+        self.read_parsed(name, parse)
+    }
+
     /// A required value parsed from a string.
     pub fn parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
-        if self.map.get(name).is_none_or(|v| v.is_null()) {
-            self.error(name, "is required");
+        self.note(name, Rule { required: true, ..Rule::default() });
+        if !self.present(name) {
             return None;
         }
-        self.opt_parsed(name, parse)
+        self.read_parsed(name, parse)
+    }
+
+    /// An optional string that must be one of `allowed`.
+    pub fn opt_one_of(&mut self, name: &str, allowed: &[&str]) -> Option<String> {
+        self.note(name, Rule { one_of: allowed.iter().map(|s| s.to_string()).collect(), ..Rule::default() });
+        self.read_parsed(name, |s| {
+            if allowed.contains(&s) {
+                Ok(s.to_string())
+            } else {
+                Err(format!("must be one of {}", allowed.join(", ")))
+            }
+        })
     }
 
     /// An optional boolean.
     pub fn opt_bool(&mut self, name: &str) -> Option<bool> {
+        self.note(name, Rule::default());
         match self.take(name)? {
             Value::Bool(b) => Some(b),
             _ => {
@@ -192,8 +352,7 @@ impl Fields {
         }
     }
 
-    /// An optional integer within `range`.
-    pub fn opt_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
+    fn read_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
         match self.take(name)? {
             Value::Number(n) => match n.as_i64() {
                 Some(i) if range.contains(&i) => Some(i),
@@ -209,6 +368,24 @@ impl Fields {
         }
     }
 
+    /// An optional integer within `range`.
+    pub fn opt_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
+        self.note(name, Rule { range: Some((*range.start(), *range.end())), ..Rule::default() });
+        self.read_int(name, range)
+    }
+
+    /// A required integer within `range`.
+    pub fn int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
+        self.note(
+            name,
+            Rule { required: true, range: Some((*range.start(), *range.end())), ..Rule::default() },
+        );
+        if !self.present(name) {
+            return None;
+        }
+        self.read_int(name, range)
+    }
+
     /// An optional array of `len` elements; a problem (and `None`) when it is something else.
     fn array(&mut self, name: &str, len: &RangeInclusive<usize>) -> Option<Vec<Value>> {
         let Value::Array(items) = self.take(name)? else {
@@ -222,8 +399,7 @@ impl Fields {
         Some(items)
     }
 
-    /// An optional array of strings, each parsed by `parse`; `len` bounds the element count.
-    pub fn opt_list<T>(
+    fn read_list<T>(
         &mut self,
         name: &str,
         len: RangeInclusive<usize>,
@@ -249,6 +425,17 @@ impl Fields {
         ok.then_some(out)
     }
 
+    /// An optional array of strings, each parsed by `parse`; `len` bounds the element count.
+    pub fn opt_list<T>(
+        &mut self,
+        name: &str,
+        len: RangeInclusive<usize>,
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) -> Option<Vec<T>> {
+        self.note(name, Rule { count: Some((*len.start(), *len.end())), ..Rule::default() });
+        self.read_list(name, len, parse)
+    }
+
     /// A required array of strings, each parsed by `parse`.
     pub fn list<T>(
         &mut self,
@@ -256,11 +443,11 @@ impl Fields {
         len: RangeInclusive<usize>,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Option<Vec<T>> {
-        if self.map.get(name).is_none_or(|v| v.is_null()) {
-            self.error(name, "is required");
+        self.note(name, Rule { required: true, count: Some((*len.start(), *len.end())), ..Rule::default() });
+        if !self.present(name) {
             return None;
         }
-        self.opt_list(name, len, parse)
+        self.read_list(name, len, parse)
     }
 
     /// Whether a problem was already recorded for `field`.
@@ -276,6 +463,12 @@ impl Fields {
         len: RangeInclusive<usize>,
         read: impl Fn(&mut Fields) -> T,
     ) -> Option<Vec<T>> {
+        if self.rules.is_some() {
+            let mut inner = Fields { map: Map::new(), errors: Vec::new(), rules: Some(Vec::new()) };
+            read(&mut inner);
+            let fields = inner.rules.unwrap_or_default();
+            self.note(name, Rule { count: Some((*len.start(), *len.end())), fields, ..Rule::default() });
+        }
         let items = self.array(name, &len)?;
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
@@ -285,7 +478,7 @@ impl Fields {
                 ok = false;
                 continue;
             };
-            let mut inner = Fields { map, errors: Vec::new() };
+            let mut inner = Fields { map, errors: Vec::new(), rules: None };
             let value = read(&mut inner);
             let unknown: Vec<String> = inner.map.keys().cloned().collect();
             for field in unknown {
@@ -296,15 +489,6 @@ impl Fields {
             out.push(value);
         }
         ok.then_some(out)
-    }
-
-    /// A required integer within `range`.
-    pub fn int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
-        if self.map.get(name).is_none_or(|v| v.is_null()) {
-            self.error(name, "is required");
-            return None;
-        }
-        self.opt_int(name, range)
     }
 
     /// Unknown fields are problems too.

@@ -49,13 +49,14 @@ struct Ticket {
 
 impl FromJsonBody for TicketRequest {
     fn from_fields(f: &mut Fields) -> Self {
+        let expires_in_sec = f.opt_int("expiresInSec", 10..=604_800);
+        let allow_ip = f.opt_parsed("allowIp", |s| {
+            s.parse::<IpAddr>().map(|_| s.to_string()).map_err(|_| "must be an IPv4 or IPv6 address".into())
+        });
+        f.document("allowIp", |r| r.formats = vec!["ipv4", "ipv6"]);
         TicketRequest {
-            expires_in_sec: f.opt_int("expiresInSec", 10..=604_800),
-            allow_ip: f.opt_parsed("allowIp", |s| {
-                s.parse::<IpAddr>()
-                    .map(|_| s.to_string())
-                    .map_err(|_| "must be an IPv4 or IPv6 address".into())
-            }),
+            expires_in_sec,
+            allow_ip,
             stream_expire_sec: f.opt_int("streamExpireSec", 10..=604_800),
         }
     }

@@ -9,7 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::pagination::{PageQuery, Paginated};
+use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized, SignedIn};
 use super::ApiTags;
 use crate::app::App;
@@ -47,6 +47,7 @@ pub struct CreateProject {
 impl FromJsonBody for CreateProject {
     fn from_fields(f: &mut Fields) -> Self {
         let slug = f.parsed("slug", |s| ProjectSlug::parse(s).map(|s| s.as_str().to_string()));
+        f.document("slug", |r| (r.len, r.pattern) = (Some((3, 40)), Some(ProjectSlug::PATTERN)));
         CreateProject { slug: slug.unwrap_or_default(), name: f.opt_string("name", 1..=100) }
     }
 }
@@ -103,6 +104,7 @@ pub struct AddMember {
 impl FromJsonBody for AddMember {
     fn from_fields(f: &mut Fields) -> Self {
         let email = f.parsed("email", |s| Email::parse(s).map(|e| e.as_str().to_string()));
+        f.document("email", |r| (r.len, r.pattern) = (Some((3, 254)), Some(Email::PATTERN)));
         let role = f.parsed("role", parse_role);
         AddMember { email: email.unwrap_or_default(), role: role.unwrap_or(Role::Viewer) }
     }
@@ -167,9 +169,9 @@ impl ProjectsApi {
         app: Data<&Arc<App>>,
         signed_in: SignedIn,
         /// Items to skip (default 0).
-        skip: Query<Option<i64>>,
+        skip: Query<Option<Skip>>,
         /// Page size (default 20, at most 100).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<Limit<100>>>,
     ) -> ApiResult<Json<Paginated<Project>>> {
         let user = signed_in.user;
         let page = PageQuery::list(skip.0, limit.0)?;
@@ -212,9 +214,9 @@ impl ProjectsApi {
         p: Authorized<need::Admin>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
-        skip: Query<Option<i64>>,
+        skip: Query<Option<Skip>>,
         /// Page size (default 20, at most 100).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<Limit<100>>>,
     ) -> ApiResult<Json<Paginated<Member>>> {
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_members(&p.project.id, page.skip, page.limit).await?;

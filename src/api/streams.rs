@@ -9,7 +9,8 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::pagination::{PageQuery, Paginated};
+use super::pagination::{Limit, PageQuery, Paginated, Skip};
+use super::params::TimeParam;
 use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
@@ -67,7 +68,8 @@ pub struct Stream {
     /// Why the stream is disabled (status `disabled` only).
     pub disabled_reason: Option<DisabledReason>,
     pub stream_key: String,
-    pub qualities: Vec<String>,
+    /// Highest first.
+    pub qualities: Vec<Quality>,
     pub protocols: Vec<Protocol>,
     pub vod_enabled: bool,
     pub dvr_enabled: bool,
@@ -108,7 +110,7 @@ pub struct CreateStream {
     /// 1–100 characters, unique in the project.
     pub name: String,
     /// Default `["720p", "480p"]`.
-    pub qualities: Option<Vec<String>>,
+    pub qualities: Option<Vec<Quality>>,
     /// Default `["llhls"]`.
     pub protocols: Option<Vec<Protocol>>,
     pub vod_enabled: Option<bool>,
@@ -118,15 +120,17 @@ pub struct CreateStream {
     pub drm_enabled: Option<bool>,
 }
 
-fn quality_names(f: &mut Fields, name: &str) -> Option<Vec<String>> {
-    f.opt_list(name, 1..=7, |s| Quality::parse(s).map(Quality::name)).map(dedup_qualities)
+/// How a stream's qualities are stored: their names, space-separated.
+fn quality_list(q: &[Quality]) -> String {
+    q.iter().map(|q| q.name()).collect::<Vec<_>>().join(" ")
 }
 
-fn dedup_qualities(q: Vec<String>) -> Vec<String> {
-    let mut parsed: Vec<Quality> = q.iter().filter_map(|s| Quality::parse(s).ok()).collect();
-    parsed.sort_by(|a, b| b.cmp(a));
-    parsed.dedup();
-    parsed.into_iter().map(Quality::name).collect()
+fn quality_names(f: &mut Fields, name: &str) -> Option<Vec<Quality>> {
+    f.opt_list(name, 1..=Quality::HEIGHTS.len(), Quality::parse).map(|mut q| {
+        q.sort_by(|a, b| b.cmp(a));
+        q.dedup();
+        q
+    })
 }
 
 fn protocols(f: &mut Fields, name: &str) -> Option<Vec<Protocol>> {
@@ -156,7 +160,7 @@ impl FromJsonBody for CreateStream {
 #[oai(rename_all = "camelCase")]
 pub struct UpdateStream {
     pub name: Option<String>,
-    pub qualities: Option<Vec<String>>,
+    pub qualities: Option<Vec<Quality>>,
     pub protocols: Option<Vec<Protocol>>,
     pub vod_enabled: Option<bool>,
     pub dvr_enabled: Option<bool>,
@@ -210,7 +214,7 @@ impl Stream {
             status: state.status,
             disabled_reason: state.reason,
             stream_key: row.stream_key.clone(),
-            qualities: row.qualities.split_whitespace().map(str::to_string).collect(),
+            qualities: row.qualities.split_whitespace().filter_map(|q| Quality::parse(q).ok()).collect(),
             vod_enabled: row.vod_enabled == 1,
             dvr_enabled: row.dvr_enabled == 1,
             dvr_duration: row.dvr_duration,
@@ -293,17 +297,6 @@ pub(super) fn move_error(e: MoveError) -> ApiError {
     ApiError::conflict(e.to_string())
 }
 
-fn parse_time(field: &str, value: Option<String>, problems: &mut Vec<String>) -> Option<i64> {
-    let value = value?;
-    match chrono::DateTime::parse_from_rfc3339(&value) {
-        Ok(t) => Some(t.timestamp_millis()),
-        Err(_) => {
-            problems.push(format!("{field} must be an ISO 8601 timestamp"));
-            None
-        }
-    }
-}
-
 pub struct StreamsApi;
 
 #[OpenApi(tag = "ApiTags::Streams")]
@@ -317,25 +310,26 @@ impl StreamsApi {
         p: Authorized<need::StreamsRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
-        skip: Query<Option<i64>>,
+        skip: Query<Option<Skip>>,
         /// Page size (default 20, at most 100).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<Limit<100>>>,
         /// Case-insensitive substring of the name.
         q: Query<Option<String>>,
         /// Only streams with this status.
         status: Query<Option<StreamStatus>>,
-        /// Created at or after this ISO 8601 time.
-        from: Query<Option<String>>,
-        /// Created at or before this ISO 8601 time.
-        to: Query<Option<String>>,
+        /// Created at or after this ISO 8601 date-time (or from the start of this ISO 8601 date:
+        /// `2024-05-01`, `2024-05`, `2024-W18`…). A time without an offset is UTC.
+        from: Query<Option<TimeParam>>,
+        /// Created at or before this ISO 8601 date-time (or by the end of this ISO 8601 date).
+        to: Query<Option<TimeParam>>,
     ) -> ApiResult<Json<Paginated<StreamListItem>>> {
         let page = PageQuery::list(skip.0, limit.0)?;
         let mut problems = Vec::new();
         let filter = StreamFilter {
             q: q.0.filter(|s| !s.is_empty()),
             status: status.0.map(|s| s.as_str().to_string()),
-            from: parse_time("from", from.0, &mut problems),
-            to: parse_time("to", to.0, &mut problems),
+            from: from.0.and_then(|t| t.span("from", &mut problems)).map(|s| s.first_ms),
+            to: to.0.and_then(|t| t.span("to", &mut problems)).map(|s| s.last_ms),
         };
         if !problems.is_empty() {
             return Err(ApiError::bad_request(problems));
@@ -368,7 +362,7 @@ impl StreamsApi {
             push_username,
             push_salt,
             push_verifier,
-            qualities: b.qualities.unwrap_or_else(|| vec!["720p".into(), "480p".into()]).join(" "),
+            qualities: quality_list(&b.qualities.unwrap_or_else(|| vec![Quality(720), Quality(480)])),
             protocols: b
                 .protocols
                 .unwrap_or_else(|| vec![Protocol::Llhls])
@@ -446,7 +440,7 @@ impl StreamsApi {
             row.name = name;
         }
         if let Some(q) = b.qualities {
-            row.qualities = q.join(" ");
+            row.qualities = quality_list(&q);
         }
         if let Some(ps) = b.protocols {
             row.protocols = ps.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" ");

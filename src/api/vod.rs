@@ -11,7 +11,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::pagination::{PageQuery, Paginated};
+use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
@@ -112,10 +112,6 @@ pub struct CreateVod {
     pub drm_enabled: Option<bool>,
 }
 
-fn one_of(allowed: &'static str) -> impl Fn(&str) -> Result<String, String> {
-    move |s| if s == allowed { Ok(s.to_string()) } else { Err(format!("must be {allowed}")) }
-}
-
 fn rung(f: &mut Fields) -> RenditionSpec {
     let spec = RenditionSpec {
         name: f.string("name", 1..=32),
@@ -123,6 +119,13 @@ fn rung(f: &mut Fields) -> RenditionSpec {
         height: f.int("height", 0..=100_000).unwrap_or(0) as u32,
         video_bitrate: f.string("videoBitrate", 1..=16),
     };
+    // What `RenditionSpec::problems` checks; the bitrate pattern is its whole-number forms.
+    f.document("name", |r| r.pattern = Some("^(?!(audio|source)$)[A-Za-z0-9_-]{1,32}$"));
+    f.document("width", |r| (r.range, r.multiple_of) = (Some((16, 7680)), Some(2)));
+    f.document("height", |r| (r.range, r.multiple_of) = (Some((16, 4320)), Some(2)));
+    f.document("videoBitrate", |r| {
+        r.pattern = Some("^(([1-9][0-9]{2}|[1-9][0-9]{3}|[1-4][0-9]{4}|50000)k|([1-9]|[1-4][0-9]|50)M)$")
+    });
     for problem in spec.problems() {
         if let Some((field, rest)) = problem.split_once(' ') {
             // A missing or mistyped field already has its problem.
@@ -147,9 +150,9 @@ impl FromJsonBody for CreateVod {
         CreateVod {
             name: f.string("name", 1..=100),
             filename: f.string("filename", 1..=255),
-            output_format: f.opt_parsed("outputFormat", one_of("hls")),
-            video_codec: f.opt_parsed("videoCodec", one_of("h264")),
-            audio_codec: f.opt_parsed("audioCodec", one_of("aac")),
+            output_format: f.opt_one_of("outputFormat", &["hls"]),
+            video_codec: f.opt_one_of("videoCodec", &["h264"]),
+            audio_codec: f.opt_one_of("audioCodec", &["aac"]),
             aspect_ratio: f.opt_parsed("aspectRatio", AspectRatio::parse),
             ladder,
             drm_enabled: f.opt_bool("drmEnabled"),
@@ -249,9 +252,9 @@ impl VodApi {
         p: Authorized<need::VodRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
-        skip: Query<Option<i64>>,
+        skip: Query<Option<Skip>>,
         /// Page size (default 20, at most 100).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<Limit<100>>>,
         /// Only VODs with this status.
         status: Query<Option<VodStatus>>,
         /// Include archived VODs (default false).
@@ -361,6 +364,9 @@ impl VodApi {
             tokio::task::spawn_blocking(move || probe(&uri)).await.map_err(ApiError::internal)?
         };
 
+        // Two writes, so that `uploaded` is stored (and seen by a client polling) before
+        // `queued`. The job is inserted with the first: a crash between the two leaves a job
+        // whose worker takes the VOD on from `uploaded`.
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         let now = now_ms();
@@ -372,7 +378,6 @@ impl VodApi {
                 row.duration = info.duration;
                 row.source_info = serde_json::to_string(info).ok();
                 events::emit(&mut tx, &row.project_id, &Event::VodUploaded(event_data(&row, &app))).await?;
-                row.status = row.status().apply(VodMove::Queued).map_err(move_error)?.as_str().to_string();
                 Db::insert_job(&mut tx, &row.id, &row.project_id, now).await?;
             }
             Err(error) => {
@@ -384,6 +389,19 @@ impl VodApi {
         Db::update_vod(&mut tx, &row).await?;
         tx.commit().await?;
         app.wake_sender();
+        if probed.is_ok() {
+            let mut tx = app.db.begin_write().await?;
+            if let Some(mut queued) = Db::vod_in(&mut tx, &p.project.id, &id).await? {
+                // A worker may have taken it on already; then it stays as the worker left it.
+                if let Ok(next) = queued.status().apply(VodMove::Queued) {
+                    queued.status = next.as_str().to_string();
+                    queued.updated_at = now_ms();
+                    Db::update_vod(&mut tx, &queued).await?;
+                    tx.commit().await?;
+                    row = queued;
+                }
+            }
+        }
         app.vod_wake().notify_waiters();
         match &probed {
             Ok(_) => tracing::info!(vod = %id.0, bytes = size, "source accepted; transcode queued"),

@@ -9,7 +9,7 @@ use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
-use super::pagination::{PageQuery, Paginated};
+use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
@@ -82,6 +82,11 @@ fn parse_event(s: &str) -> Result<String, String> {
     }
 }
 
+/// What `events` may hold: `*` or event names.
+fn event_patterns() -> Vec<String> {
+    std::iter::once("*").chain(EventName::ALL.iter().map(|e| e.as_str())).map(str::to_string).collect()
+}
+
 fn normalise_events(mut events: Vec<String>) -> Vec<String> {
     if events.iter().any(|e| e == "*") {
         return vec!["*".into()];
@@ -96,6 +101,7 @@ impl FromJsonBody for CreateWebhook {
         let url = f.string("url", 1..=2048);
         let description = f.opt_string("description", 0..=200);
         let events = f.list("events", 1..=32, parse_event).unwrap_or_default();
+        f.document("events", |r| r.one_of = event_patterns());
         CreateWebhook { url, description, events, enabled: f.opt_bool("enabled") }
     }
 }
@@ -114,7 +120,11 @@ impl FromJsonBody for UpdateWebhook {
         UpdateWebhook {
             url: f.opt_string("url", 1..=2048),
             description: f.opt_string("description", 0..=200),
-            events: f.opt_list("events", 1..=32, parse_event),
+            events: {
+                let events = f.opt_list("events", 1..=32, parse_event);
+                f.document("events", |r| r.one_of = event_patterns());
+                events
+            },
             enabled: f.opt_bool("enabled"),
         }
     }
@@ -208,9 +218,9 @@ impl WebhooksApi {
         p: Authorized<need::WebhooksRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
-        skip: Query<Option<i64>>,
+        skip: Query<Option<Skip>>,
         /// Page size (default 20, at most 100).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<Limit<100>>>,
     ) -> ApiResult<Json<Paginated<Webhook>>> {
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app.db.list_webhooks(&p.project.id, page.skip, page.limit).await?;
@@ -265,9 +275,9 @@ impl WebhooksApi {
         #[oai(name = "webhookId")]
         webhook_id: Query<Option<String>>,
         /// How many (default 50, at most 200).
-        limit: Query<Option<i64>>,
+        limit: Query<Option<Limit<200>>>,
     ) -> ApiResult<Json<DeliveryList>> {
-        let page = PageQuery::parse(None, limit.0, 50, 200)?;
+        let page = PageQuery::parse(None, limit.0.map(|l| l.0), 50, 200)?;
         let rows = app.db.list_deliveries(&p.project.id, webhook_id.0.as_deref(), page.limit).await?;
         Ok(Json(DeliveryList { items: rows.into_iter().map(Into::into).collect() }))
     }

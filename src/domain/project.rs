@@ -5,6 +5,9 @@
 pub struct ProjectSlug(String);
 
 impl ProjectSlug {
+    /// What [`ProjectSlug::parse`] accepts, as the OpenAPI document states it.
+    pub const PATTERN: &'static str = "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$";
+
     pub fn parse(s: &str) -> Result<Self, String> {
         let ok_chars = s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
         if !(3..=40).contains(&s.len()) {
@@ -26,6 +29,10 @@ impl ProjectSlug {
 pub struct Email(String);
 
 impl Email {
+    /// A form [`Email::parse`] always accepts, as the OpenAPI document states it: printable
+    /// ASCII around one `@` (the parser also takes surrounding spaces and other characters).
+    pub const PATTERN: &'static str = "^[!-?A-~]+@[!-?A-~]+$";
+
     pub fn parse(s: &str) -> Result<Self, String> {
         let s = s.trim().to_ascii_lowercase();
         let valid = s.len() <= 254

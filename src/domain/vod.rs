@@ -307,8 +307,9 @@ impl VodStatus {
             (_, VodMove::Probed | VodMove::Rejected) => refuse("be marked uploaded"),
             (Uploaded, VodMove::Queued) => Ok(Queued),
             (_, VodMove::Queued) => refuse("be queued"),
-            // A retried job starts again from processing.
-            (Queued | Processing, VodMove::Started) => Ok(Processing),
+            // A retried job starts again from processing; a job whose VOD was not yet moved
+            // to queued (the process stopped between the two writes) starts from uploaded.
+            (Uploaded | Queued | Processing, VodMove::Started) => Ok(Processing),
             (_, VodMove::Started) => refuse("start transcoding"),
             (Processing, VodMove::Finished) => Ok(Complete),
             (_, VodMove::Finished) => refuse("complete"),
@@ -389,6 +390,7 @@ mod tests {
         assert_eq!(Uploaded.apply(VodMove::Queued), Ok(Queued));
         assert_eq!(Queued.apply(VodMove::Started), Ok(Processing));
         assert_eq!(Processing.apply(VodMove::Started), Ok(Processing), "a retried job");
+        assert_eq!(Uploaded.apply(VodMove::Started), Ok(Processing), "stopped between uploaded and queued");
         assert_eq!(Processing.apply(VodMove::Finished), Ok(Complete));
         assert!(Complete.apply(VodMove::Cancel).is_err());
         assert!(Failed.apply(VodMove::Cancel).is_err());

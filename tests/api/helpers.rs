@@ -113,9 +113,12 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut ConfigArgs
     let boot = sluice::cli::bootstrap_project(&app.db, "demo", None).await.expect("bootstrap");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let (addr, _server) = app
-        .start(async move {
-            let _ = rx.await;
-        })
+        .start_with(
+            async move {
+                let _ = rx.await;
+            },
+            crate::contract::check,
+        )
         .await
         .expect("server starts");
     let project_id = app.db.project_by_slug(&boot.project_slug).await.expect("db").expect("project").id;

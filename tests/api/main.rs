@@ -1,5 +1,6 @@
 //! Black-box tests of the HTTP API: the real server, a real database (SQLite and Postgres).
 
+mod contract;
 mod helpers;
 mod player;
 

@@ -22,7 +22,12 @@ impl Received {
     pub fn header(&self, name: &str) -> &str {
         self.headers.get(name).map(String::as_str).unwrap_or("")
     }
+    /// The body, checked against the document's `webhooks` entry for its event.
     pub fn json(&self) -> serde_json::Value {
+        if let Some(problem) = crate::contract::delivery_violation(self.header("x-service-event"), &self.body)
+        {
+            panic!("contract violation: {problem}");
+        }
         serde_json::from_slice(&self.body).expect("delivery body is JSON")
     }
     pub fn id(&self) -> String {

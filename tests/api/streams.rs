@@ -184,7 +184,14 @@ async fn list_filters_and_paginates(app: TestApp) {
     let msg =
         error_message(app.get_with(&format!("{url}?from=yesterday&to=2026-13-01"), &app.key).await, 400)
             .await;
-    assert_eq!(msg, json!(["from must be an ISO 8601 timestamp", "to must be an ISO 8601 timestamp"]));
+    let wanted = "must be an ISO 8601 date or date-time, e.g. 2024-05-01 or 2024-05-01T12:00:00Z";
+    assert_eq!(msg, json!([format!("from {wanted}"), format!("to {wanted}")]));
+    // Any ISO 8601 date names its whole period; a date-time without an offset is UTC.
+    let day = &a["createdAt"].as_str().unwrap()[..10];
+    assert_eq!(list(&format!("?from={day}&to={day}")).await["total"], 3, "a date names its whole day");
+    assert_eq!(list(&format!("?to={}", day.replace('-', ""))).await["total"], 3, "basic form");
+    assert_eq!(list("?from=2000-W01-1&to=2000-12").await["total"], 0, "week date, month");
+    assert_eq!(list("?from=2000-001T00:00").await["total"], 3, "ordinal date-time without offset");
     error_message(app.get_with(&format!("{url}?status=asleep"), &app.key).await, 400).await;
     error_message(app.get_with(&format!("{url}?limit=101"), &app.key).await, 400).await;
 }
