@@ -154,6 +154,17 @@ pub fn describe<T: FromJsonBody>() -> Vec<(String, Rule)> {
     fields.rules.unwrap_or_default()
 }
 
+/// The values of a type documented as a closed set of strings.
+fn enum_names<T: Type>() -> Vec<String> {
+    let mut registry = Registry::new();
+    T::register(&mut registry);
+    registry
+        .schemas
+        .get(T::name().as_ref())
+        .map(|s| s.enum_items.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default()
+}
+
 /// Writes `rules` into the registered object schema `name` (and the schemas of its arrays of
 /// objects). A rule for a property the schema lacks, or a property without a rule, means the
 /// reader and the type disagree: that is a programming error, caught when the document is made
@@ -328,15 +339,13 @@ impl Fields {
         self.read_parsed(name, parse)
     }
 
-    /// An optional string that must be one of `allowed`.
-    pub fn opt_one_of(&mut self, name: &str, allowed: &[&str]) -> Option<String> {
-        self.note(name, Rule { one_of: allowed.iter().map(|s| s.to_string()).collect(), ..Rule::default() });
+    /// An optional value of a closed set that its type both parses and documents (a poem
+    /// `Enum`).
+    pub fn opt_enum<T: poem_openapi::types::ParseFromJSON>(&mut self, name: &str) -> Option<T> {
+        self.note(name, Rule::default());
         self.read_parsed(name, |s| {
-            if allowed.contains(&s) {
-                Ok(s.to_string())
-            } else {
-                Err(format!("must be one of {}", allowed.join(", ")))
-            }
+            T::parse_from_json(Some(Value::String(s.to_string())))
+                .map_err(|_| format!("must be one of {}", enum_names::<T>().join(", ")))
         })
     }
 

@@ -7,9 +7,9 @@ use poem_openapi::types::{ParseFromParameter, ParseResult, Type};
 
 use crate::domain::time::{parse_iso8601, Span};
 
-/// A time filter (`from`, `to`): any ISO 8601 date or date-time. The document says
-/// `date-time` (what a generated client sends); a date, a month, a year, an ordinal or week date
-/// and the basic forms are taken too, and a date names the whole of it. The text is checked by
+/// A time filter (`from`, `to`): any ISO 8601 date or date-time. The document says `date-time`
+/// or `date` (what generated clients send); a month, a year, an ordinal or week date and the
+/// basic forms are taken too, and a date names the whole of it. The text is checked by
 /// the handler, so that every bad parameter is reported at once.
 #[derive(Debug, Clone)]
 pub struct TimeParam(pub String);
@@ -33,11 +33,15 @@ impl Type for TimeParam {
     type RawElementValueType = String;
 
     fn name() -> Cow<'static, str> {
-        "string_date-time".into()
+        "time_filter".into()
     }
 
     fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "date-time")))
+        let form = |format| MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", format)));
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            any_of: vec![form("date-time"), form("date")],
+            ..MetaSchema::ANY
+        }))
     }
 
     fn as_raw_value(&self) -> Option<&String> {

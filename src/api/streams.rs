@@ -270,15 +270,16 @@ impl From<StreamRow> for StreamListItem {
 
 /// The `data` of a stream event.
 pub fn event_data(row: &StreamRow) -> StreamEventData {
+    let state = row.state();
     StreamEventData {
         id: row.id.clone(),
         name: row.name.clone(),
         stream_key: row.stream_key.clone(),
-        status: row.status.clone(),
+        status: state.status,
         project_id: row.project_id.clone(),
         vod_enabled: row.vod_enabled == 1,
         created_at: iso(row.created_at),
-        reason: row.disabled_reason.clone(),
+        reason: state.reason,
     }
 }
 

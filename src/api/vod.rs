@@ -18,7 +18,8 @@ use crate::app::App;
 use crate::domain::new_id;
 use crate::domain::time::{iso, now_ms};
 use crate::domain::vod::{
-    default_ladder, AspectRatio, ProducedRendition, RenditionSpec, VodMove, VodMoveError, VodStatus,
+    default_ladder, AspectRatio, AudioCodec, OutputFormat, ProducedRendition, RenditionSpec, VideoCodec,
+    VodMove, VodMoveError, VodStatus,
 };
 use crate::events::catalog::VodEventData;
 use crate::events::{self, Event};
@@ -39,9 +40,9 @@ pub struct Vod {
     pub name: String,
     pub filename: String,
     pub status: VodStatus,
-    pub output_format: String,
-    pub video_codec: String,
-    pub audio_codec: String,
+    pub output_format: OutputFormat,
+    pub video_codec: VideoCodec,
+    pub audio_codec: AudioCodec,
     pub aspect_ratio: AspectRatio,
     /// The rungs asked for.
     pub ladder: Vec<RenditionSpec>,
@@ -97,11 +98,11 @@ pub struct CreateVod {
     /// Name of the file to be uploaded, 1–255 characters.
     pub filename: String,
     /// `hls` (default).
-    pub output_format: Option<String>,
+    pub output_format: Option<OutputFormat>,
     /// `h264` (default).
-    pub video_codec: Option<String>,
+    pub video_codec: Option<VideoCodec>,
     /// `aac` (default).
-    pub audio_codec: Option<String>,
+    pub audio_codec: Option<AudioCodec>,
     /// `preserve` (default), `pad`, `crop` or `stretch`.
     pub aspect_ratio: Option<AspectRatio>,
     /// 1–8 rungs with unique names. Default: 1080p 1920×1080 5M, 720p 1280×720 3M,
@@ -150,9 +151,9 @@ impl FromJsonBody for CreateVod {
         CreateVod {
             name: f.string("name", 1..=100),
             filename: f.string("filename", 1..=255),
-            output_format: f.opt_one_of("outputFormat", &["hls"]),
-            video_codec: f.opt_one_of("videoCodec", &["h264"]),
-            audio_codec: f.opt_one_of("audioCodec", &["aac"]),
+            output_format: f.opt_enum("outputFormat"),
+            video_codec: f.opt_enum("videoCodec"),
+            audio_codec: f.opt_enum("audioCodec"),
             aspect_ratio: f.opt_parsed("aspectRatio", AspectRatio::parse),
             ladder,
             drm_enabled: f.opt_bool("drmEnabled"),
@@ -177,9 +178,10 @@ impl Vod {
             name: row.name.clone(),
             filename: row.filename.clone(),
             status,
-            output_format: row.output_format.clone(),
-            video_codec: row.video_codec.clone(),
-            audio_codec: row.audio_codec.clone(),
+            // Each has one value so far.
+            output_format: OutputFormat::Hls,
+            video_codec: VideoCodec::H264,
+            audio_codec: AudioCodec::Aac,
             aspect_ratio: AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve),
             ladder: serde_json::from_str(&row.ladder).unwrap_or_default(),
             renditions: row
@@ -209,9 +211,9 @@ pub fn event_data(row: &VodRow, app: &App) -> VodEventData {
     VodEventData {
         id: row.id.clone(),
         name: row.name.clone(),
-        status: row.status.clone(),
+        status: row.status(),
         project_id: row.project_id.clone(),
-        output_format: row.output_format.clone(),
+        output_format: OutputFormat::Hls,
         playback_url: format!("{base}/master.m3u8"),
         thumbnail_url: format!("{base}/thumb.jpg"),
         source_size: row.source_size,
@@ -294,9 +296,9 @@ impl VodApi {
             project_id: p.project.id.clone(),
             name: b.name,
             filename: b.filename,
-            output_format: b.output_format.unwrap_or_else(|| "hls".into()),
-            video_codec: b.video_codec.unwrap_or_else(|| "h264".into()),
-            audio_codec: b.audio_codec.unwrap_or_else(|| "aac".into()),
+            output_format: b.output_format.unwrap_or(OutputFormat::Hls).as_str().to_string(),
+            video_codec: b.video_codec.unwrap_or(VideoCodec::H264).as_str().to_string(),
+            audio_codec: b.audio_codec.unwrap_or(AudioCodec::Aac).as_str().to_string(),
             aspect_ratio: b.aspect_ratio.unwrap_or(AspectRatio::Preserve).as_str().to_string(),
             ladder: serde_json::to_string(&ladder).map_err(ApiError::internal)?,
             status: VodStatus::PendingUpload.as_str().to_string(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Object, OpenApi};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
@@ -14,7 +14,7 @@ use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::app::App;
 use crate::domain::{new_id, time::iso, time::now_ms};
-use crate::events::{guard, signing, EventName};
+use crate::events::{guard, signing, EventFilter, EventName};
 use crate::store::webhooks::{DeliveryRow, WebhookRow};
 
 /// A webhook as listed: never its secret.
@@ -26,7 +26,7 @@ pub struct Webhook {
     pub url: String,
     pub description: String,
     /// Subscribed event names, or `["*"]` for every event.
-    pub events: Vec<String>,
+    pub events: Vec<EventFilter>,
     pub enabled: bool,
     /// Failed attempts in a row; a success resets it.
     pub consecutive_failures: i64,
@@ -40,7 +40,7 @@ impl From<WebhookRow> for Webhook {
             id: w.id,
             url: w.url,
             description: w.description,
-            events: w.events.split_whitespace().map(str::to_string).collect(),
+            events: w.events.split_whitespace().filter_map(|e| EventFilter::parse(e).ok()).collect(),
             enabled: w.enabled == 1,
             consecutive_failures: w.consecutive_failures,
             created_at: iso(w.created_at),
@@ -66,42 +66,26 @@ pub struct CreateWebhook {
     /// Optional label, up to 200 characters.
     pub description: Option<String>,
     /// Event names from the catalog, or `*`; at least one.
-    pub events: Vec<String>,
+    pub events: Vec<EventFilter>,
     /// Whether deliveries are sent (default true).
     pub enabled: Option<bool>,
 }
 
-fn parse_event(s: &str) -> Result<String, String> {
-    if s == "*" || EventName::parse(s).is_some() {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "must be * or one of {}",
-            EventName::ALL.iter().map(|e| e.as_str()).collect::<Vec<_>>().join(", ")
-        ))
-    }
-}
-
-/// What `events` may hold: `*` or event names.
-fn event_patterns() -> Vec<String> {
-    std::iter::once("*").chain(EventName::ALL.iter().map(|e| e.as_str())).map(str::to_string).collect()
-}
-
-fn normalise_events(mut events: Vec<String>) -> Vec<String> {
-    if events.iter().any(|e| e == "*") {
-        return vec!["*".into()];
+/// Stored form of a subscription: `*` alone, or the names sorted, once each.
+fn normalise_events(mut events: Vec<EventFilter>) -> String {
+    if events.iter().any(|e| e.as_str() == "*") {
+        return "*".into();
     }
     events.sort();
     events.dedup();
-    events
+    events.iter().map(EventFilter::as_str).collect::<Vec<_>>().join(" ")
 }
 
 impl FromJsonBody for CreateWebhook {
     fn from_fields(f: &mut Fields) -> Self {
         let url = f.string("url", 1..=2048);
         let description = f.opt_string("description", 0..=200);
-        let events = f.list("events", 1..=32, parse_event).unwrap_or_default();
-        f.document("events", |r| r.one_of = event_patterns());
+        let events = f.list("events", 1..=32, EventFilter::parse).unwrap_or_default();
         CreateWebhook { url, description, events, enabled: f.opt_bool("enabled") }
     }
 }
@@ -111,7 +95,7 @@ impl FromJsonBody for CreateWebhook {
 pub struct UpdateWebhook {
     pub url: Option<String>,
     pub description: Option<String>,
-    pub events: Option<Vec<String>>,
+    pub events: Option<Vec<EventFilter>>,
     pub enabled: Option<bool>,
 }
 
@@ -120,11 +104,7 @@ impl FromJsonBody for UpdateWebhook {
         UpdateWebhook {
             url: f.opt_string("url", 1..=2048),
             description: f.opt_string("description", 0..=200),
-            events: {
-                let events = f.opt_list("events", 1..=32, parse_event);
-                f.document("events", |r| r.one_of = event_patterns());
-                events
-            },
+            events: f.opt_list("events", 1..=32, EventFilter::parse),
             enabled: f.opt_bool("enabled"),
         }
     }
@@ -145,8 +125,7 @@ pub struct Delivery {
     pub id: String,
     pub webhook_id: String,
     pub event: String,
-    /// pending, success or failed.
-    pub status: String,
+    pub status: DeliveryStatus,
     pub attempts: i64,
     /// HTTP status of the last attempt, if it got a response.
     pub response_code: Option<i64>,
@@ -158,14 +137,31 @@ pub struct Delivery {
     pub next_attempt_at: Option<String>,
 }
 
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Waiting for its first or next attempt.
+    Pending,
+    /// An attempt was answered with 2xx.
+    Success,
+    /// Every attempt failed.
+    Failed,
+}
+
 impl From<DeliveryRow> for Delivery {
     fn from(d: DeliveryRow) -> Self {
-        let pending = d.status == "pending";
+        let status = match d.status.as_str() {
+            "success" => DeliveryStatus::Success,
+            "failed" => DeliveryStatus::Failed,
+            _ => DeliveryStatus::Pending,
+        };
+        let pending = status == DeliveryStatus::Pending;
         Delivery {
             id: d.id,
             webhook_id: d.webhook_id,
             event: d.event,
-            status: d.status,
+            status,
             attempts: d.attempts,
             response_code: d.response_code,
             error: d.error,
@@ -249,7 +245,7 @@ impl WebhooksApi {
             project_id: p.project.id.clone(),
             url: url.to_string(),
             description: body.description.unwrap_or_default(),
-            events: normalise_events(body.events).join(" "),
+            events: normalise_events(body.events),
             enabled: i64::from(body.enabled.unwrap_or(true)),
             consecutive_failures: 0,
             created_at: now,
@@ -345,7 +341,7 @@ impl WebhooksApi {
             row.description = description;
         }
         if let Some(events) = body.events {
-            row.events = normalise_events(events).join(" ");
+            row.events = normalise_events(events);
         }
         if let Some(enabled) = body.enabled {
             row.enabled = i64::from(enabled);

@@ -2,6 +2,7 @@
 //! is meant.
 
 pub mod api_key;
+mod closed_set;
 pub mod content_key;
 pub mod keyring;
 pub mod password;
@@ -12,6 +13,7 @@ pub mod time;
 pub mod vod;
 
 pub use api_key::{ApiKeyHash, RawApiKey};
+pub(crate) use closed_set::closed_string_set;
 pub use project::{Email, ProjectSlug};
 pub use scope::{Role, Scope, ScopeSet};
 

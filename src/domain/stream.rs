@@ -7,6 +7,8 @@ use md5::{Digest, Md5};
 use poem_openapi::Enum;
 use subtle::ConstantTimeEq;
 
+use super::closed_string_set;
+
 /// A rendition height, written `<height>p`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Quality(pub u32);
@@ -27,62 +29,14 @@ impl Quality {
     }
 }
 
-/// In the OpenAPI document a quality is a closed set of strings (`Quality`), made from
-/// [`Quality::HEIGHTS`]; in JSON it is its name.
-mod quality_schema {
-    use std::borrow::Cow;
-
-    use poem_openapi::registry::{MetaSchema, MetaSchemaRef, Registry};
-    use poem_openapi::types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type};
-    use serde_json::Value;
-
-    use super::Quality;
-
-    impl Type for Quality {
-        const IS_REQUIRED: bool = true;
-        type RawValueType = Self;
-        type RawElementValueType = Self;
-
-        fn name() -> Cow<'static, str> {
-            "Quality".into()
-        }
-
-        fn schema_ref() -> MetaSchemaRef {
-            MetaSchemaRef::Reference("Quality".into())
-        }
-
-        fn register(registry: &mut Registry) {
-            registry.create_schema::<Self, _>("Quality".into(), |_| MetaSchema {
-                description: Some("A rendition height: `<height>p`."),
-                enum_items: Quality::HEIGHTS.iter().map(|h| Value::String(Quality(*h).name())).collect(),
-                ..MetaSchema::new("string")
-            });
-        }
-
-        fn as_raw_value(&self) -> Option<&Self> {
-            Some(self)
-        }
-
-        fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
-            Box::new(self.as_raw_value().into_iter())
-        }
-    }
-
-    impl ToJSON for Quality {
-        fn to_json(&self) -> Option<Value> {
-            Some(Value::String(self.name()))
-        }
-    }
-
-    impl ParseFromJSON for Quality {
-        fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
-            match value {
-                Some(Value::String(s)) => Quality::parse(&s).map_err(ParseError::custom),
-                other => Err(ParseError::expected_type(other.unwrap_or_default())),
-            }
-        }
-    }
-}
+closed_string_set!(
+    Quality,
+    "Quality",
+    "A rendition height: `<height>p`.",
+    Quality::HEIGHTS.iter().map(|h| Quality(*h).name()).collect::<Vec<_>>(),
+    |q: &Quality| q.name(),
+    Quality::parse
+);
 
 /// How viewers play a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Enum)]

@@ -220,6 +220,45 @@ pub fn plan(ladder: &[RenditionSpec], aspect: AspectRatio, width: u32, height: u
     out
 }
 
+/// How the output is packaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum OutputFormat {
+    Hls,
+}
+
+/// The video codec of the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum VideoCodec {
+    H264,
+}
+
+/// The audio codec of the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum AudioCodec {
+    Aac,
+}
+
+impl OutputFormat {
+    pub fn as_str(self) -> &'static str {
+        "hls"
+    }
+}
+
+impl VideoCodec {
+    pub fn as_str(self) -> &'static str {
+        "h264"
+    }
+}
+
+impl AudioCodec {
+    pub fn as_str(self) -> &'static str {
+        "aac"
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
 #[oai(rename_all = "snake_case")]
 pub enum VodStatus {

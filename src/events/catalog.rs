@@ -4,6 +4,9 @@
 use poem_openapi::types::ToJSON;
 use poem_openapi::{Enum, Object};
 
+use crate::domain::stream::{DisabledReason, StreamStatus};
+use crate::domain::vod::{OutputFormat, VodStatus};
+
 /// Every event a webhook can subscribe to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Enum)]
 pub enum EventName {
@@ -35,6 +38,38 @@ pub enum EventName {
     #[oai(rename = "vod.cancelled")]
     VodCancelled,
 }
+
+/// What a webhook subscribes to: `*` (every event) or one event's name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventFilter(String);
+
+impl EventFilter {
+    pub fn parse(s: &str) -> Result<EventFilter, String> {
+        if s == "*" || EventName::parse(s).is_some() {
+            Ok(EventFilter(s.to_string()))
+        } else {
+            Err(format!("must be * or one of {}", EventName::ALL.map(EventName::as_str).join(", ")))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Every filter there is: `*`, then the catalog.
+    pub fn all() -> Vec<String> {
+        std::iter::once("*").chain(EventName::ALL.map(EventName::as_str)).map(str::to_string).collect()
+    }
+}
+
+crate::domain::closed_string_set!(
+    EventFilter,
+    "EventFilter",
+    "`*` (every event) or an event name.",
+    EventFilter::all(),
+    |e: &EventFilter| e.0.clone(),
+    EventFilter::parse
+);
 
 impl EventName {
     pub const ALL: [EventName; 9] = [
@@ -79,15 +114,13 @@ pub struct StreamEventData {
     pub id: String,
     pub name: String,
     pub stream_key: String,
-    /// live, idle, disabled or pending.
-    pub status: String,
+    pub status: StreamStatus,
     pub project_id: String,
     pub vod_enabled: bool,
     pub created_at: String,
-    /// Why the stream was disabled (`stream.disabled` only): deleted, manual, no_input,
-    /// insufficient_credits.
+    /// Why the stream was disabled (`stream.disabled` only).
     #[oai(skip_serializing_if_is_none)]
-    pub reason: Option<String>,
+    pub reason: Option<DisabledReason>,
 }
 
 /// `data` of the VOD events.
@@ -96,9 +129,9 @@ pub struct StreamEventData {
 pub struct VodEventData {
     pub id: String,
     pub name: String,
-    pub status: String,
+    pub status: VodStatus,
     pub project_id: String,
-    pub output_format: String,
+    pub output_format: OutputFormat,
     /// `{playback_base}/vod/<id>/master.m3u8`
     pub playback_url: String,
     /// `{playback_base}/vod/<id>/thumb.jpg`
@@ -191,14 +224,14 @@ mod tests {
             id: "s".into(),
             name: "n".into(),
             stream_key: "k".into(),
-            status: "idle".into(),
+            status: StreamStatus::Idle,
             project_id: "p".into(),
             vod_enabled: false,
             created_at: "t".into(),
             reason: None,
         };
         assert!(Event::StreamEnded(d.clone()).data().get("reason").is_none());
-        let v = Event::StreamDisabled(StreamEventData { reason: Some("manual".into()), ..d }).data();
+        let v = Event::StreamDisabled(StreamEventData { reason: Some(DisabledReason::Manual), ..d }).data();
         assert_eq!(v["reason"], "manual");
         assert_eq!(v["streamKey"], "k");
     }

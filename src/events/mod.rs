@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use sqlx::AnyConnection;
 
-pub use catalog::{Event, EventName};
+pub use catalog::{Event, EventFilter, EventName};
 
 use crate::domain::{new_id, time::iso, time::now_ms};
 use crate::store::webhooks::NewDelivery;
