@@ -47,7 +47,7 @@ fn event(project_id: &str, i: usize) -> Event {
         id: format!("st{i}"),
         name: i.to_string(),
         stream_key: "k".into(),
-        status: "live".into(),
+        status: sluice::domain::stream::StreamStatus::Live,
         project_id: project_id.into(),
         vod_enabled: false,
         created_at: "2026-01-01T00:00:00.000Z".into(),

@@ -143,6 +143,8 @@ pub struct Rule {
     pub multiple_of: Option<i64>,
     /// Strings: one of these formats (`ipv4`, `ipv6`…).
     pub formats: Vec<&'static str>,
+    /// Arrays: no two elements equal.
+    pub unique: bool,
     /// The rules of each object of an array of objects.
     pub fields: Vec<(String, Rule)>,
 }
@@ -152,6 +154,12 @@ pub fn describe<T: FromJsonBody>() -> Vec<(String, Rule)> {
     let mut fields = Fields { map: Map::new(), errors: Vec::new(), rules: Some(Vec::new()) };
     T::from_fields(&mut fields);
     fields.rules.unwrap_or_default()
+}
+
+/// A float with no fraction, within the range where every integer is exact.
+fn whole(f: f64) -> Option<i64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    (f.fract() == 0.0 && f.abs() <= EXACT).then_some(f as i64)
 }
 
 /// The values of a type documented as a closed set of strings.
@@ -204,6 +212,9 @@ fn apply_rules(registry: &mut Registry, name: &str, rules: &[(String, Rule)]) {
             prop_schema.min_items = Some(min);
             prop_schema.max_items = Some(max);
         }
+        if rule.unique {
+            prop_schema.unique_items = Some(true);
+        }
         let target = match (&mut prop_schema.items, rule.count) {
             (Some(items), Some(_)) => match items.as_mut() {
                 MetaSchemaRef::Inline(items) => Some(items.as_mut()),
@@ -226,10 +237,12 @@ fn apply_rules(registry: &mut Registry, name: &str, rules: &[(String, Rule)]) {
             if let Some(m) = rule.multiple_of {
                 target.multiple_of = Some(m as f64);
             }
-            for format in &rule.formats {
-                target
-                    .any_of
-                    .push(MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", format))));
+            if !rule.formats.is_empty() {
+                // A body type used by several operations is registered (and ruled) each time.
+                let form = |format: &&'static str| {
+                    MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", format)))
+                };
+                target.any_of = rule.formats.iter().map(form).collect();
             }
         }
     }
@@ -363,7 +376,8 @@ impl Fields {
 
     fn read_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
         match self.take(name)? {
-            Value::Number(n) => match n.as_i64() {
+            // JSON has one number type: `60.0` is the integer 60 (as JSON Schema says).
+            Value::Number(n) => match n.as_i64().or_else(|| n.as_f64().and_then(whole)) {
                 Some(i) if range.contains(&i) => Some(i),
                 _ => {
                     self.error(name, format!("must be an integer from {} to {}", range.start(), range.end()));
@@ -563,6 +577,23 @@ mod tests {
         let p = parse_body::<Probe>(br#"{"name":"ok","tags":null}"#).ok().unwrap();
         assert_eq!(p.name, "ok");
         assert!(p.tags.is_none() && p.on.is_none());
+    }
+
+    struct Count(Option<i64>);
+
+    impl FromJsonBody for Count {
+        fn from_fields(f: &mut Fields) -> Self {
+            Count(f.opt_int("n", 60..=100))
+        }
+    }
+
+    #[test]
+    fn a_whole_float_is_an_integer() {
+        assert_eq!(parse_body::<Count>(br#"{"n":60.0}"#).ok().and_then(|c| c.0), Some(60));
+        assert_eq!(parse_body::<Count>(br#"{"n":6e1}"#).ok().and_then(|c| c.0), Some(60));
+        for bad in [&br#"{"n":60.5}"#[..], br#"{"n":1e300}"#, br#"{"n":59.0}"#] {
+            assert!(parse_body::<Count>(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

@@ -63,8 +63,8 @@ const EXTRA_STATUSES: &[(&str, &[u16])] = &[
     ("deleteVod", &[409]),
     ("markVodUploaded", &[409]),
     ("vodUploadHeartbeat", &[409]),
-    ("setStreamSignedPlayback", &[]),
-    ("createStreamPlaybackTicket", &[]),
+    ("setStreamSignedPlayback", &[409]),
+    ("createStreamPlaybackTicket", &[409]),
     ("setVodSignedPlayback", &[]),
     ("createVodPlaybackTicket", &[409]),
     ("listWebhookEvents", &[]),
@@ -258,6 +258,9 @@ fn nullable(schema: Value) -> Value {
     }
     if let Some(Value::String(ty)) = map.get("type").cloned() {
         map.insert("type".into(), json!([ty, "null"]));
+    }
+    if let Some(Value::Array(forms)) = map.get_mut("anyOf") {
+        forms.push(json!({"type": "null"}));
     }
     if let Some(Value::Array(values)) = map.get_mut("enum") {
         values.push(Value::Null);

@@ -18,8 +18,8 @@ use crate::app::App;
 use crate::domain::new_id;
 use crate::domain::time::{iso, now_ms};
 use crate::domain::vod::{
-    default_ladder, AspectRatio, AudioCodec, OutputFormat, ProducedRendition, RenditionSpec, VideoCodec,
-    VodMove, VodMoveError, VodStatus,
+    default_ladder, AspectRatio, AudioCodec, Bitrate, OutputFormat, ProducedRendition, RenditionSpec,
+    VideoCodec, VodMove, VodMoveError, VodStatus,
 };
 use crate::events::catalog::VodEventData;
 use crate::events::{self, Event};
@@ -124,9 +124,7 @@ fn rung(f: &mut Fields) -> RenditionSpec {
     f.document("name", |r| r.pattern = Some("^(?!(audio|source)$)[A-Za-z0-9_-]{1,32}$"));
     f.document("width", |r| (r.range, r.multiple_of) = (Some((16, 7680)), Some(2)));
     f.document("height", |r| (r.range, r.multiple_of) = (Some((16, 4320)), Some(2)));
-    f.document("videoBitrate", |r| {
-        r.pattern = Some("^(([1-9][0-9]{2}|[1-9][0-9]{3}|[1-4][0-9]{4}|50000)k|([1-9]|[1-4][0-9]|50)M)$")
-    });
+    f.document("videoBitrate", |r| r.pattern = Some(Bitrate::PATTERN));
     for problem in spec.problems() {
         if let Some((field, rest)) = problem.split_once(' ') {
             // A missing or mistyped field already has its problem.
@@ -141,6 +139,8 @@ fn rung(f: &mut Fields) -> RenditionSpec {
 impl FromJsonBody for CreateVod {
     fn from_fields(f: &mut Fields) -> Self {
         let ladder = f.opt_objects("ladder", 1..=8, rung);
+        // Unique by name, which JSON Schema cannot say; no two equal rungs is as near as it gets.
+        f.document("ladder", |r| r.unique = true);
         if let Some(l) = &ladder {
             let mut names: Vec<&str> = l.iter().map(|r| r.name.as_str()).collect();
             names.sort_unstable();

@@ -61,7 +61,8 @@ pub struct CreatedWebhook {
 /// Body of `POST /webhooks`.
 #[derive(Debug, Object)]
 pub struct CreateWebhook {
-    /// https URL (plain http only in development mode) that resolves to a public address.
+    /// An http(s) URL. In production: https only, and its host must resolve to public
+    /// addresses only; plain http and private or loopback targets are for development mode.
     pub url: String,
     /// Optional label, up to 200 characters.
     pub description: Option<String>,
@@ -84,6 +85,7 @@ fn normalise_events(mut events: Vec<EventFilter>) -> String {
 impl FromJsonBody for CreateWebhook {
     fn from_fields(f: &mut Fields) -> Self {
         let url = f.string("url", 1..=2048);
+        f.document("url", |r| r.pattern = Some(guard::URL_PATTERN));
         let description = f.opt_string("description", 0..=200);
         let events = f.list("events", 1..=32, EventFilter::parse).unwrap_or_default();
         CreateWebhook { url, description, events, enabled: f.opt_bool("enabled") }
@@ -102,7 +104,11 @@ pub struct UpdateWebhook {
 impl FromJsonBody for UpdateWebhook {
     fn from_fields(f: &mut Fields) -> Self {
         UpdateWebhook {
-            url: f.opt_string("url", 1..=2048),
+            url: {
+                let url = f.opt_string("url", 1..=2048);
+                f.document("url", |r| r.pattern = Some(guard::URL_PATTERN));
+                url
+            },
             description: f.opt_string("description", 0..=200),
             events: f.opt_list("events", 1..=32, EventFilter::parse),
             enabled: f.opt_bool("enabled"),

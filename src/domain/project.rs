@@ -58,6 +58,20 @@ impl Email {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        /// The document's patterns name forms the parsers take.
+        #[test]
+        fn documented_slugs_and_emails_are_taken(
+            slug in ProjectSlug::PATTERN.trim_start_matches('^').trim_end_matches('$'),
+            email in Email::PATTERN.trim_start_matches('^').trim_end_matches('$'),
+        ) {
+            let slug_fits = (3..=40).contains(&slug.len());
+            proptest::prop_assert_eq!(ProjectSlug::parse(&slug).is_ok(), slug_fits, "{}", slug);
+            let email_fits = (3..=254).contains(&email.len());
+            proptest::prop_assert_eq!(Email::parse(&email).is_ok(), email_fits, "{}", email);
+        }
+    }
+
     #[test]
     fn slugs() {
         assert!(ProjectSlug::parse("demo").is_ok());

@@ -11,6 +11,10 @@ pub struct Bitrate(pub u32);
 impl Bitrate {
     pub const MIN_KBPS: u32 = 100;
     pub const MAX_KBPS: u32 = 50_000;
+    /// The whole-number forms of a bitrate from 100k to 50M: the rule as the OpenAPI document
+    /// states it (the parser also takes decimals such as `2.5M`).
+    pub const PATTERN: &'static str =
+        "^(([1-9][0-9]{2}|[1-9][0-9]{3}|[1-4][0-9]{4}|50000)k|([1-9]|[1-4][0-9]|50)M)$";
 
     pub fn parse(s: &str) -> Result<Bitrate, String> {
         let bad = || "must be a bitrate such as 1500k or 3M, from 100k to 50M".to_string();
@@ -363,6 +367,14 @@ impl VodStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// The document's bitrate pattern names forms the parser takes.
+        #[test]
+        fn documented_bitrates_are_taken(rate in Bitrate::PATTERN.trim_start_matches('^').trim_end_matches('$')) {
+            proptest::prop_assert!(Bitrate::parse(&rate).is_ok(), "{}", rate);
+        }
+    }
 
     #[test]
     fn bitrates() {

@@ -45,6 +45,12 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
 }
 
+/// A form of webhook URL that [`check_url`] accepts in development mode, as the OpenAPI
+/// document states it: http(s), a host name whose labels start with a letter (so never read as
+/// an IPv4 number), an optional port and path; no credentials.
+pub const URL_PATTERN: &str =
+    "^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z][A-Za-z0-9-]*(\\.[A-Za-z][A-Za-z0-9-]*)*(:[0-9]{1,4})?(/[!-~]*)?$";
+
 /// Checks what can be checked without DNS; returns the parsed URL.
 pub fn check_url(url: &str, allow_private: bool) -> Result<Url, String> {
     let parsed = Url::parse(url).map_err(|e| format!("must be an absolute URL ({e})"))?;
@@ -117,6 +123,14 @@ impl Resolve for GuardedResolver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// What the document promises a client is what the server takes (development mode).
+        #[test]
+        fn every_url_of_the_documented_form_is_taken(url in URL_PATTERN.trim_start_matches('^').trim_end_matches('$')) {
+            proptest::prop_assert!(check_url(&url, true).is_ok(), "{url}: {:?}", check_url(&url, true));
+        }
+    }
 
     #[test]
     fn public_and_private_addresses() {
