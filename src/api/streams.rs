@@ -41,10 +41,15 @@ pub struct StreamListItem {
 /// Playback addresses, each present only when the stream offers that protocol.
 #[derive(Debug, Object)]
 pub struct PlaybackUrls {
+    /// The LL-HLS master playlist.
     #[oai(skip_serializing_if_is_none)]
     pub hls: Option<String>,
+    /// WHEP endpoint. **Not served yet**: WebRTC playback is not built; the address is where
+    /// it will be.
     #[oai(skip_serializing_if_is_none)]
     pub webrtc: Option<String>,
+    /// RTSP address. **Not served yet**: RTSP playback is not built; the address is where it
+    /// will be.
     #[oai(skip_serializing_if_is_none)]
     pub rtsp: Option<String>,
 }
@@ -71,6 +76,7 @@ pub struct Stream {
     /// Highest first.
     pub qualities: Vec<Quality>,
     pub protocols: Vec<Protocol>,
+    /// Record each push as a VOD. **Not built yet**: the flag is stored, nothing is recorded.
     pub vod_enabled: bool,
     pub dvr_enabled: bool,
     /// DVR window in seconds.
@@ -81,7 +87,9 @@ pub struct Stream {
     pub push_username: String,
     pub rtmp_port: u16,
     pub obs: ObsSettings,
-    /// WHIP ingest; send `Authorization: Bearer <pushPassword>`.
+    /// WHIP ingest; send `Authorization: Bearer <pushPassword>`. **Not served yet**: WHIP
+    /// ingest is not built (push over RTMP with `ingestUrl` or `obs`); the address is where it
+    /// will be.
     pub whip_url: String,
     pub playback_urls: PlaybackUrls,
     pub created_at: String,
@@ -113,6 +121,7 @@ pub struct CreateStream {
     pub qualities: Option<Vec<Quality>>,
     /// Default `["llhls"]`.
     pub protocols: Option<Vec<Protocol>>,
+    /// Record each push as a VOD. **Not built yet**: the flag is stored, nothing is recorded.
     pub vod_enabled: Option<bool>,
     pub dvr_enabled: Option<bool>,
     /// Seconds, 60–43200 (default 3600).
@@ -162,6 +171,7 @@ pub struct UpdateStream {
     pub name: Option<String>,
     pub qualities: Option<Vec<Quality>>,
     pub protocols: Option<Vec<Protocol>>,
+    /// Record each push as a VOD. **Not built yet**: the flag is stored, nothing is recorded.
     pub vod_enabled: Option<bool>,
     pub dvr_enabled: Option<bool>,
     pub dvr_duration: Option<i64>,
