@@ -36,6 +36,35 @@ fn the_document_is_openapi_3_1_without_allof_wrappers() {
 }
 
 #[test]
+fn examples_are_valid_and_the_main_operations_have_them() {
+    let spec: Value = serde_json::from_str(&committed()).unwrap();
+    let schemas = spec["components"]["schemas"].as_object().unwrap();
+    let mut with_examples = Vec::new();
+    for (name, schema) in schemas {
+        let Some(examples) = schema.get("examples").and_then(Value::as_array) else { continue };
+        let mut root = schema.clone();
+        root["components"] = spec["components"].clone();
+        let validator = jsonschema::options().should_validate_formats(true).build(&root).unwrap();
+        for example in examples {
+            let errors: Vec<String> = validator.iter_errors(example).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "the example of {name} is invalid: {errors:?}");
+        }
+        with_examples.push(name.as_str());
+    }
+    for name in [
+        "CreateStream",
+        "StreamWithCredentials",
+        "Stream",
+        "CreateVod",
+        "VodWithUpload",
+        "CreateWebhook",
+        "CreatedWebhook",
+    ] {
+        assert!(with_examples.contains(&name), "{name} has no example");
+    }
+}
+
+#[test]
 fn every_operation_has_summary_tag_security_and_statuses() {
     let spec: Value = serde_json::from_str(&committed()).unwrap();
     let public = ["login", "refresh", "logout", "acceptInvitation"];

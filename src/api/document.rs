@@ -11,6 +11,7 @@
 //! - what clients send (request bodies) admits no unknown property (the body reader refuses
 //!   them: `additionalProperties: false`);
 //! - every property named `…At` is a timestamp: `format: date-time`;
+//! - a schema's `example` becomes 2020-12's `examples`;
 //! - each operation lists exactly the statuses it can answer ([`statuses`]).
 
 use serde_json::{json, Map, Value};
@@ -104,6 +105,10 @@ pub fn publish(raw: &str) -> Result<String, String> {
             schema["additionalProperties"] = json!(false);
         }
         timestamps(schema);
+        // 3.1 schemas are JSON Schema 2020-12, whose keyword is `examples` (a list).
+        if let Some(example) = schema.as_object_mut().and_then(|m| m.remove("example")) {
+            schema["examples"] = json!([example]);
+        }
     }
     statuses(&mut doc)?;
     acknowledgements(&mut doc);

@@ -64,7 +64,7 @@ pub struct ObsSettings {
 
 /// The full stream record.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase")]
+#[oai(rename_all = "camelCase", example)]
 pub struct Stream {
     #[oai(rename = "_id")]
     pub id: String,
@@ -101,7 +101,7 @@ pub struct Stream {
 
 /// A created stream, or new push credentials: the password appears only in these responses.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase")]
+#[oai(rename_all = "camelCase", example)]
 pub struct StreamWithCredentials {
     #[oai(flatten)]
     pub stream: Stream,
@@ -113,7 +113,7 @@ pub struct StreamWithCredentials {
 
 /// Body of `POST /streams`.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase")]
+#[oai(rename_all = "camelCase", example)]
 pub struct CreateStream {
     /// 1–100 characters, unique in the project.
     pub name: String,
@@ -191,6 +191,66 @@ impl FromJsonBody for UpdateStream {
             dvr_duration: f.opt_int("dvrDuration", 60..=43_200),
             drm_enabled: f.opt_bool("drmEnabled"),
             enabled: f.opt_bool("enabled"),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for CreateStream {
+    fn example() -> Self {
+        CreateStream {
+            name: "Main stage".into(),
+            qualities: Some(vec![Quality(1080), Quality(720), Quality(480)]),
+            protocols: Some(vec![Protocol::Llhls]),
+            vod_enabled: None,
+            dvr_enabled: Some(true),
+            dvr_duration: Some(7200),
+            drm_enabled: None,
+        }
+    }
+}
+
+impl poem_openapi::types::Example for Stream {
+    fn example() -> Self {
+        let key = "k7f3q9x2m4";
+        Stream {
+            id: "st8w2k4n6p1q3r5t7v9x".into(),
+            name: "Main stage".into(),
+            status: StreamStatus::Idle,
+            disabled_reason: None,
+            stream_key: key.into(),
+            qualities: vec![Quality(1080), Quality(720), Quality(480)],
+            protocols: vec![Protocol::Llhls],
+            vod_enabled: false,
+            dvr_enabled: true,
+            dvr_duration: 7200,
+            drm_enabled: false,
+            signed_playback: false,
+            push_username: "u_st8w2k4n".into(),
+            rtmp_port: 1935,
+            obs: ObsSettings { server: "rtmp://media.example.com:1935/live".into(), stream_key: key.into() },
+            whip_url: format!("https://media.example.com/v1/whip/{key}"),
+            playback_urls: PlaybackUrls {
+                hls: Some("https://media.example.com/play/live/st8w2k4n6p1q3r5t7v9x/master.m3u8".into()),
+                webrtc: None,
+                rtsp: None,
+            },
+            created_at: "2026-05-01T12:00:00.000Z".into(),
+            updated_at: "2026-05-01T12:00:00.000Z".into(),
+            last_push_at: None,
+            input: None,
+        }
+    }
+}
+
+impl poem_openapi::types::Example for StreamWithCredentials {
+    fn example() -> Self {
+        let password = "Zq4vT8mL2xR7pN1s";
+        StreamWithCredentials {
+            stream: Stream::example(),
+            ingest_url: format!(
+                "rtmp://media.example.com:1935/live/k7f3q9x2m4?user=u_st8w2k4n&pass={password}"
+            ),
+            push_password: password.into(),
         }
     }
 }

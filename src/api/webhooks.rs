@@ -19,7 +19,7 @@ use crate::store::webhooks::{DeliveryRow, WebhookRow};
 
 /// A webhook as listed: never its secret.
 #[derive(Debug, Object)]
-#[oai(rename_all = "camelCase")]
+#[oai(rename_all = "camelCase", example)]
 pub struct Webhook {
     #[oai(rename = "_id")]
     pub id: String,
@@ -51,6 +51,7 @@ impl From<WebhookRow> for Webhook {
 
 /// The created webhook with its signing secret: shown in this response only.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct CreatedWebhook {
     #[oai(flatten)]
     pub webhook: Webhook,
@@ -60,6 +61,7 @@ pub struct CreatedWebhook {
 
 /// Body of `POST /webhooks`.
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct CreateWebhook {
     /// An http(s) URL. In production: https only, and its host must resolve to public
     /// addresses only; plain http and private or loopback targets are for development mode.
@@ -70,6 +72,41 @@ pub struct CreateWebhook {
     pub events: Vec<EventFilter>,
     /// Whether deliveries are sent (default true).
     pub enabled: Option<bool>,
+}
+
+impl poem_openapi::types::Example for Webhook {
+    fn example() -> Self {
+        Webhook {
+            id: "wh2j4l6n8q0s2u4w6y8a".into(),
+            url: "https://app.example.com/hooks/sluice".into(),
+            description: "Production app".into(),
+            events: ["stream.live", "stream.ended", "vod.complete"]
+                .iter()
+                .filter_map(|e| EventFilter::parse(e).ok())
+                .collect(),
+            enabled: true,
+            consecutive_failures: 0,
+            created_at: "2026-05-01T12:00:00.000Z".into(),
+            updated_at: "2026-05-01T12:00:00.000Z".into(),
+        }
+    }
+}
+
+impl poem_openapi::types::Example for CreatedWebhook {
+    fn example() -> Self {
+        CreatedWebhook { webhook: Webhook::example(), secret: "9c1e5f0a7b3d8e2f4a6c0b9d1e3f5a7c".into() }
+    }
+}
+
+impl poem_openapi::types::Example for CreateWebhook {
+    fn example() -> Self {
+        CreateWebhook {
+            url: "https://app.example.com/hooks/sluice".into(),
+            description: Some("Production app".into()),
+            events: Webhook::example().events,
+            enabled: None,
+        }
+    }
 }
 
 /// Stored form of a subscription: `*` alone, or the names sorted, once each.
