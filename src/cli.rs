@@ -65,8 +65,13 @@ pub enum AdminCommand {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Openapi => {
-            print!("{}", crate::api::spec_json(&crate::api::service()));
-            Ok(())
+            use std::io::Write;
+            let spec = crate::api::spec_json(&crate::api::service());
+            match std::io::stdout().lock().write_all(spec.as_bytes()) {
+                // A reader that stops early (`sluice openapi | cmp -s - file`) is not an error.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
         }
         Command::Serve => {
             let settings = Settings::resolve(&cli.config)?;

@@ -45,14 +45,50 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation
 }
 
-/// A form of webhook URL that [`check_url`] accepts in development mode, as the OpenAPI
-/// document states it: http(s), a host name whose labels start with a letter (so never read as
-/// an IPv4 number), an optional port and path; no credentials.
-pub const URL_PATTERN: &str =
-    "^[Hh][Tt][Tt][Pp][Ss]?://[A-Za-z][A-Za-z0-9-]*(\\.[A-Za-z][A-Za-z0-9-]*)*(:[0-9]{1,4})?(/[!-~]*)?$";
+/// The grammar of a webhook URL, as the server checks it and as the OpenAPI document states it
+/// (one constant for both): `http` or `https`; a host that is a DNS name (labels of letters,
+/// digits and single inner dashes, the last starting with a letter, so never read as a
+/// number), an IPv4 address or a bracketed IPv6 address; an optional port up to 65535; then
+/// anything but whitespace after `/`, `?` or `#`. No credentials (`user@`). Names are ASCII: an
+/// internationalised name is written in its `xn--` form, which this grammar does not take (the
+/// `--`), so such a host is refused. Production mode also wants https and public addresses,
+/// which [`check_url`] and [`check_target`] check beyond the grammar.
+pub const URL_PATTERN: &str = concat!(
+    "^[Hh][Tt][Tt][Pp][Ss]?://",
+    "(",
+    // DNS name
+    "([A-Za-z0-9]+(-[A-Za-z0-9]+)*\\.)*[A-Za-z][A-Za-z0-9]*(-[A-Za-z0-9]+)*",
+    // IPv4
+    "|((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
+    // IPv6, without an embedded IPv4 or a zone
+    "|\\[(",
+    "([0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}",
+    "|([0-9A-Fa-f]{1,4}:){1,7}:",
+    "|([0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}",
+    "|([0-9A-Fa-f]{1,4}:){1,5}(:[0-9A-Fa-f]{1,4}){1,2}",
+    "|([0-9A-Fa-f]{1,4}:){1,4}(:[0-9A-Fa-f]{1,4}){1,3}",
+    "|([0-9A-Fa-f]{1,4}:){1,3}(:[0-9A-Fa-f]{1,4}){1,4}",
+    "|([0-9A-Fa-f]{1,4}:){1,2}(:[0-9A-Fa-f]{1,4}){1,5}",
+    "|[0-9A-Fa-f]{1,4}:(:[0-9A-Fa-f]{1,4}){1,6}",
+    "|:((:[0-9A-Fa-f]{1,4}){1,7}|:)",
+    ")\\]",
+    ")",
+    // port
+    "(:([0-9]{1,4}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5]))?",
+    // path, query, fragment
+    "([/?#][^\\s]*)?$",
+);
+
+static URL_GRAMMAR: std::sync::LazyLock<Option<regex::Regex>> =
+    std::sync::LazyLock::new(|| regex::Regex::new(URL_PATTERN).ok());
 
 /// Checks what can be checked without DNS; returns the parsed URL.
 pub fn check_url(url: &str, allow_private: bool) -> Result<Url, String> {
+    if !URL_GRAMMAR.as_ref().is_some_and(|grammar| grammar.is_match(url)) {
+        return Err("must be an http(s) URL whose host is a DNS name, an IPv4 or a bracketed IPv6 address, \
+                    without credentials"
+            .into());
+    }
     let parsed = Url::parse(url).map_err(|e| format!("must be an absolute URL ({e})"))?;
     match parsed.scheme() {
         "https" => {}
@@ -129,6 +165,37 @@ mod tests {
         #[test]
         fn every_url_of_the_documented_form_is_taken(url in URL_PATTERN.trim_start_matches('^').trim_end_matches('$')) {
             proptest::prop_assert!(check_url(&url, true).is_ok(), "{url}: {:?}", check_url(&url, true));
+        }
+    }
+
+    #[test]
+    fn hosts_outside_the_grammar_are_refused() {
+        for url in [
+            "https://a*b.com/",
+            "https://a_b.com/",
+            "https://-a.com/",
+            "https://a-.com/",
+            "https://a..b/",
+            "https://a.123/",
+            "https://1.2.3.4.5/",
+            "https://256.1.1.1/",
+            "https://xn--bcher-kva.example/",
+            "https://user:pass@example.com/",
+            "https://example.com:65536/",
+            "https://[::1::2]/",
+            "ftp://example.com/",
+            "https://example.com/a b",
+            "0",
+        ] {
+            assert!(check_url(url, true).is_err(), "{url} should be refused");
+        }
+        for url in [
+            "http://127.0.0.1:45839/x",
+            "http://[::1]:8080/x",
+            "https://1a.example.com:65535/ü?q=1#f",
+            "HTTPS://Example.COM",
+        ] {
+            assert!(check_url(url, true).is_ok(), "{url}: {:?}", check_url(url, true));
         }
     }
 
