@@ -11,29 +11,32 @@ pub struct Bitrate(pub u32);
 impl Bitrate {
     pub const MIN_KBPS: u32 = 100;
     pub const MAX_KBPS: u32 = 50_000;
-    /// The whole-number forms of a bitrate from 100k to 50M: the rule as the OpenAPI document
-    /// states it (the parser also takes decimals such as `2.5M`).
-    pub const PATTERN: &'static str =
-        "^(([1-9][0-9]{2}|[1-9][0-9]{3}|[1-4][0-9]{4}|50000)k|([1-9]|[1-4][0-9]|50)M)$";
+    /// The grammar of a bitrate from 100k to 50M, checked by [`Bitrate::parse`] and stated by
+    /// the OpenAPI document (one constant for both): whole kbit/s with `k` (`1500k`), or Mbit/s
+    /// with `M` and at most three decimals (`3M`, `2.5M`, `0.75M`); no leading zeros.
+    pub const PATTERN: &'static str = concat!(
+        "^(([1-9][0-9]{2}|[1-9][0-9]{3}|[1-4][0-9]{4}|50000)k",
+        "|(([1-9]|[1-4][0-9])(\\.[0-9]{1,3})?|50(\\.0{1,3})?|0\\.[1-9][0-9]{0,2})M)$"
+    );
 
     pub fn parse(s: &str) -> Result<Bitrate, String> {
-        let bad = || "must be a bitrate such as 1500k or 3M, from 100k to 50M".to_string();
-        let (number, scale) = if let Some(n) = s.strip_suffix('k') {
-            (n, 1.0)
-        } else if let Some(n) = s.strip_suffix('M') {
-            (n, 1000.0)
-        } else {
+        static GRAMMAR: std::sync::LazyLock<Option<regex::Regex>> =
+            std::sync::LazyLock::new(|| regex::Regex::new(Bitrate::PATTERN).ok());
+        let bad = || "must be a bitrate such as 1500k, 3M or 2.5M, from 100k to 50M".to_string();
+        if !GRAMMAR.as_ref().is_some_and(|g| g.is_match(s)) {
             return Err(bad());
+        }
+        // In the grammar every value is in range and a whole number of kbit/s.
+        let kbps = match (s.strip_suffix('k'), s.strip_suffix('M')) {
+            (Some(k), _) => k.parse::<u32>().ok(),
+            (_, Some(m)) => {
+                let (whole, fraction) = m.split_once('.').unwrap_or((m, ""));
+                let thousandths = format!("{fraction:0<3}").parse::<u32>().ok();
+                whole.parse::<u32>().ok().zip(thousandths).map(|(w, f)| w * 1000 + f)
+            }
+            _ => None,
         };
-        if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
-            return Err(bad());
-        }
-        let value: f64 = number.parse().map_err(|_| bad())?;
-        let kbps = value * scale;
-        if kbps.fract() != 0.0 || !(f64::from(Self::MIN_KBPS)..=f64::from(Self::MAX_KBPS)).contains(&kbps) {
-            return Err(bad());
-        }
-        Ok(Bitrate(kbps as u32))
+        kbps.map(Bitrate).ok_or_else(bad)
     }
 
     /// `1500k`, or `3M` when a whole number of megabits.
@@ -383,7 +386,13 @@ mod tests {
         assert_eq!(Bitrate::parse("2.5M"), Ok(Bitrate(2500)));
         assert_eq!(Bitrate::parse("100k"), Ok(Bitrate(100)));
         assert_eq!(Bitrate::parse("50M"), Ok(Bitrate(50_000)));
-        for bad in ["99k", "51M", "1500", "k", "1.5k", "-1M", "3m", "1e3k", " 3M", ""] {
+        assert_eq!(Bitrate::parse("0.75M"), Ok(Bitrate(750)));
+        assert_eq!(Bitrate::parse("49.999M"), Ok(Bitrate(49_999)));
+        assert_eq!(Bitrate::parse("2.675M"), Ok(Bitrate(2675)));
+        for bad in [
+            "99k", "51M", "1500", "k", "1.5k", "-1M", "3m", "1e3k", " 3M", "", "0100k", "1.0005M", "50.001M",
+            "0.05M", ".5M", "100.0k",
+        ] {
             assert!(Bitrate::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Bitrate(3000).name(), "3M");
