@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on this machine: installs what is missing, makes sure the test
-# Postgres is up, then formatting, lints and every test (SQLite, Postgres, media, HTTP).
+# Postgres is up, then formatting, lints and every test (SQLite, Postgres, media, HTTP), then the
+# contract of the OpenAPI document against the built binary (scripts/contract.sh).
 # Stops at the first stage that fails.
 set -euo pipefail
 
@@ -50,5 +51,10 @@ cargo clippy --all-targets --locked -- -D warnings
 
 stage "tests: cargo test --locked (Postgres at ${SLUICE_TEST_POSTGRES_URL##*@})"
 cargo test --locked
+
+# The binary cargo test has just built, driven through the OpenAPI document: generated Python
+# and TypeScript clients running their programs, and schemathesis over every operation.
+stage "contract: scripts/contract.sh (generated SDKs and schemathesis against target/debug/sluice)"
+bash scripts/contract.sh
 
 stage "all stages passed"
