@@ -136,8 +136,8 @@ pub struct Rule {
     pub count: Option<(usize, usize)>,
     /// The only strings allowed (of the value, or of each element of an array).
     pub one_of: Vec<String>,
-    /// A regular expression every accepted string matches (a strictest form where the
-    /// reader's rule cannot be written as one).
+    /// The regular expression of the grammar the reader's parser checks (the parser's own
+    /// constant, e.g. `Bitrate::PATTERN`).
     pub pattern: Option<&'static str>,
     /// Integers: a multiple of this.
     pub multiple_of: Option<i64>,

@@ -180,7 +180,7 @@ fn rung(f: &mut Fields) -> RenditionSpec {
         video_bitrate: f.string("videoBitrate", 1..=16),
     };
     // What `RenditionSpec::problems` checks; the bitrate pattern is its whole-number forms.
-    f.document("name", |r| r.pattern = Some("^(?!(audio|source)$)[A-Za-z0-9_-]{1,32}$"));
+    f.document("name", |r| r.pattern = Some(RenditionSpec::NAME_PATTERN));
     f.document("width", |r| (r.range, r.multiple_of) = (Some((16, 7680)), Some(2)));
     f.document("height", |r| (r.range, r.multiple_of) = (Some((16, 4320)), Some(2)));
     f.document("videoBitrate", |r| r.pattern = Some(Bitrate::PATTERN));

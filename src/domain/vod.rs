@@ -65,6 +65,10 @@ pub struct RenditionSpec {
 }
 
 impl RenditionSpec {
+    /// What [`RenditionSpec::problems`] asks of a name, as the OpenAPI document states it
+    /// (ECMA-262, which has the look-ahead).
+    pub const NAME_PATTERN: &'static str = "^(?!(audio|source)$)[A-Za-z0-9_-]{1,32}$";
+
     fn new(name: &str, width: u32, height: u32, kbps: u32) -> Self {
         RenditionSpec { name: name.into(), width, height, video_bitrate: Bitrate(kbps).name() }
     }
