@@ -179,7 +179,7 @@ fn rung(f: &mut Fields) -> RenditionSpec {
         height: f.int("height", 0..=100_000).unwrap_or(0) as u32,
         video_bitrate: f.string("videoBitrate", 1..=16),
     };
-    // What `RenditionSpec::problems` checks; the bitrate pattern is its whole-number forms.
+    // What `RenditionSpec::problems` checks, as the document states it.
     f.document("name", |r| r.pattern = Some(RenditionSpec::NAME_PATTERN));
     f.document("width", |r| (r.range, r.multiple_of) = (Some((16, 7680)), Some(2)));
     f.document("height", |r| (r.range, r.multiple_of) = (Some((16, 4320)), Some(2)));
@@ -451,17 +451,12 @@ impl VodApi {
         tx.commit().await?;
         app.wake_sender();
         if probed.is_ok() {
-            let mut tx = app.db.begin_write().await?;
-            if let Some(mut queued) = Db::vod_in(&mut tx, &p.project.id, &id).await? {
-                // A worker may have taken it on already; then it stays as the worker left it.
-                if let Ok(next) = queued.status().apply(VodMove::Queued) {
-                    queued.status = next.as_str().to_string();
-                    queued.updated_at = now_ms();
-                    Db::update_vod(&mut tx, &queued).await?;
-                    tx.commit().await?;
-                    row = queued;
-                }
-            }
+            // A compare-and-set: a worker that took the job on already keeps its move.
+            let queued = VodStatus::Uploaded.apply(VodMove::Queued).map_err(move_error)?;
+            let mut conn = app.db.pool().acquire().await?;
+            Db::move_vod_status(&mut conn, &id, VodStatus::Uploaded.as_str(), queued.as_str(), now_ms())
+                .await?;
+            row = Db::vod_in(&mut conn, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         }
         app.vod_wake().notify_waiters();
         match &probed {

@@ -104,6 +104,25 @@ impl Db {
     }
 
     /// Writes every mutable column, on the caller's transaction.
+    /// Moves VOD `id` from status `from` to `to` if it is still in `from` (a compare-and-set: a
+    /// concurrent writer's move is never overwritten). Whether it moved.
+    pub async fn move_vod_status(
+        conn: &mut AnyConnection,
+        id: &str,
+        from: &str,
+        to: &str,
+        now: i64,
+    ) -> Result<bool, DbError> {
+        let done = sqlx::query("UPDATE vods SET status = $1, updated_at = $2 WHERE id = $3 AND status = $4")
+            .bind(to)
+            .bind(now)
+            .bind(id)
+            .bind(from)
+            .execute(conn)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     pub async fn update_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
         sqlx::query(
             "UPDATE vods SET status = $1, source_size = $2, duration = $3, renditions = $4, progress = $5, \
