@@ -195,66 +195,6 @@ impl FromJsonBody for UpdateStream {
     }
 }
 
-impl poem_openapi::types::Example for CreateStream {
-    fn example() -> Self {
-        CreateStream {
-            name: "Main stage".into(),
-            qualities: Some(vec![Quality(1080), Quality(720), Quality(480)]),
-            protocols: Some(vec![Protocol::Llhls]),
-            vod_enabled: None,
-            dvr_enabled: Some(true),
-            dvr_duration: Some(7200),
-            drm_enabled: None,
-        }
-    }
-}
-
-impl poem_openapi::types::Example for Stream {
-    fn example() -> Self {
-        let key = "k7f3q9x2m4";
-        Stream {
-            id: "st8w2k4n6p1q3r5t7v9x".into(),
-            name: "Main stage".into(),
-            status: StreamStatus::Idle,
-            disabled_reason: None,
-            stream_key: key.into(),
-            qualities: vec![Quality(1080), Quality(720), Quality(480)],
-            protocols: vec![Protocol::Llhls],
-            vod_enabled: false,
-            dvr_enabled: true,
-            dvr_duration: 7200,
-            drm_enabled: false,
-            signed_playback: false,
-            push_username: "u_st8w2k4n".into(),
-            rtmp_port: 1935,
-            obs: ObsSettings { server: "rtmp://media.example.com:1935/live".into(), stream_key: key.into() },
-            whip_url: format!("https://media.example.com/v1/whip/{key}"),
-            playback_urls: PlaybackUrls {
-                hls: Some("https://media.example.com/play/live/st8w2k4n6p1q3r5t7v9x/master.m3u8".into()),
-                webrtc: None,
-                rtsp: None,
-            },
-            created_at: "2026-05-01T12:00:00.000Z".into(),
-            updated_at: "2026-05-01T12:00:00.000Z".into(),
-            last_push_at: None,
-            input: None,
-        }
-    }
-}
-
-impl poem_openapi::types::Example for StreamWithCredentials {
-    fn example() -> Self {
-        let password = "Zq4vT8mL2xR7pN1s";
-        StreamWithCredentials {
-            stream: Stream::example(),
-            ingest_url: format!(
-                "rtmp://media.example.com:1935/live/k7f3q9x2m4?user=u_st8w2k4n&pass={password}"
-            ),
-            push_password: password.into(),
-        }
-    }
-}
-
 #[derive(ApiResponse)]
 pub enum CreateStreamResponse {
     /// The stream was created; `pushPassword` is shown only here and on rotation.

@@ -90,64 +90,6 @@ pub struct VodWithUpload {
     pub upload: UploadTarget,
 }
 
-impl poem_openapi::types::Example for Vod {
-    fn example() -> Self {
-        Vod {
-            id: "vd3k5m7p9r1t3v5x7z9b".into(),
-            name: "Keynote".into(),
-            filename: "keynote.mp4".into(),
-            status: VodStatus::PendingUpload,
-            output_format: OutputFormat::Hls,
-            video_codec: VideoCodec::H264,
-            audio_codec: AudioCodec::Aac,
-            aspect_ratio: AspectRatio::Preserve,
-            ladder: default_ladder(),
-            renditions: Vec::new(),
-            progress: 0,
-            source_size: None,
-            duration: None,
-            playback_url: None,
-            thumbnail_url: None,
-            error: None,
-            signed_playback: false,
-            drm_enabled: false,
-            created_at: "2026-05-01T12:00:00.000Z".into(),
-            updated_at: "2026-05-01T12:00:00.000Z".into(),
-            completed_at: None,
-            archived_at: None,
-        }
-    }
-}
-
-impl poem_openapi::types::Example for VodWithUpload {
-    fn example() -> Self {
-        VodWithUpload {
-            vod: Vod::example(),
-            upload: UploadTarget {
-                url: "https://media.example.com/upload/vd3k5m7p9r1t3v5x7z9b?expires=1777640400&sig=3f9a…"
-                    .into(),
-                method: "PUT".into(),
-                expires_at: "2026-05-01T13:00:00.000Z".into(),
-            },
-        }
-    }
-}
-
-impl poem_openapi::types::Example for CreateVod {
-    fn example() -> Self {
-        CreateVod {
-            name: "Keynote".into(),
-            filename: "keynote.mp4".into(),
-            output_format: None,
-            video_codec: None,
-            audio_codec: None,
-            aspect_ratio: Some(AspectRatio::Preserve),
-            ladder: None,
-            drm_enabled: None,
-        }
-    }
-}
-
 /// Body of `POST /vod`.
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase", example)]

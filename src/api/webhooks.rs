@@ -74,41 +74,6 @@ pub struct CreateWebhook {
     pub enabled: Option<bool>,
 }
 
-impl poem_openapi::types::Example for Webhook {
-    fn example() -> Self {
-        Webhook {
-            id: "wh2j4l6n8q0s2u4w6y8a".into(),
-            url: "https://app.example.com/hooks/sluice".into(),
-            description: "Production app".into(),
-            events: ["stream.live", "stream.ended", "vod.complete"]
-                .iter()
-                .filter_map(|e| EventFilter::parse(e).ok())
-                .collect(),
-            enabled: true,
-            consecutive_failures: 0,
-            created_at: "2026-05-01T12:00:00.000Z".into(),
-            updated_at: "2026-05-01T12:00:00.000Z".into(),
-        }
-    }
-}
-
-impl poem_openapi::types::Example for CreatedWebhook {
-    fn example() -> Self {
-        CreatedWebhook { webhook: Webhook::example(), secret: "9c1e5f0a7b3d8e2f4a6c0b9d1e3f5a7c".into() }
-    }
-}
-
-impl poem_openapi::types::Example for CreateWebhook {
-    fn example() -> Self {
-        CreateWebhook {
-            url: "https://app.example.com/hooks/sluice".into(),
-            description: Some("Production app".into()),
-            events: Webhook::example().events,
-            enabled: None,
-        }
-    }
-}
-
 /// Stored form of a subscription: `*` alone, or the names sorted, once each.
 fn normalise_events(mut events: Vec<EventFilter>) -> String {
     if events.iter().any(|e| e.as_str() == "*") {
