@@ -164,13 +164,15 @@ impl Fields {
         self.map.remove(name).filter(|v| !v.is_null())
     }
 
-    /// Records a problem when a required field is absent (or `null`); whether it is present.
-    fn present(&mut self, name: &str) -> bool {
+    /// Reads a required field with `read`, its optional reader: an absent (or `null`) field is
+    /// a problem of its own, and the rule `read` notes is marked required.
+    fn required<T>(&mut self, name: &str, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
         if self.map.get(name).is_none_or(|v| v.is_null()) {
             self.error(name, "is required");
-            return false;
         }
-        true
+        let value = read(self);
+        self.document(name, |r| r.required = true);
+        value
     }
 
     fn check_len(&mut self, name: &str, s: &str, len: &RangeInclusive<usize>) -> bool {
@@ -182,7 +184,9 @@ impl Fields {
         false
     }
 
-    fn read_string(&mut self, name: &str, len: RangeInclusive<usize>) -> Option<String> {
+    /// An optional string of `len` characters.
+    pub fn opt_string(&mut self, name: &str, len: RangeInclusive<usize>) -> Option<String> {
+        self.note(name, Rule { len: Some((*len.start(), *len.end())), ..Rule::default() });
         match self.take(name)? {
             Value::String(s) => self.check_len(name, &s, &len).then_some(s),
             _ => {
@@ -192,19 +196,9 @@ impl Fields {
         }
     }
 
-    /// An optional string of `len` characters.
-    pub fn opt_string(&mut self, name: &str, len: RangeInclusive<usize>) -> Option<String> {
-        self.note(name, Rule { len: Some((*len.start(), *len.end())), ..Rule::default() });
-        self.read_string(name, len)
-    }
-
     /// A required string of `len` characters.
     pub fn string(&mut self, name: &str, len: RangeInclusive<usize>) -> String {
-        self.note(name, Rule { required: true, len: Some((*len.start(), *len.end())), ..Rule::default() });
-        if !self.present(name) {
-            return String::new();
-        }
-        self.read_string(name, len).unwrap_or_default()
+        self.required(name, |f| f.opt_string(name, len)).unwrap_or_default()
     }
 
     fn read_parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
@@ -232,11 +226,7 @@ impl Fields {
 
     /// A required value parsed from a string.
     pub fn parsed<T>(&mut self, name: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<T> {
-        self.note(name, Rule { required: true, ..Rule::default() });
-        if !self.present(name) {
-            return None;
-        }
-        self.read_parsed(name, parse)
+        self.required(name, |f| f.opt_parsed(name, parse))
     }
 
     /// An optional value of a closed set that its type both parses and documents (a poem
@@ -261,7 +251,9 @@ impl Fields {
         }
     }
 
-    fn read_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
+    /// An optional integer within `range`.
+    pub fn opt_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
+        self.note(name, Rule { range: Some((*range.start(), *range.end())), ..Rule::default() });
         match self.take(name)? {
             // JSON has one number type: `60.0` is the integer 60 (as JSON Schema says).
             Value::Number(n) => match n.as_i64().or_else(|| n.as_f64().and_then(whole)) {
@@ -278,22 +270,9 @@ impl Fields {
         }
     }
 
-    /// An optional integer within `range`.
-    pub fn opt_int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
-        self.note(name, Rule { range: Some((*range.start(), *range.end())), ..Rule::default() });
-        self.read_int(name, range)
-    }
-
     /// A required integer within `range`.
     pub fn int(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<i64> {
-        self.note(
-            name,
-            Rule { required: true, range: Some((*range.start(), *range.end())), ..Rule::default() },
-        );
-        if !self.present(name) {
-            return None;
-        }
-        self.read_int(name, range)
+        self.required(name, |f| f.opt_int(name, range))
     }
 
     /// An optional array of `len` elements; a problem (and `None`) when it is something else.
@@ -309,12 +288,14 @@ impl Fields {
         Some(items)
     }
 
-    fn read_list<T>(
+    /// An optional array of strings, each parsed by `parse`; `len` bounds the element count.
+    pub fn opt_list<T>(
         &mut self,
         name: &str,
         len: RangeInclusive<usize>,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Option<Vec<T>> {
+        self.note(name, Rule { count: Some((*len.start(), *len.end())), ..Rule::default() });
         let items = self.array(name, &len)?;
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
@@ -335,17 +316,6 @@ impl Fields {
         ok.then_some(out)
     }
 
-    /// An optional array of strings, each parsed by `parse`; `len` bounds the element count.
-    pub fn opt_list<T>(
-        &mut self,
-        name: &str,
-        len: RangeInclusive<usize>,
-        parse: impl Fn(&str) -> Result<T, String>,
-    ) -> Option<Vec<T>> {
-        self.note(name, Rule { count: Some((*len.start(), *len.end())), ..Rule::default() });
-        self.read_list(name, len, parse)
-    }
-
     /// A required array of strings, each parsed by `parse`.
     pub fn list<T>(
         &mut self,
@@ -353,11 +323,7 @@ impl Fields {
         len: RangeInclusive<usize>,
         parse: impl Fn(&str) -> Result<T, String>,
     ) -> Option<Vec<T>> {
-        self.note(name, Rule { required: true, count: Some((*len.start(), *len.end())), ..Rule::default() });
-        if !self.present(name) {
-            return None;
-        }
-        self.read_list(name, len, parse)
+        self.required(name, |f| f.opt_list(name, len, parse))
     }
 
     /// Whether a problem was already recorded for `field`.
