@@ -109,22 +109,30 @@ fn slug_of(request: &Request) -> &str {
     path.strip_prefix("/v1/projects/").and_then(|rest| rest.split('/').next()).unwrap_or_default()
 }
 
+/// What the document says of an extractor that reads [`Auth`]'s credentials: the same
+/// security schemes, no parameters of its own.
+macro_rules! documented_as_auth {
+    () => {
+        const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+        type ParamType = ();
+        type ParamRawType = ();
+
+        fn register(registry: &mut Registry) {
+            <Auth as ApiExtractor>::register(registry);
+        }
+
+        fn security_schemes() -> Vec<&'static str> {
+            <Auth as ApiExtractor>::security_schemes()
+        }
+
+        fn has_security_fallback() -> bool {
+            <Auth as ApiExtractor>::has_security_fallback()
+        }
+    };
+}
+
 impl<'a, N: Need> ApiExtractor<'a> for Authorized<N> {
-    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
-    type ParamType = ();
-    type ParamRawType = ();
-
-    fn register(registry: &mut Registry) {
-        <Auth as ApiExtractor>::register(registry);
-    }
-
-    fn security_schemes() -> Vec<&'static str> {
-        <Auth as ApiExtractor>::security_schemes()
-    }
-
-    fn has_security_fallback() -> bool {
-        <Auth as ApiExtractor>::has_security_fallback()
-    }
+    documented_as_auth!();
 
     async fn from_request(
         request: &'a Request,
@@ -147,21 +155,7 @@ impl<'a, N: Need> ApiExtractor<'a> for Authorized<N> {
 }
 
 impl<'a> ApiExtractor<'a> for SignedIn {
-    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
-    type ParamType = ();
-    type ParamRawType = ();
-
-    fn register(registry: &mut Registry) {
-        <Auth as ApiExtractor>::register(registry);
-    }
-
-    fn security_schemes() -> Vec<&'static str> {
-        <Auth as ApiExtractor>::security_schemes()
-    }
-
-    fn has_security_fallback() -> bool {
-        <Auth as ApiExtractor>::has_security_fallback()
-    }
+    documented_as_auth!();
 
     async fn from_request(
         request: &'a Request,
