@@ -64,12 +64,7 @@ async fn without_trusted_proxies_a_forged_header_does_not_escape_the_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allow_ip_pins_to_the_forwarded_client() {
     let t = spawn_app_with(Backend::Sqlite, |a| a.trusted_proxies = Some("127.0.0.0/8".into())).await;
-    let stream: Value = t
-        .post_json_with(&t.project_url("/streams"), &t.key, &json!({"name": "pinned"}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let stream = crate::streams::create(&t, json!({"name": "pinned"})).await;
     let id = stream["_id"].as_str().unwrap();
     let resp = t
         .with_key(Method::PATCH, &t.project_url(&format!("/streams/{id}/signed-playback")), &t.key)

@@ -43,12 +43,7 @@ fn bad_body() -> Value {
 
 /// The write operations with a body, as `(method, path under the project)`.
 async fn writes(t: &TestApp) -> Vec<(Method, String)> {
-    let stream: Value = t
-        .post_json_with(&t.project_url("/streams"), &t.key, &json!({"name": "order"}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let stream = crate::streams::create(t, json!({"name": "order"})).await;
     let id = stream["_id"].as_str().expect("stream id");
     vec![
         (Method::POST, "/streams".to_string()),

@@ -24,12 +24,7 @@ async fn stream_and_webhook(app: &TestApp, rx: &Receiver) -> (Value, Value) {
         .json()
         .await
         .unwrap();
-    let stream: Value = app
-        .post_json_with(&app.project_url("/streams"), &app.key, &json!({"name": "sealed"}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let stream = crate::streams::create(app, json!({"name": "sealed"})).await;
     (stream, webhook)
 }
 

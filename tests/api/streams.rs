@@ -20,7 +20,8 @@ both_backends!(
     stream_scopes,
 );
 
-async fn create(app: &TestApp, body: Value) -> Value {
+/// Creates a stream (201) and returns its record.
+pub async fn create(app: &TestApp, body: Value) -> Value {
     let resp = app.post_json_with(&app.project_url("/streams"), &app.key, &body).await;
     assert_eq!(resp.status(), 201);
     resp.json().await.unwrap()
