@@ -17,8 +17,8 @@ static DOCUMENT: LazyLock<Value> = LazyLock::new(|| {
     serde_json::from_str(&sluice::api::spec_json(&sluice::api::service())).expect("the document is JSON")
 });
 
-/// Compiled validators by `(operation, status)`.
-type Validators = HashMap<(String, String), Arc<jsonschema::Validator>>;
+/// Compiled validators by what they check (`<operation> <status>`, `delivery of <event>`).
+type Validators = HashMap<String, Arc<jsonschema::Validator>>;
 static VALIDATORS: LazyLock<Mutex<Validators>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Wraps the server's routes with the check.
@@ -91,13 +91,27 @@ fn violation(method: &Method, path: &str, status: StatusCode, body: &[u8]) -> Op
     };
     // An answer without a body schema (none here yet) has nothing more to check.
     let schema = response.get("content")?.as_object()?.values().next()?.get("schema")?;
+    validate(&format!("{id} {key}"), schema, body)
+}
+
+/// Checks one webhook delivery body against the document's `webhooks` entry for its event.
+pub fn delivery_violation(event: &str, body: &[u8]) -> Option<String> {
+    let content = DOCUMENT["webhooks"].get(event)?["post"]["requestBody"]["content"].as_object()?;
+    validate(&format!("delivery of {event}"), content.values().next()?.get("schema")?, body)
+}
+
+/// What is wrong with `body` as an instance of `schema` (the one of `what`), if anything. Each
+/// schema is compiled once.
+fn validate(what: &str, schema: &Value, body: &[u8]) -> Option<String> {
     let instance: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(e) => return Some(format!("the body is not JSON ({e}): {}", String::from_utf8_lossy(body))),
+        Err(e) => {
+            return Some(format!("{what}: the body is not JSON ({e}): {}", String::from_utf8_lossy(body)))
+        }
     };
     let validator = {
         let mut cache = VALIDATORS.lock().unwrap_or_else(|e| e.into_inner());
-        match cache.get(&(id.clone(), key.clone())) {
+        match cache.get(what) {
             Some(v) => v.clone(),
             None => {
                 let mut root = schema.clone();
@@ -105,33 +119,16 @@ fn violation(method: &Method, path: &str, status: StatusCode, body: &[u8]) -> Op
                 root["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
                 let v = match jsonschema::options().should_validate_formats(true).build(&root) {
                     Ok(v) => Arc::new(v),
-                    Err(e) => return Some(format!("the schema of {id} {key} does not compile: {e}")),
+                    Err(e) => return Some(format!("the schema of {what} does not compile: {e}")),
                 };
-                cache.insert((id.clone(), key), v.clone());
+                cache.insert(what.to_string(), v.clone());
                 v
             }
         }
     };
     let errors: Vec<String> =
         validator.iter_errors(&instance).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    (!errors.is_empty()).then(|| format!("{id}: {} in {instance}", errors.join("; ")))
-}
-
-/// Checks one webhook delivery body against the document's `webhooks` entry for its event.
-pub fn delivery_violation(event: &str, body: &[u8]) -> Option<String> {
-    let schema = DOCUMENT["webhooks"].get(event)?["post"]["requestBody"]["content"]
-        .as_object()?
-        .values()
-        .next()?
-        .get("schema")?
-        .clone();
-    let mut root = schema;
-    root["components"] = DOCUMENT["components"].clone();
-    let validator = jsonschema::options().should_validate_formats(true).build(&root).ok()?;
-    let instance: Value = serde_json::from_slice(body).ok()?;
-    let errors: Vec<String> =
-        validator.iter_errors(&instance).map(|e| format!("{} at {}", e, e.instance_path())).collect();
-    (!errors.is_empty()).then(|| format!("delivery of {event}: {} in {instance}", errors.join("; ")))
+    (!errors.is_empty()).then(|| format!("{what}: {} in {instance}", errors.join("; ")))
 }
 
 #[test]
