@@ -94,7 +94,7 @@ impl Sender {
         owner: String,
         wake: Arc<Notify>,
         master: MasterKey,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .timeout(ATTEMPT_TIMEOUT)

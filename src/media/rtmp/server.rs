@@ -10,13 +10,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::anyhow;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use super::auth::{self, AdobeStage};
-use super::session::{Action, IngestSession};
+use super::session::{Action, IngestSession, SessionError};
 use crate::domain::content_key::MasterKey;
 use crate::domain::random_token;
 use crate::domain::stream::{push_password_matches, InputInfo};
@@ -35,6 +34,19 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_secs(1);
 /// How often the input bitrate is measured and recorded.
 const RATE_EVERY: Duration = Duration::from_secs(5);
+
+/// Why a connection ended early (logged; the peer only ever sees the session's own messages).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Session(#[from] SessionError),
+    #[error("the peer did not read for {} s", WRITE_TIMEOUT.as_secs())]
+    WriteTimeout,
+    #[error("a second connect on one connection")]
+    SecondConnect,
+}
 
 /// What RTMP ingest decides pushes with, and where their media goes.
 pub struct Ingest {
@@ -176,7 +188,7 @@ impl Connection {
         }
     }
 
-    async fn run(mut self, mut socket: TcpStream) -> anyhow::Result<()> {
+    async fn run(mut self, mut socket: TcpStream) -> Result<(), ConnectionError> {
         let result = self.serve(&mut socket).await;
         let _ = socket.shutdown().await;
         if let Some(push) = self.push.take() {
@@ -195,7 +207,7 @@ impl Connection {
     }
 
     /// Returns why the session ended.
-    async fn serve(&mut self, socket: &mut TcpStream) -> anyhow::Result<String> {
+    async fn serve(&mut self, socket: &mut TcpStream) -> Result<String, ConnectionError> {
         let mut buf = vec![0u8; 64 * 1024];
         let mut tick = tokio::time::interval(TICK);
         loop {
@@ -265,18 +277,20 @@ impl Connection {
     }
 
     /// Performs actions; returns true when the client finished publishing.
-    async fn handle(&mut self, socket: &mut TcpStream, actions: Vec<Action>) -> anyhow::Result<bool> {
+    async fn handle(
+        &mut self,
+        socket: &mut TcpStream,
+        actions: Vec<Action>,
+    ) -> Result<bool, ConnectionError> {
         let mut pending = std::collections::VecDeque::from(actions);
         while let Some(action) = pending.pop_front() {
             match action {
-                Action::Send(bytes) => {
-                    tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(&bytes))
-                        .await
-                        .map_err(|_| anyhow!("the peer did not read for {} s", WRITE_TIMEOUT.as_secs()))??
-                }
+                Action::Send(bytes) => tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(&bytes))
+                    .await
+                    .map_err(|_| ConnectionError::WriteTimeout)??,
                 Action::ConnectRequested { request_id, app, flash_ver } => {
                     if std::mem::replace(&mut self.connected, true) {
-                        return Err(anyhow!("a second connect on one connection"));
+                        return Err(ConnectionError::SecondConnect);
                     }
                     let answer = match self.decide_connect(&app, &flash_ver).await {
                         Ok(()) => self.session.accept(self.now(), request_id)?,

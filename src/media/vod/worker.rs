@@ -24,11 +24,33 @@ use super::transcode::{self, Failure, Output};
 use crate::domain::time::now_ms;
 use crate::domain::vod::{self, AspectRatio, ProducedRendition, RenditionSpec, VodMove};
 use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
-use crate::services::policy::{Policies, Resource};
+use crate::services::policy::{KeyError, Policies, Resource};
 use crate::services::vods::{VodError, Vods};
-use crate::storage::{source_key, vod_prefix, Storage};
+use crate::storage::{source_key, vod_prefix, Storage, StorageError};
 use crate::store::vods::{Lease, LeasedJob};
-use crate::store::Db;
+use crate::store::{Db, DbError};
+
+/// Why a job's step did not finish: the job is tried again later (the text is logged and, once
+/// the attempts run out, kept as the VOD's `error`).
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("{0}")]
+    Key(#[from] KeyError),
+    #[error("{0}")]
+    Vod(#[from] VodError),
+    #[error("work folder: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("stored JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("probe task: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    #[error("the pipeline produced no thumbnail")]
+    NoThumbnail,
+}
 
 /// What the transcode workers work with.
 pub struct Transcoder {
@@ -119,7 +141,7 @@ async fn run_job(app: &Arc<Transcoder>, job: LeasedJob) {
     let work = app.work_dir.join(&job.vod_id);
     let ending = match job_body(app, &job, &lease, &work).await {
         Ok(e) => e,
-        Err(e) => Ending::Retry(format!("{e:#}")),
+        Err(e) => Ending::Retry(e.to_string()),
     };
     let _ = tokio::fs::remove_dir_all(&work).await;
     let id = &job.vod_id;
@@ -139,7 +161,7 @@ async fn run_job(app: &Arc<Transcoder>, job: LeasedJob) {
                 tracing::info!(vod = %id, "transcode stopped: the VOD was cancelled");
                 // Everything goes, the source too, as DELETE does (it may have run before our
                 // last upload landed).
-                app.storage.delete_prefix(&vod_prefix(id), &[]).await.map(|_| ())
+                app.storage.delete_prefix(&vod_prefix(id), &[]).await.map(|_| ()).map_err(JobError::from)
             }
             Ok(true) => {
                 tracing::warn!(vod = %id, attempt = lease.attempt, "transcode lease lost to another worker; its files are left to it");
@@ -189,7 +211,7 @@ async fn job_body(
     job: &LeasedJob,
     lease: &Lease,
     work: &std::path::Path,
-) -> anyhow::Result<Ending> {
+) -> Result<Ending, JobError> {
     let id = job.vod_id.clone();
     if job.attempts > MAX_ATTEMPTS {
         return Ok(Ending::Failed(format!(
@@ -304,7 +326,7 @@ async fn job_body(
                 keeper.abort();
                 complete(app, lease, &id, renditions, &source).await?
             }
-            Err(e) => Ending::Retry(format!("storing the renditions: {e:#}")),
+            Err(e) => Ending::Retry(format!("storing the renditions: {e}")),
         },
     };
     keeper.abort();
@@ -322,7 +344,7 @@ async fn publish(
     out: &Output,
     source: &SourceInfo,
     drm: bool,
-) -> anyhow::Result<Vec<ProducedRendition>> {
+) -> Result<Vec<ProducedRendition>, JobError> {
     let prefix = vod_prefix(id);
     let key = match drm {
         true => app.policies.content_key(&Resource::Vod(id), true).await?,
@@ -348,7 +370,7 @@ async fn publish(
                 }
             }
             app.storage.put(&format!("{prefix}/{name}/index.m3u8"), playlist.into()).await?;
-            anyhow::Ok(())
+            Ok::<_, JobError>(())
         }
     };
     let audio = match &out.audio {
@@ -385,7 +407,7 @@ async fn publish(
     // A VOD is `complete` only with its thumbnail (`thumbnailUrl` must serve): without one the
     // attempt fails and is tried again, up to `failed`.
     if !out.thumbnail {
-        anyhow::bail!("the pipeline produced no thumbnail");
+        return Err(JobError::NoThumbnail);
     }
     app.storage.put_file(&format!("{prefix}/thumb.jpg"), &work.join("thumb.jpg")).await?;
     let audio_rendition = audio.map(|(_, a)| AudioRendition {
@@ -405,7 +427,7 @@ async fn complete(
     id: &str,
     renditions: Vec<ProducedRendition>,
     source: &SourceInfo,
-) -> anyhow::Result<Ending> {
+) -> Result<Ending, JobError> {
     let mut tx = app.db.begin_write().await?;
     if !Db::job_is_ours(&mut tx, lease, id).await? {
         return Ok(Ending::Cancelled);
@@ -426,7 +448,7 @@ async fn complete(
 }
 
 /// `failed` with `error` and `vod.failed`; the job leaves the queue.
-async fn fail(app: &Transcoder, lease: &Lease, id: &str, error: String) -> anyhow::Result<()> {
+async fn fail(app: &Transcoder, lease: &Lease, id: &str, error: String) -> Result<(), JobError> {
     let mut tx = app.db.begin_write().await?;
     if !Db::job_is_ours(&mut tx, lease, id).await? {
         return Ok(());
