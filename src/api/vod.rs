@@ -182,13 +182,9 @@ impl Vod {
             output_format: OutputFormat::Hls,
             video_codec: VideoCodec::H264,
             audio_codec: AudioCodec::Aac,
-            aspect_ratio: AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve),
-            ladder: serde_json::from_str(&row.ladder).unwrap_or_default(),
-            renditions: row
-                .renditions
-                .as_deref()
-                .and_then(|r| serde_json::from_str(r).ok())
-                .unwrap_or_default(),
+            aspect_ratio: row.aspect_ratio(),
+            ladder: row.ladder().unwrap_or_default(),
+            renditions: row.renditions(),
             progress: row.progress,
             source_size: row.source_size,
             duration: row.duration,

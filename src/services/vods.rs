@@ -58,7 +58,7 @@ impl Vods {
         let before = row.status();
         let after = before.apply(mv)?;
         let now = now_ms();
-        row.status = after.as_str().to_string();
+        row.set_status(after);
         row.updated_at = now;
         Db::update_vod(&mut tx, row).await?;
         match mv {

@@ -22,7 +22,7 @@ use super::hls;
 use super::probe::{probe, SourceInfo};
 use super::transcode::{self, Failure, Output};
 use crate::domain::time::now_ms;
-use crate::domain::vod::{self, AspectRatio, ProducedRendition, RenditionSpec, VodMove};
+use crate::domain::vod::{self, ProducedRendition, VodMove};
 use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::services::vods::{VodError, Vods};
@@ -250,8 +250,8 @@ async fn job_body(
             }
         }
     };
-    let ladder: Vec<RenditionSpec> = serde_json::from_str(&row.ladder)?;
-    let aspect = AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve);
+    let ladder = row.ladder()?;
+    let aspect = row.aspect_ratio();
     let rungs = vod::plan(&ladder, aspect, source.width, source.height);
     let _ = tokio::fs::remove_dir_all(work).await;
     tokio::fs::create_dir_all(work).await?;
