@@ -350,7 +350,7 @@ impl VodApi {
                 .read_uri(&source_key(&id), Duration::from_secs(600))
                 .await
                 .map_err(ApiError::internal)?;
-            tokio::task::spawn_blocking(move || probe(&uri)).await.map_err(ApiError::internal)?
+            probe(uri).await
         };
 
         // Two writes, so that `uploaded` is stored (and seen by a client polling) before

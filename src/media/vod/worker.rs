@@ -46,8 +46,6 @@ pub enum JobError {
     Io(#[from] std::io::Error),
     #[error("stored JSON: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("probe task: {0}")]
-    Join(#[from] tokio::task::JoinError),
     #[error("the pipeline produced no thumbnail")]
     NoThumbnail,
 }
@@ -242,13 +240,10 @@ async fn job_body(
     let known: Option<SourceInfo> = row.source_info.as_deref().and_then(|j| serde_json::from_str(j).ok());
     let source = match known {
         Some(s) => s,
-        None => {
-            let probe_uri = uri.clone();
-            match tokio::task::spawn_blocking(move || probe(&probe_uri)).await? {
-                Ok(s) => s,
-                Err(e) => return Ok(Ending::Failed(e)),
-            }
-        }
+        None => match probe(uri.clone()).await {
+            Ok(s) => s,
+            Err(e) => return Ok(Ending::Failed(e)),
+        },
     };
     let ladder = row.ladder()?;
     let aspect = row.aspect_ratio();
