@@ -4,8 +4,14 @@
 //! a part exists (RFC 8216bis 6.2.5.2) without polling. A reconnect within
 //! [`RECONNECT_GRACE`] continues the same playlists after an `EXT-X-DISCONTINUITY`; otherwise the
 //! playlists end (`EXT-X-ENDLIST`).
+//!
+//! The rule: no IO while holding `state` or the map of [`Channels`]. Requests (and the media
+//! threads that feed) take those locks, so a disk that stalls must stall neither: DVR segments
+//! go to disk on the channel's writer thread ([`super::dvr`]) and stay in memory until they are
+//! there; a channel's folder is removed by that writer once the channel has left the map, never
+//! in a `Drop`; and the map lock is released before a channel that left it is retired.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -14,6 +20,7 @@ use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
+use super::dvr::{DiskSink, NotQueued, SegmentSink, Write, Writer};
 use super::ladder::{self, AudioRendition, Variant};
 use super::playlist::{Config, MediaPlaylist, Part, RenditionReport, Wait, Window};
 use crate::domain::content_key::ContentKey;
@@ -99,6 +106,8 @@ struct Rendition {
     /// Chunks of the open segment.
     open: Vec<Bytes>,
     segments: BTreeMap<u64, Bytes>,
+    /// Segments queued for the DVR writer and not yet on disk: they stay in `segments` meanwhile.
+    pending: BTreeSet<u64>,
     /// Highest bits per second of a complete segment.
     peak_bps: f64,
     /// The rendition's media lags the wall clock by more than two segments (said once).
@@ -124,6 +133,8 @@ struct State {
     ended: bool,
     /// When the playlists ended.
     ended_at: Option<std::time::Instant>,
+    /// The DVR writer; `None` without DVR and once the channel is retired.
+    writer: Option<Writer>,
 }
 
 /// Why a file or playlist could not be served.
@@ -152,17 +163,33 @@ pub struct PlaylistQuery {
 
 impl Channel {
     pub fn new(config: ChannelConfig) -> Arc<Channel> {
-        Arc::new(Channel {
-            session: crate::domain::random_token(8),
-            config,
-            state: Mutex::new(State {
-                renditions: BTreeMap::new(),
-                generation: 0,
-                live: true,
-                ended: false,
-                ended_at: None,
-            }),
-            version: watch::channel(0).0,
+        Channel::with_sink(config, Arc::new(DiskSink))
+    }
+
+    /// A channel whose DVR segments go to `sink` (tests make the disk slow).
+    pub fn with_sink(config: ChannelConfig, sink: Arc<dyn SegmentSink>) -> Arc<Channel> {
+        Arc::new_cyclic(|me: &std::sync::Weak<Channel>| {
+            let writer = config.dvr.as_ref().and_then(|(_, dir)| {
+                let me = me.clone();
+                Writer::start(dir.clone(), sink, move |rendition, msn| {
+                    if let Some(c) = me.upgrade() {
+                        c.written(rendition, msn);
+                    }
+                })
+            });
+            Channel {
+                session: crate::domain::random_token(8),
+                config,
+                state: Mutex::new(State {
+                    renditions: BTreeMap::new(),
+                    generation: 0,
+                    live: true,
+                    ended: false,
+                    ended_at: None,
+                    writer,
+                }),
+                version: watch::channel(0).0,
+            }
         })
     }
 
@@ -190,9 +217,10 @@ impl Channel {
         s.generation += 1;
         s.live = true;
         let generation = s.generation;
-        for (name, r) in s.renditions.iter_mut() {
+        let State { renditions, writer, .. } = &mut *s;
+        for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r);
+                self.close_segment(name, r, writer.as_ref());
             }
             r.playlist.discontinuity(format!("init{generation}.mp4"), |msn| format!("s{msn}.m4s"));
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
@@ -219,6 +247,7 @@ impl Channel {
             next_part: 0,
             open: Vec::new(),
             segments: BTreeMap::new(),
+            pending: BTreeSet::new(),
             peak_bps: 0.0,
             behind: false,
         });
@@ -264,14 +293,15 @@ impl Channel {
         if s.generation != generation || s.ended {
             return;
         }
-        let Some(r) = s.renditions.get_mut(name) else { return };
+        let State { renditions, writer, .. } = &mut *s;
+        let Some(r) = renditions.get_mut(name) else { return };
         match chunk {
             Chunk::Init(data) => {
                 r.inits.insert(generation, data);
             }
             Chunk::Part { starts_segment, independent, duration, pdt, data } => {
                 if starts_segment && !r.playlist.open_parts().is_empty() {
-                    self.close_segment(name, r);
+                    self.close_segment(name, r, writer.as_ref());
                 }
                 let n = r.next_part;
                 r.next_part += 1;
@@ -295,7 +325,8 @@ impl Channel {
         self.changed();
     }
 
-    fn close_segment(&self, name: &str, r: &mut Rendition) {
+    /// Closes the open segment of rendition `name` and queues it for the DVR writer.
+    fn close_segment(&self, name: &str, r: &mut Rendition, writer: Option<&Writer>) {
         let bytes = r.segment_bytes();
         r.open.clear();
         let duration: f64 = r.playlist.open_parts().iter().map(|p| p.duration).sum();
@@ -321,21 +352,54 @@ impl Channel {
                 r.behind = behind;
             }
         }
-        if let Some((_, dir)) = &self.config.dvr {
-            let dir = dir.join(name);
-            let written = std::fs::create_dir_all(&dir)
-                .and_then(|_| std::fs::write(dir.join(format!("s{msn}.m4s")), &bytes));
-            if let Err(e) = written {
-                tracing::warn!(error = %e, "DVR: writing a segment");
+        if let Some(writer) = writer {
+            // Never waits: a full queue means the disk is behind (see `super::dvr`).
+            match writer.try_queue(Write { rendition: name.to_string(), msn, data: bytes.clone() }) {
+                Ok(()) => {
+                    r.pending.insert(msn);
+                }
+                Err(NotQueued::Full) => {
+                    tracing::warn!(rendition = %name, msn, "DVR: the disk is behind; a segment is not kept")
+                }
+                Err(NotQueued::Closed) => tracing::warn!(rendition = %name, msn, "DVR: the writer is gone"),
             }
         }
         r.segments.insert(msn, bytes);
-        let oldest_listed = r.playlist.media_sequence();
+        self.evict(r);
+    }
+
+    /// Drops the segments memory need not keep: those the playlist no longer lists, or with DVR
+    /// those older than [`MEMORY_SEGMENTS`] that are on disk (or never will be).
+    fn evict(&self, r: &mut Rendition) {
         let keep_from = match self.config.dvr {
-            Some(_) => msn.saturating_sub(MEMORY_SEGMENTS as u64 - 1),
-            None => oldest_listed,
+            Some(_) => r.playlist.next_msn().saturating_sub(MEMORY_SEGMENTS as u64),
+            None => r.playlist.media_sequence(),
         };
-        r.segments = r.segments.split_off(&keep_from);
+        let pending = &r.pending;
+        r.segments.retain(|msn, _| *msn >= keep_from || pending.contains(msn));
+    }
+
+    /// The writer is done with segment `msn` of `rendition`: it is on disk, or could not be
+    /// written (the writer said why) and leaves memory with the window all the same.
+    fn written(&self, rendition: &str, msn: u64) {
+        let mut s = self.lock();
+        if let Some(r) = s.renditions.get_mut(rendition) {
+            r.pending.remove(&msn);
+            self.evict(r);
+        }
+    }
+
+    /// The channel left its map: it writes no more, and its writer removes the DVR folder once
+    /// the queued segments are done. Called with no lock held.
+    fn retire(&self) {
+        let writer = self.lock().writer.take();
+        drop(writer);
+    }
+
+    /// Whether segment `msn` of `rendition` is held in memory.
+    #[cfg(test)]
+    fn in_memory(&self, rendition: &str, msn: u64) -> bool {
+        self.lock().renditions.get(rendition).is_some_and(|r| r.segments.contains_key(&msn))
     }
 
     /// The push ended: the open segments close with the parts they have. The playlists end
@@ -346,9 +410,10 @@ impl Channel {
             return;
         }
         s.live = false;
-        for (name, r) in s.renditions.iter_mut() {
+        let State { renditions, writer, .. } = &mut *s;
+        for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r);
+                self.close_segment(name, r, writer.as_ref());
             }
         }
         drop(s);
@@ -551,15 +616,6 @@ fn number(file: &str, prefix: &str, suffix: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-impl Drop for Channel {
-    /// The DVR folder goes with the channel (the next push or the stream's deletion).
-    fn drop(&mut self) {
-        if let Some((_, dir)) = &self.config.dvr {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-    }
-}
-
 /// The channels of this process, by stream id. A channel outlives its push so viewers get the
 /// ended playlists (and DVR) until the next push replaces it.
 #[derive(Default)]
@@ -596,7 +652,11 @@ impl Channels {
             }
         }
         let channel = Channel::new(config);
-        map.insert(stream_id.to_string(), channel.clone());
+        let replaced = map.insert(stream_id.to_string(), channel.clone());
+        drop(map);
+        if let Some(old) = replaced {
+            old.retire();
+        }
         (channel, 0)
     }
 
@@ -615,22 +675,34 @@ impl Channels {
     /// Forgets the channels whose playlists ended longer ago than they keep: [`ENDED_KEEP`], or
     /// the DVR window when that is longer. Returns how many.
     pub fn sweep(&self) -> usize {
-        let mut map = self.lock();
-        let before = map.len();
-        map.retain(|_, c| {
-            let keep = c
-                .config
-                .dvr
-                .as_ref()
-                .map_or(ENDED_KEEP, |(s, _)| ENDED_KEEP.max(Duration::from_secs_f64(*s)));
-            c.lock().ended_at.is_none_or(|at| at.elapsed() < keep)
-        });
-        before - map.len()
+        let gone: Vec<Arc<Channel>> = {
+            let mut map = self.lock();
+            let expired: Vec<String> = map
+                .iter()
+                .filter(|(_, c)| {
+                    let keep = c
+                        .config
+                        .dvr
+                        .as_ref()
+                        .map_or(ENDED_KEEP, |(s, _)| ENDED_KEEP.max(Duration::from_secs_f64(*s)));
+                    c.lock().ended_at.is_some_and(|at| at.elapsed() >= keep)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            expired.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for c in &gone {
+            c.retire();
+        }
+        gone.len()
     }
 
     /// Forgets a stream's channel (the stream was deleted).
     pub fn remove(&self, stream_id: &str) {
-        self.lock().remove(stream_id);
+        let gone = self.lock().remove(stream_id);
+        if let Some(c) = gone {
+            c.retire();
+        }
     }
 }
 
@@ -774,10 +846,41 @@ mod tests {
         feed(&c, 0, "360p", 16);
         c.feed(0, "360p", part(true, 1));
         let t = Duration::from_millis(10);
+        // Served throughout: from memory while the writer works, then from the DVR folder.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while c.in_memory("360p", 0) {
+            assert_eq!(c.file("360p", "s0.m4s", t).await.unwrap().len(), 600, "from memory");
+            assert!(std::time::Instant::now() < deadline, "segment 0 never left memory");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(dir.path().join("360p/s0.m4s").exists(), "it left memory only once on disk");
         let s0 = c.file("360p", "s0.m4s", t).await.unwrap();
         assert_eq!(s0.len(), 600, "segment 0 is read back from the DVR folder");
-        assert!(dir.path().join("360p/s0.m4s").exists());
+        assert!(c.in_memory("360p", 15), "the newest segments stay in memory");
         let text = c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap();
         assert!(text.contains("#EXT-X-MEDIA-SEQUENCE:0"), "16 segments of 2 s fit in 60 s");
+    }
+
+    #[tokio::test]
+    async fn a_channel_that_leaves_the_map_has_its_dvr_folder_removed_once_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("push");
+        let channels = Channels::default();
+        let dvr = ChannelConfig { dvr: Some((60.0, folder.clone())), ..config() };
+        let (c, g) = channels.start_push("st", dvr);
+        c.add_rendition(g, "360p", video(), TIMING);
+        feed(&c, g, "360p", 3);
+        c.feed(g, "360p", part(true, 1));
+        channels.remove("st");
+        assert!(channels.get("st").is_none());
+        // The channel is still held (by its pipeline here) and yet its folder goes.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while folder.exists() {
+            assert!(std::time::Instant::now() < deadline, "the DVR folder was never removed");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        c.feed(g, "360p", part(true, 2)); // a late segment is not written any more
+        drop(c);
+        assert!(!folder.exists());
     }
 }
