@@ -402,6 +402,12 @@ impl Channel {
         self.lock().renditions.get(rendition).is_some_and(|r| r.segments.contains_key(&msn))
     }
 
+    /// Segments of `rendition` in memory, and how many of them wait for the writer.
+    #[cfg(test)]
+    fn held(&self, rendition: &str) -> (usize, usize) {
+        self.lock().renditions.get(rendition).map_or((0, 0), |r| (r.segments.len(), r.pending.len()))
+    }
+
     /// The push ended: the open segments close with the parts they have. The playlists end
     /// unless [`Channel::reconnect`] comes within [`RECONNECT_GRACE`] (see [`Channel::finish`]).
     pub fn push_ended(&self, generation: u32) {
@@ -882,5 +888,166 @@ mod tests {
         c.feed(g, "360p", part(true, 2)); // a late segment is not written any more
         drop(c);
         assert!(!folder.exists());
+    }
+
+    /// A disk that takes `delay` for every segment (and keeps nothing).
+    struct SlowDisk {
+        delay: Duration,
+        writes: std::sync::atomic::AtomicUsize,
+    }
+
+    impl SegmentSink for SlowDisk {
+        fn write(&self, _: &std::path::Path, _: &[u8]) -> std::io::Result<()> {
+            std::thread::sleep(self.delay);
+            self.writes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+
+        fn remove_all(&self, _: &std::path::Path) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn percentile(sorted: &[Duration], p: f64) -> Duration {
+        sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+    }
+
+    /// 200 blocking playlist requests (`_HLS_msn`/`_HLS_part`) wait for each part while a slow
+    /// disk writes DVR segments: each wakes within a few milliseconds of the part being fed,
+    /// however far behind the writer is, and no later at the end than at the start.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocked_readers_wake_promptly_while_dvr_segments_are_written_slowly() {
+        use std::time::Instant;
+        const READERS: usize = 200;
+        const SEGMENTS: u64 = 12;
+        const PARTS: u64 = 6;
+        let write = Duration::from_millis(100);
+        let disk = Arc::new(SlowDisk { delay: write, writes: 0.into() });
+        let dir = tempfile::tempdir().unwrap();
+        let dvr = ChannelConfig { dvr: Some((600.0, dir.path().to_path_buf())), ..config() };
+        let c = Channel::with_sink(dvr, disk.clone());
+        c.add_rendition(0, "360p", video(), TIMING);
+        c.feed(0, "360p", part(true, 0));
+        let mut rounds: Vec<Vec<Duration>> = Vec::new();
+        let mut writing = 0;
+        for n in 1..SEGMENTS * PARTS {
+            let (msn, p) = (n / PARTS, n % PARTS);
+            let q = PlaylistQuery { msn: Some(msn), part: Some(p), skip: false };
+            let readers: Vec<_> = (0..READERS)
+                .map(|_| {
+                    let c = c.clone();
+                    tokio::spawn(async move {
+                        (c.playlist("360p", q, Duration::from_secs(10)).await, Instant::now())
+                    })
+                })
+                .collect();
+            // Every reader is blocked: each holds a subscription while it waits.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while c.version.receiver_count() < READERS {
+                assert!(Instant::now() < deadline, "the readers never blocked");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            assert!(readers.iter().all(|r| !r.is_finished()), "a reader answered before its part");
+            if c.held("360p").1 > 0 {
+                writing += 1;
+            }
+            // Fed from a thread of its own, as GStreamer's streaming thread does.
+            let fed_at = {
+                let c = c.clone();
+                tokio::task::spawn_blocking(move || {
+                    let at = Instant::now();
+                    c.feed(0, "360p", part(p == 0, n as u8));
+                    at
+                })
+                .await
+                .unwrap()
+            };
+            let mut round = Vec::with_capacity(READERS);
+            for r in readers {
+                let (text, at) = r.await.unwrap();
+                let text = text.unwrap().unwrap();
+                assert!(text.contains(&format!("URI=\"p{n}.m4s\"")), "part {n} is listed");
+                round.push(at.saturating_duration_since(fed_at));
+            }
+            round.sort();
+            rounds.push(round);
+            let (in_memory, _) = c.held("360p");
+            assert!(in_memory <= MEMORY_SEGMENTS + super::super::dvr::WRITE_QUEUE + 1, "memory is bounded");
+        }
+        let mut all: Vec<Duration> = rounds.iter().flatten().copied().collect();
+        all.sort();
+        let (p50, p99) = (percentile(&all, 0.5), percentile(&all, 0.99));
+        // Growth is judged on the typical round of a stretch (the median of the rounds' p99), so
+        // that one round slowed by a busy machine does not count as a trend.
+        let typical = |rounds: &[Vec<Duration>]| {
+            let mut each: Vec<Duration> = rounds.iter().map(|r| percentile(r, 0.99)).collect();
+            each.sort();
+            percentile(&each, 0.5)
+        };
+        let three = (3 * PARTS) as usize;
+        let early = typical(&rounds[PARTS as usize..][..three]);
+        let late = typical(&rounds[rounds.len() - three..]);
+        eprintln!(
+            "wake latency of {READERS} readers with {write:?} writes: p50 {p50:?}, p99 {p99:?}, max {:?}; \
+             typical round p99 {early:?} in segments 1-3, {late:?} in the last 3; \
+             {writing} of {} parts fed while writes were pending",
+            all[all.len() - 1],
+            rounds.len()
+        );
+        assert!(p99 < write / 4, "p99 wake latency {p99:?} is not far below a write ({write:?})");
+        assert!(
+            late <= early * 3 + Duration::from_millis(5),
+            "wake latency grows: {early:?} early, {late:?} late"
+        );
+        assert!(writing >= 2 * PARTS, "the readers waited while the disk was busy ({writing} parts)");
+        // The writer catches up and memory shrinks back to the live window.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while c.held("360p") != (MEMORY_SEGMENTS, 0) {
+            assert!(Instant::now() < deadline, "the writer never caught up: {:?}", c.held("360p"));
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(disk.writes.load(std::sync::atomic::Ordering::SeqCst), (SEGMENTS - 1) as usize);
+    }
+
+    /// A disk that hangs until the test lets it go.
+    struct StuckDisk(std::sync::RwLock<()>);
+
+    impl SegmentSink for StuckDisk {
+        fn write(&self, _: &std::path::Path, _: &[u8]) -> std::io::Result<()> {
+            drop(self.0.read());
+            Ok(())
+        }
+
+        fn remove_all(&self, _: &std::path::Path) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stuck_disk_costs_dvr_segments_never_the_media_thread_nor_unbounded_memory() {
+        let disk = Arc::new(StuckDisk(std::sync::RwLock::new(())));
+        let stuck = disk.0.write();
+        let dir = tempfile::tempdir().unwrap();
+        let dvr = ChannelConfig { dvr: Some((600.0, dir.path().to_path_buf())), ..config() };
+        let c = Channel::with_sink(dvr, disk.clone());
+        c.add_rendition(0, "360p", video(), TIMING);
+        let feeding = {
+            let c = c.clone();
+            tokio::task::spawn_blocking(move || feed(&c, 0, "360p", 60))
+        };
+        tokio::time::timeout(Duration::from_secs(10), feeding)
+            .await
+            .expect("the media thread waited for the disk")
+            .unwrap();
+        let (in_memory, pending) = c.held("360p");
+        let queue = super::super::dvr::WRITE_QUEUE;
+        assert!(pending <= queue + 1, "{pending} segments wait for the writer");
+        assert!(in_memory <= MEMORY_SEGMENTS + queue + 1, "{in_memory} segments in memory");
+        drop(stuck);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while c.held("360p") != (MEMORY_SEGMENTS, 0) {
+            assert!(std::time::Instant::now() < deadline, "the writer never caught up: {:?}", c.held("360p"));
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }
