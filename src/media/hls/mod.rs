@@ -1,0 +1,4 @@
+//! HLS text shared by live and VOD.
+
+#[cfg(test)]
+mod golden;
