@@ -7,7 +7,9 @@
 use std::collections::VecDeque;
 use std::fmt::Write;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
+
+use crate::media::hls::tags::{write_map, write_part, write_pdt, write_segment};
 
 /// Parts more than this many target durations from the end of the playlist are listed no more
 /// (RFC 8216bis 4.4.4.9: they SHOULD be removed once older than three target durations).
@@ -324,8 +326,7 @@ impl MediaPlaylist {
             if seg_start + s.duration > part_cutoff + EPSILON {
                 write_parts(&mut out, &s.parts);
             }
-            let _ = writeln!(out, "#EXTINF:{:.5},", s.duration);
-            let _ = writeln!(out, "{}", s.uri);
+            write_segment(&mut out, s.duration, &s.uri);
         }
         if !self.open_parts.is_empty() {
             if self.open_discontinuity {
@@ -351,33 +352,9 @@ impl MediaPlaylist {
     }
 }
 
-/// `EXT-X-MAP` where the section changes. With a key, the section stays clear (a `METHOD=NONE`
-/// key before every map after the first) and the media after it is encrypted: the `EXT-X-KEY`
-/// follows each map, so it is present after a delta update's `EXT-X-SKIP` too.
-fn write_map<'a>(out: &mut String, current: &mut Option<&'a str>, uri: &'a str, key: Option<&str>) {
-    if *current != Some(uri) {
-        if key.is_some() && current.is_some() {
-            let _ = writeln!(out, "#EXT-X-KEY:METHOD=NONE");
-        }
-        let _ = writeln!(out, "#EXT-X-MAP:URI=\"{uri}\"");
-        if let Some(key) = key {
-            let _ = writeln!(out, "#EXT-X-KEY:METHOD=AES-128,URI=\"{key}\"");
-        }
-        *current = Some(uri);
-    }
-}
-
-fn write_pdt(out: &mut String, pdt: Option<DateTime<Utc>>) {
-    if let Some(pdt) = pdt {
-        let _ =
-            writeln!(out, "#EXT-X-PROGRAM-DATE-TIME:{}", pdt.to_rfc3339_opts(SecondsFormat::Millis, true));
-    }
-}
-
 fn write_parts(out: &mut String, parts: &[Part]) {
     for p in parts {
-        let independent = if p.independent { ",INDEPENDENT=YES" } else { "" };
-        let _ = writeln!(out, "#EXT-X-PART:DURATION={:.5},URI=\"{}\"{independent}", p.duration, p.uri);
+        write_part(out, p.duration, &p.uri, p.independent);
     }
 }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{Channel, Kind, Miss, PlaylistQuery, Rendition};
-use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
+use crate::media::hls::master::{AudioRendition, Variant};
+use crate::media::live_hls::ladder;
 use crate::media::live_hls::playlist::{RenditionReport, Wait};
 
 impl Channel {
