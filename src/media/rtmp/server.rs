@@ -439,7 +439,7 @@ impl Connection {
                 return Err("ingest is unavailable".to_string());
             }
         };
-        let (pipeline, reports) = match IngestPipeline::start(&stream.id, live) {
+        let (pipeline, reports) = match IngestPipeline::start(&stream.id, live).await {
             Ok(started) => started,
             Err(e) => {
                 tracing::error!(stream = %stream.id, error = %e, "starting the ingest pipeline");
