@@ -3,7 +3,7 @@
 
 use chrono::{TimeZone, Utc};
 
-use crate::media::live_hls::ladder::{render_master, AudioRendition, Variant};
+use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::media::live_hls::playlist::{Config, MediaPlaylist, Part, RenditionReport, Window};
 use crate::media::vod::hls::{media_playlist, Segment, KEY_URI};
 

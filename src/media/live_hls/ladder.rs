@@ -86,9 +86,6 @@ pub fn mp4a_codec(asc: &[u8]) -> Option<String> {
     (aot != 0).then(|| format!("mp4a.40.{aot}"))
 }
 
-/// The master playlist is HLS shared with VOD: it lives in [`crate::media::hls::master`].
-pub use crate::media::hls::master::{render_master, AudioRendition, Variant};
-
 #[cfg(test)]
 mod tests {
     use super::*;

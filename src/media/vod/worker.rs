@@ -23,7 +23,7 @@ use super::probe::{probe, SourceInfo};
 use super::transcode::{self, Failure, Output};
 use crate::domain::time::now_ms;
 use crate::domain::vod::{self, ProducedRendition, VodMove};
-use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
+use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::services::vods::{VodError, Vods};
 use crate::storage::{source_key, vod_prefix, Storage, StorageError};
@@ -410,7 +410,7 @@ async fn publish(
         codec: a.codec.clone().unwrap_or_default(),
         channels: a.channels,
     });
-    let master = ladder::render_master(&variants, audio_rendition.as_ref());
+    let master = render_master(&variants, audio_rendition.as_ref());
     app.storage.put(&format!("{prefix}/master.m3u8"), master.into()).await?;
     Ok(produced)
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{Channel, Kind, Miss, PlaylistQuery, Rendition};
-use crate::media::hls::master::{AudioRendition, Variant};
+use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::media::live_hls::ladder;
 use crate::media::live_hls::playlist::{RenditionReport, Wait};
 
@@ -58,7 +58,7 @@ impl Channel {
         for v in &mut variants {
             v.bandwidth += audio_bps;
         }
-        Some(ladder::render_master(&variants, audio.as_ref()))
+        Some(render_master(&variants, audio.as_ref()))
     }
 
     /// A media playlist, now, or `None` when the request must wait (blocking reload).
