@@ -244,7 +244,7 @@ impl PlaybackApi {
             return Err(ApiError::conflict("the VOD does not play: it is not complete, or it is archived"));
         }
         let (token, expires_at) = issue(&app, &Resource::Vod(&row.id), &body.0.ticket()).await;
-        let base = format!("{}/vod/{}", app.playback_base(), row.id);
+        let base = format!("{}/vod/{}", app.endpoints.playback_base(), row.id);
         Ok(Json(VodTicket {
             playback_url: signed(&format!("{base}/master.m3u8"), &token),
             thumbnail_url: signed(&format!("{base}/thumb.jpg"), &token),

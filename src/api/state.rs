@@ -56,16 +56,4 @@ impl ApiState {
     pub fn allow_private_webhooks(&self) -> bool {
         self.settings.mode == crate::config::Mode::Development
     }
-
-    pub fn rtmp_port(&self) -> u16 {
-        self.endpoints.rtmp_port()
-    }
-
-    pub fn public_url(&self) -> String {
-        self.endpoints.public_url()
-    }
-
-    pub fn playback_base(&self) -> String {
-        self.endpoints.playback_base()
-    }
 }

@@ -202,14 +202,14 @@ fn flag(b: bool) -> i64 {
 
 /// `rtmp://<public host>:<rtmp port>`
 fn rtmp_base(app: &ApiState) -> String {
-    format!("rtmp://{}:{}", app.settings.public_host(), app.rtmp_port())
+    format!("rtmp://{}:{}", app.settings.public_host(), app.endpoints.rtmp_port())
 }
 
 impl Stream {
     pub fn from_row(row: &StreamRow, app: &ApiState) -> Stream {
         let settings = &app.settings;
         let protocols = row.protocols();
-        let play = format!("{}/live/{}", app.playback_base(), row.id);
+        let play = format!("{}/live/{}", app.endpoints.playback_base(), row.id);
         let state = row.state();
         Stream {
             id: row.id.clone(),
@@ -224,12 +224,12 @@ impl Stream {
             drm_enabled: row.drm_enabled == 1,
             signed_playback: row.signed_playback == 1,
             push_username: row.push_username.clone(),
-            rtmp_port: app.rtmp_port(),
+            rtmp_port: app.endpoints.rtmp_port(),
             obs: ObsSettings {
                 server: format!("{}/live", rtmp_base(app)),
                 stream_key: row.stream_key.clone(),
             },
-            whip_url: format!("{}/v1/whip/{}", app.public_url(), row.stream_key),
+            whip_url: format!("{}/v1/whip/{}", app.endpoints.public_url(), row.stream_key),
             playback_urls: PlaybackUrls {
                 hls: protocols.contains(&Protocol::Llhls).then(|| format!("{play}/master.m3u8")),
                 webrtc: protocols.contains(&Protocol::Webrtc).then(|| format!("{play}/whep")),

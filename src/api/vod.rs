@@ -172,7 +172,7 @@ impl Vod {
     pub fn from_row(row: &VodRow, app: &ApiState) -> Vod {
         let status = row.status();
         let urls = status == VodStatus::Complete && row.archived_at.is_none();
-        let base = format!("{}/vod/{}", app.playback_base(), row.id);
+        let base = format!("{}/vod/{}", app.endpoints.playback_base(), row.id);
         Vod {
             id: row.id.clone(),
             name: row.name.clone(),
