@@ -12,13 +12,15 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{cpu_seconds, out_dir, push, sample_file, Nginx, Proc, Sluice};
+use common::{cpu_seconds, push, sample_file, Nginx, Proc, Sluice};
 
 struct Round {
     alive: usize,
@@ -55,7 +57,7 @@ fn main() {
         .collect();
     let window =
         Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(10));
-    let file = sample_file(&out_dir());
+    let file = sample_file();
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
 

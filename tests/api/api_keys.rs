@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::helpers::{both_backends, error_message, eventually, TestApp};
+use crate::support::{both_backends, error_message, eventually, TestApp};
 
 both_backends!(
     missing_key_is_401,

@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sluice::store::Db;
 
-use crate::helpers::{bootstrap_key, eventually, ffmpeg_push, sluice_command as sluice, wait_ready, Killed};
+use crate::support::{bootstrap_key, eventually, ffmpeg_push, sluice_command as sluice, wait_ready, Killed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_live_pushes_and_their_playlists() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let port = crate::support::free_port();
     let key = bootstrap_key(sluice(dir.path(), port));
     let mut server = Killed(sluice(dir.path(), port).arg("serve").stdout(Stdio::null()).spawn().unwrap());
     let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();

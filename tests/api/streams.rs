@@ -7,8 +7,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use sluice::domain::stream::push_password_matches;
 
-use crate::helpers::{both_backends, error_message, TestApp};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{both_backends, error_message, TestApp};
 use crate::webhooks::create_webhook;
 
 both_backends!(

@@ -10,8 +10,8 @@ use sha2::Sha256;
 use sluice::events::catalog::{StreamEventData, VodEventData};
 use sluice::events::Event;
 
-use crate::helpers::{both_backends, error_message, eventually, spawn_app_with, Backend, TestApp};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{both_backends, error_message, eventually, spawn_app_with, Backend, TestApp};
 
 both_backends!(
     crud_shows_the_secret_once_and_validates,

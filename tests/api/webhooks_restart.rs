@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{
+use crate::support::receiver::Receiver;
+use crate::support::{
     bootstrap_key, eventually, fresh_postgres_url, sluice_command, wait_ready, Backend, Killed,
 };
-use crate::receiver::Receiver;
 
 fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
     let mut cmd = sluice_command(dir, port);
@@ -68,7 +68,7 @@ async fn kill_and_restart(backend: Backend) {
         Backend::Sqlite => format!("sqlite://{}/sluice.db", dir.path().display()),
         Backend::Postgres => fresh_postgres_url().await,
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::support::free_port();
     let key = bootstrap_key(sluice(dir.path(), &db, port));
     let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
     let client = reqwest::Client::new();
@@ -146,7 +146,7 @@ async fn kill_and_restart(backend: Backend) {
 async fn two_processes_share_one_postgres() {
     let db = fresh_postgres_url().await;
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let free = crate::support::free_port;
     let (port_a, port_b) = (free(), free());
     let key = bootstrap_key(sluice(dir_a.path(), &db, port_a));
     let _a = serve(dir_a.path(), &db, port_a).await;
