@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use common::{push, sample_file, Nginx, Sluice};
+use common::{push, sample_file, settle, Nginx, Sluice};
 use support::player::{Player, Report};
 
 /// A part as a playlist lists it: (msn, index in its segment) → wall-clock end of its media.
@@ -222,8 +222,15 @@ fn main() {
         let until = Instant::now() + window + Duration::from_secs(10);
         let url = format!("http://127.0.0.1:{}/hls/latency.m3u8", nginx.http);
         let playlist = nginx.hls_dir.join("latency.m3u8");
+        // hls.js starts a live playlist three fragments from its end: start it once nginx lists
+        // that many.
         let player = async {
-            tokio::time::sleep(Duration::from_secs(6)).await;
+            let listed = settle(Duration::from_secs(30), async || {
+                let text = std::fs::read_to_string(&playlist).unwrap_or_default();
+                text.lines().filter(|l| l.starts_with("#EXTINF")).count() >= 3
+            })
+            .await;
+            assert!(listed, "nginx listed no three fragments in 30 s");
             play(&url, window).await
         };
         let (frag, reports) = tokio::join!(nginx_latencies(&playlist, pushed_at, until), player);

@@ -20,6 +20,34 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// Established TCP connections to 127.0.0.1:`port` on this machine, from /proc/net/tcp: how a
+/// bench sees that a server has let go of its pushers.
+pub fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!("0100007F:{port:04X}");
+    // Fields: sl, local_address, rem_address, st (01 = ESTABLISHED), ...
+    table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() > 3 && f[1] == local && f[3] == "01")
+        .count()
+}
+
+/// Polls `settled` every 50 ms until it holds or `within` passes; returns whether it held.
+pub async fn settle(within: Duration, mut settled: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if settled().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `benches/out`, created.
 pub fn out_dir() -> PathBuf {
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/out");

@@ -165,9 +165,20 @@ async fn two_processes_share_one_postgres() {
     let ids: Vec<String> = got.iter().map(|r| r.id()).collect();
     let unique: HashSet<String> = ids.iter().cloned().collect();
     assert_eq!(unique, expected, "every delivery arrived");
-    // Nothing more arrives: give a double send a full poll interval to show.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(rx.received().len(), 80, "no delivery was sent twice");
+    // Nothing more arrives. One more ping queued through each process: each process sends its
+    // leased rows in order, one at a time, so a row it sent a second time would reach the
+    // receiver before the ping it sends after it.
+    let markers = [
+        ping(&client, &base(port_a), &key, &hook_id).await,
+        ping(&client, &base(port_b), &key, &hook_id).await,
+    ];
+    let got = eventually("both pings", Duration::from_secs(30), || async {
+        let got = rx.received();
+        markers.iter().all(|m| got.iter().any(|r| &r.id() == m)).then_some(got)
+    })
+    .await;
+    let got: Vec<_> = got.into_iter().filter(|r| !markers.contains(&r.id())).collect();
+    assert_eq!(got.len(), 80, "no delivery was sent twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
