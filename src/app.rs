@@ -1,9 +1,8 @@
 //! Builds the App (settings, database, limiters, metrics) and serves HTTP.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -13,73 +12,68 @@ use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
 use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
-use tokio::sync::Notify;
 
 use crate::api::error::{to_json_error, ApiError};
 use crate::api::security::SESSION_COOKIE;
+use crate::api::ApiState;
 use crate::client_ip::{self, ClientIp};
 use crate::config::{Mode, Settings};
+use crate::domain::content_key::MasterKey;
 use crate::events::sender::Sender;
-use crate::events::Event;
+use crate::events::{Event, Outbox};
+use crate::media::live::LiveOutputs;
+use crate::media::live_hls::channel::Channels;
+use crate::media::rtmp::server::Ingest;
+use crate::media::vod::worker::Transcoder;
 use crate::metrics::Metrics;
 use crate::password_gate::PasswordGate;
+use crate::playback::Origin;
 use crate::ratelimit::{self, Limiter, Lockout};
+use crate::services::endpoints::Endpoints;
+use crate::services::policy::Policies;
+use crate::services::streams::Streams;
+use crate::services::vods::Vods;
+use crate::storage::Storage;
+use crate::store::keys::SigningKeys;
 use crate::store::Db;
+use crate::upload::Uploads;
 
 /// Failed sign-ins allowed per e-mail address within [`LOGIN_FAILURE_WINDOW`] (CONTRACT: Conventions).
 pub const LOGIN_FAILURES_PER_EMAIL: u32 = 10;
 pub const LOGIN_FAILURE_WINDOW: Duration = Duration::from_secs(15 * 60);
 
-/// Everything a request handler or background worker needs.
+/// The composition root: every service and store is built here once and handed to what uses
+/// it (the API's handlers, the origin, the upload target, RTMP ingest, the transcode workers,
+/// the webhook sender). Only `main` and `cli` (and the tests, as a user of the crate) see it.
 pub struct App {
-    pub settings: Settings,
+    pub settings: Arc<Settings>,
     pub db: Db,
-    /// Per API key (and per signed-in user): sustained rate and burst of the contract.
-    pub request_limiter: Limiter<String>,
-    /// Per client IP: failed authentications a minute. Only failing requests are refused.
-    pub auth_failures: Lockout<IpAddr>,
-    /// Per e-mail address: failed sign-ins (10 in 15 minutes), then a lockout.
-    pub login_failures: Lockout<String>,
-    /// Every password hash and check of the server runs through it.
-    pub passwords: PasswordGate,
+    /// VOD sources and outputs.
+    pub storage: Storage,
+    /// Wraps the content keys of `drmEnabled` media and seals the secrets kept.
+    pub master_key: MasterKey,
     pub metrics: Metrics,
-    /// When each key's `lastUsedAt` was last written by this process.
-    pub(crate) key_uses: Mutex<HashMap<String, i64>>,
-    /// Wakes the webhook sender when this process queued deliveries.
-    sender_wake: Arc<Notify>,
     /// This process's identity for leases; kept in the data dir so a restart reclaims them.
     node_id: String,
-    /// Open push sessions of this process.
-    pub live: crate::media::live::LiveSessions,
+    outbox: Outbox,
+    endpoints: Arc<Endpoints>,
+    streams: Arc<Streams>,
+    vods: Arc<Vods>,
     /// The LL-HLS live edge of each stream pushed to this process.
-    pub channels: crate::media::live_hls::channel::Channels,
-    /// Adobe RTMP challenges handed out and not yet answered.
-    pub adobe_challenges: crate::media::rtmp::challenges::Challenges,
-    /// Where RTMP ingest listens, once started.
-    rtmp_bound: std::sync::OnceLock<SocketAddr>,
-    /// Where HTTP listens, once started.
-    http_bound: std::sync::OnceLock<SocketAddr>,
-    /// VOD sources and outputs.
-    pub storage: crate::storage::Storage,
-    /// Keys of signed URLs.
-    pub keys: crate::store::keys::SigningKeys,
-    /// Wraps the content keys of `drmEnabled` media.
-    pub master_key: crate::domain::content_key::MasterKey,
-    /// The origin's cache of playback policies and content keys.
-    pub playback: crate::playback::Policies,
-    /// Uploads running on this process's upload target.
-    pub uploading: crate::upload::Uploading,
-    /// Wakes idle transcode workers when a job was queued.
-    vod_wake: Arc<Notify>,
-    /// Turns true when transcode workers must stop and give their jobs back (shutdown).
-    vod_stop: tokio::sync::watch::Sender<bool>,
+    channels: Arc<Channels>,
+    pub uploads: Arc<Uploads>,
+    api: Arc<ApiState>,
+    origin: Arc<Origin>,
+    /// The transcode workers hold it weakly: they stop when the App goes (tests run many).
+    transcoder: Arc<Transcoder>,
 }
 
 impl App {
     /// Connects to the database (applying migrations) and prepares the data dir.
     pub async fn build(settings: Settings) -> anyhow::Result<Arc<App>> {
         prepare_data_dir(&settings.data_dir)?;
-        let storage = crate::storage::Storage::open(&settings.storage_url)?;
+        let settings = Arc::new(settings);
+        let storage = Storage::open(&settings.storage_url)?;
         let db = Db::connect(&settings.database_url).await?;
         let node_id = node_id(&settings.data_dir)?;
         let master_key = master_key(&settings)?;
@@ -88,71 +82,96 @@ impl App {
         if sealed > 0 {
             tracing::info!(secrets = sealed, "sealed secrets that an older version kept in the clear");
         }
-        let keys = crate::store::keys::SigningKeys::load(&db, &master_key).await?;
-        Ok(Arc::new(App {
-            storage,
-            keys,
-            master_key,
-            playback: Default::default(),
+        let keys = Arc::new(SigningKeys::load(&db, &master_key).await?);
+        let outbox = Outbox::new(db.clone());
+        let endpoints = Arc::new(Endpoints::new(&settings));
+        let policies = Arc::new(Policies::new(db.clone(), master_key.clone()));
+        let streams =
+            Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), settings.stream_idle_disable));
+        let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
+        let channels = Arc::new(Channels::default());
+        let uploads = Arc::new(Uploads {
+            db: db.clone(),
+            storage: storage.clone(),
+            keys: keys.clone(),
+            endpoints: endpoints.clone(),
+            max_bytes: settings.max_upload_bytes,
             uploading: Default::default(),
-            vod_wake: Arc::new(Notify::new()),
-            vod_stop: tokio::sync::watch::channel(false).0,
-            sender_wake: Arc::new(Notify::new()),
-            node_id,
-            live: Default::default(),
-            channels: Default::default(),
-            adobe_challenges: Default::default(),
-            rtmp_bound: std::sync::OnceLock::new(),
-            http_bound: std::sync::OnceLock::new(),
-            request_limiter: Limiter::new(ratelimit::per_second(
+        });
+        let api = Arc::new(ApiState {
+            settings: settings.clone(),
+            db: db.clone(),
+            outbox: outbox.clone(),
+            endpoints: endpoints.clone(),
+            streams: streams.clone(),
+            vods: vods.clone(),
+            policies: policies.clone(),
+            channels: channels.clone(),
+            uploads: uploads.clone(),
+            storage: storage.clone(),
+            keys: keys.clone(),
+            master_key: master_key.clone(),
+            request_limiter: Arc::new(Limiter::new(ratelimit::per_second(
                 settings.rate_limit_per_key,
                 settings.rate_limit_burst,
-            )),
-            auth_failures: Lockout::new(ratelimit::per_minute(settings.auth_failures_per_min)),
-            login_failures: Lockout::new(ratelimit::per_window(
+            ))),
+            auth_failures: Arc::new(Lockout::new(ratelimit::per_minute(settings.auth_failures_per_min))),
+            login_failures: Arc::new(Lockout::new(ratelimit::per_window(
                 LOGIN_FAILURES_PER_EMAIL,
                 LOGIN_FAILURE_WINDOW,
-            )),
+            ))),
             passwords: PasswordGate::for_this_machine(),
+            key_uses: Default::default(),
+        });
+        let transcoder = Arc::new(Transcoder {
+            db: db.clone(),
+            storage: storage.clone(),
+            vods: vods.clone(),
+            policies: policies.clone(),
+            node_id: node_id.clone(),
+            workers: settings.transcode_workers,
+            work_dir: settings.data_dir.join("work"),
+            pipelines_dir: settings.pipelines_dir.clone(),
+        });
+        let origin =
+            Arc::new(Origin { policies, keys, channels: channels.clone(), storage: storage.clone() });
+        Ok(Arc::new(App {
+            storage,
+            master_key,
             metrics: Metrics::new(),
-            key_uses: Mutex::new(HashMap::new()),
+            node_id,
+            outbox,
+            endpoints,
+            streams,
+            vods,
+            channels,
+            uploads,
+            api,
+            origin,
+            transcoder,
             settings,
             db,
         }))
     }
 
-    /// Whether webhook targets may be plain http and private addresses (development mode).
-    pub fn allow_private_webhooks(&self) -> bool {
-        self.settings.mode == Mode::Development
-    }
-
     /// The RTMP port handed out in ingest URLs: the bound one once started (port 0 picks one).
     pub fn rtmp_port(&self) -> u16 {
-        self.rtmp_addr().map_or(self.settings.rtmp_addr.port(), |a| a.port())
+        self.endpoints.rtmp_port()
     }
 
     /// `{base_url}`, with the bound port when HTTP was asked to bind port 0 (tests).
     pub fn public_url(&self) -> String {
-        self.with_bound_port(&self.settings.public_url)
+        self.endpoints.public_url()
     }
 
     /// `{playback_base}`, with the bound port when HTTP was asked to bind port 0 (tests).
     pub fn playback_base(&self) -> String {
-        self.with_bound_port(&self.settings.playback_base)
-    }
-
-    fn with_bound_port(&self, url: &str) -> String {
-        match self.http_bound.get() {
-            Some(bound) if self.settings.http_addr.port() == 0 => {
-                url.replacen(&self.settings.http_addr.to_string(), &bound.to_string(), 1)
-            }
-            _ => url.to_string(),
-        }
+        self.endpoints.playback_base()
     }
 
     /// Where RTMP ingest listens (after `start`).
     pub fn rtmp_addr(&self) -> Option<SocketAddr> {
-        self.rtmp_bound.get().copied()
+        self.endpoints.rtmp_addr()
     }
 
     /// This process's identity (owner of its leases).
@@ -160,40 +179,33 @@ impl App {
         &self.node_id
     }
 
-    /// Wakes transcode workers waiting for a job.
-    pub fn vod_wake(&self) -> Arc<Notify> {
-        self.vod_wake.clone()
-    }
-
-    /// Turns true when transcode workers must stop.
-    pub fn vod_stop(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.vod_stop.subscribe()
-    }
-
     /// Stops the transcode workers: running jobs go back to the queue (CONTRACT: SIGTERM).
     /// Waits up to `grace` for them to let go.
     pub async fn drain_vod(&self, grace: Duration) {
-        self.vod_stop.send_replace(true);
-        let deadline = Instant::now() + grace;
-        // Each worker holds a receiver; they drop them as they stop.
-        while self.vod_stop.receiver_count() > 0 && Instant::now() < deadline {
+        self.vods.drain(grace).await;
+    }
+
+    /// Shutdown (CONTRACT: `SIGTERM` drains): ends every push cleanly (`stream.ended`, the
+    /// stream back to `idle`) and ends its playlists (`EXT-X-ENDLIST`) without the reconnect
+    /// grace, waiting at most `within`.
+    pub async fn drain_live(&self, within: Duration) {
+        let pushes = self.streams.sessions.kill_all();
+        if pushes == 0 {
+            return;
+        }
+        tracing::info!(pushes, "ending live pushes");
+        let deadline = tokio::time::Instant::now() + within;
+        while (self.streams.sessions.count() > 0 || self.channels.any_live())
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        self.channels.finish_all();
     }
 
-    /// Tells the webhook sender that deliveries were queued.
-    pub fn wake_sender(&self) {
-        self.sender_wake.notify_one();
-    }
-
-    /// Emits an event in a transaction of its own and wakes the sender. Emitters that change
-    /// state call [`crate::events::emit`] on their own transaction instead.
+    /// Emits an event that goes with no state change (tests, the webhook guide).
     pub async fn emit(&self, project_id: &str, event: &Event) -> Result<usize, crate::store::DbError> {
-        let mut tx = self.db.begin_write().await?;
-        let queued = crate::events::emit(&mut tx, project_id, event).await?;
-        tx.commit().await?;
-        self.wake_sender();
-        Ok(queued)
+        self.outbox.emit(project_id, event).await
     }
 
     /// The whole HTTP surface.
@@ -208,13 +220,13 @@ impl App {
             .at("/v1/openapi.json", get(openapi_json).data(Arc::new(spec)))
             .nest("/docs", docs)
             .at("/healthz", get(healthz))
-            .at("/readyz", get(readyz))
-            .at("/metrics", get(metrics))
-            .nest("/play", crate::playback::routes())
-            .nest("/upload", crate::upload::routes())
+            .at("/readyz", get(readyz).data(self.clone()))
+            .at("/metrics", get(metrics).data(self.clone()))
+            .nest("/play", crate::playback::routes().data(self.origin.clone()))
+            .nest("/upload", crate::upload::routes().data(self.uploads.clone()))
             .with(CookieJarManager::new())
             .with(CatchPanic::new())
-            .data(self.clone())
+            .data(self.api.clone())
             .catch_all_error(|err| async move { to_json_error(err) })
             .around(move |ep, req| {
                 let allow = allow.clone();
@@ -254,21 +266,37 @@ impl App {
             .first()
             .and_then(|a| a.as_socket_addr().copied())
             .context("listener has no address")?;
-        let _ = self.http_bound.set(addr);
+        self.endpoints.http_bound(addr);
         let routes = wrap(self.routes().boxed());
         self.spawn_housekeeping();
         self.spawn_limiter_sweeps();
         let orphans =
-            self.end_orphaned_pushes().await.context("ending pushes left open by a previous run")?;
+            self.streams.end_orphaned_pushes().await.context("ending pushes left open by a previous run")?;
         if orphans > 0 {
             tracing::warn!(streams = orphans, "ended pushes that a previous run left live");
         }
         self.spawn_sender()?;
-        crate::media::vod::worker::spawn(self);
-        let rtmp = crate::media::rtmp::server::start(self.clone())
+        crate::media::vod::worker::spawn(&self.transcoder);
+        let ingest = Ingest {
+            addr: self.settings.rtmp_addr,
+            max_per_ip: self.settings.rtmp_max_per_ip as usize,
+            db: self.db.clone(),
+            master_key: self.master_key.clone(),
+            streams: self.streams.clone(),
+            outputs: LiveOutputs {
+                channels: self.channels.clone(),
+                policies: self.origin.policies.clone(),
+                live_dir: self.settings.data_dir.join("live"),
+                part_ms: self.settings.llhls_part_ms,
+                segment_ms: self.settings.llhls_segment_ms,
+                pipelines_dir: self.settings.pipelines_dir.clone(),
+            },
+            challenges: Default::default(),
+        };
+        let rtmp = crate::media::rtmp::server::start(Arc::new(ingest))
             .await
             .with_context(|| format!("binding RTMP on {}", self.settings.rtmp_addr))?;
-        let _ = self.rtmp_bound.set(rtmp);
+        self.endpoints.rtmp_bound(rtmp);
         let server = tokio::spawn(async move {
             poem::Server::new_with_acceptor(acceptor)
                 .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
@@ -280,10 +308,10 @@ impl App {
     fn spawn_sender(self: &Arc<Self>) -> anyhow::Result<()> {
         let sender = Sender::new(
             self.db.clone(),
-            self.allow_private_webhooks(),
+            self.settings.mode == Mode::Development,
             self.settings.webhook_retry_scale,
             self.node_id.clone(),
-            self.sender_wake.clone(),
+            self.outbox.waker(),
             self.master_key.clone(),
         )?;
         tokio::spawn(Arc::new(sender).run());
@@ -292,15 +320,15 @@ impl App {
 
     /// Forgets rate-limit state that has lapsed, so a flood of keys or addresses does not stay.
     fn spawn_limiter_sweeps(self: &Arc<Self>) {
-        let app = Arc::downgrade(self);
+        let api = Arc::downgrade(&self.api);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(30));
             loop {
                 tick.tick().await;
-                let Some(app) = app.upgrade() else { return };
-                app.request_limiter.sweep();
-                app.auth_failures.sweep();
-                app.login_failures.sweep();
+                let Some(api) = api.upgrade() else { return };
+                api.request_limiter.sweep();
+                api.auth_failures.sweep();
+                api.login_failures.sweep();
             }
         });
     }
@@ -318,7 +346,7 @@ impl App {
             loop {
                 tick.tick().await;
                 let Some(app) = app.upgrade() else { return };
-                if let Err(e) = app.disable_idle_streams().await {
+                if let Err(e) = app.streams.disable_idle_streams().await {
                     tracing::warn!(error = %e, "disabling idle streams");
                 }
                 app.channels.sweep();
@@ -358,8 +386,7 @@ pub fn prepare_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
 
 /// The master key of the settings, or the one in `<data dir>/master.key` (created on first use,
 /// readable by the owner only).
-pub fn master_key(settings: &Settings) -> anyhow::Result<crate::domain::content_key::MasterKey> {
-    use crate::domain::content_key::MasterKey;
+pub fn master_key(settings: &Settings) -> anyhow::Result<MasterKey> {
     if let Some(hex) = &settings.master_key {
         return MasterKey::from_hex(hex).context("the master key must be 64 hexadecimal characters");
     }
@@ -404,7 +431,7 @@ async fn guard<E: Endpoint<Output = Response>>(
     let resp = ep.call(req).await?;
     if resp.status() == StatusCode::UNAUTHORIZED {
         if let Some(ip) = ip {
-            if let Err(retry_after) = app.auth_failures.fail(&client_ip::limit_key(ip)) {
+            if let Err(retry_after) = app.api.auth_failures.fail(&client_ip::limit_key(ip)) {
                 tracing::info!(%ip, "failed authentication; address over its limit");
                 return Ok(ApiError::too_many(retry_after).into_response());
             }

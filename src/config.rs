@@ -8,7 +8,6 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use clap::Args;
 use serde::Deserialize;
 
@@ -142,6 +141,11 @@ struct FileConfig {
     master_key: Option<String>,
 }
 
+/// A setting that cannot be used, said so that the operator can fix it (start-up).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
 /// The resolved settings every part of Sluice reads.
 #[derive(Clone)]
 pub struct Settings {
@@ -205,7 +209,7 @@ impl fmt::Debug for Settings {
 
 impl Settings {
     /// Resolves flags/env (already merged by clap) over the settings file over the defaults.
-    pub fn resolve(args: &ConfigArgs) -> anyhow::Result<Self> {
+    pub fn resolve(args: &ConfigArgs) -> Result<Self, ConfigError> {
         let file = match &args.config {
             Some(path) => read_file(path)?,
             None if Path::new("sluice.toml").exists() => read_file(Path::new("sluice.toml"))?,
@@ -247,7 +251,7 @@ impl Settings {
             trusted_proxies: TrustedProxies::parse(
                 &args.trusted_proxies.clone().or(file.trusted_proxies).unwrap_or_default(),
             )
-            .map_err(|e| anyhow::anyhow!("trusted proxies: {e}"))?,
+            .map_err(|e| ConfigError(format!("trusted proxies: {e}")))?,
             stream_idle_disable: pick(args.stream_idle_disable, file.stream_idle_disable, 30 * 24 * 3600),
             llhls_part_ms: pick(args.llhls_part_ms, file.llhls_part_ms, DEFAULT_PART_MS),
             llhls_segment_ms: pick(args.llhls_segment_ms, file.llhls_segment_ms, DEFAULT_SEGMENT_MS),
@@ -261,45 +265,49 @@ impl Settings {
         Ok(settings)
     }
 
-    fn check(&self) -> anyhow::Result<()> {
+    fn check(&self) -> Result<(), ConfigError> {
         if !(self.database_url.starts_with("sqlite:") || self.database_url.starts_with("postgres")) {
-            bail!("database URL must start with sqlite:// or postgres://");
+            return Err(ConfigError("database URL must start with sqlite:// or postgres://".into()));
         }
         if !(self.webhook_retry_scale.is_finite() && self.webhook_retry_scale >= 0.0) {
-            bail!("webhook retry scale must be a number >= 0");
+            return Err(ConfigError("webhook retry scale must be a number >= 0".into()));
         }
         if !(self.rate_limit_per_key.is_finite() && self.rate_limit_per_key > 0.0) {
-            bail!("rate limit per key must be a number > 0");
+            return Err(ConfigError("rate limit per key must be a number > 0".into()));
         }
         if self.rtmp_max_per_ip == 0 {
-            bail!("RTMP connections per IP must be at least 1");
+            return Err(ConfigError("RTMP connections per IP must be at least 1".into()));
         }
         if self.rate_limit_burst == 0 || self.auth_failures_per_min == 0 {
-            bail!("rate limit burst and auth failures per minute must be at least 1");
+            return Err(ConfigError(
+                "rate limit burst and auth failures per minute must be at least 1".into(),
+            ));
         }
         if !(200..=1000).contains(&self.llhls_part_ms) {
-            bail!("LL-HLS part duration must be 200 to 1000 ms");
+            return Err(ConfigError("LL-HLS part duration must be 200 to 1000 ms".into()));
         }
         if !(1000..=6000).contains(&self.llhls_segment_ms) || self.llhls_segment_ms < 3 * self.llhls_part_ms {
-            bail!("LL-HLS segment duration must be 1000 to 6000 ms and at least three parts");
+            return Err(ConfigError(
+                "LL-HLS segment duration must be 1000 to 6000 ms and at least three parts".into(),
+            ));
         }
         if self.max_upload_bytes == 0 {
-            bail!("max upload bytes must be at least 1");
+            return Err(ConfigError("max upload bytes must be at least 1".into()));
         }
         if let Some(k) = &self.master_key {
             if crate::domain::content_key::MasterKey::from_hex(k).is_none() {
-                bail!("master key must be 64 hexadecimal characters (32 bytes)");
+                return Err(ConfigError("master key must be 64 hexadecimal characters (32 bytes)".into()));
             }
         }
         if self.transcode_workers > 64 {
-            bail!("transcode workers must be 0 to 64");
+            return Err(ConfigError("transcode workers must be 0 to 64".into()));
         }
         if !(self.storage_url.starts_with("file://") || self.storage_url.starts_with("s3://")) {
-            bail!("storage URL must start with file:// or s3://");
+            return Err(ConfigError("storage URL must start with file:// or s3://".into()));
         }
         for (name, url) in [("public URL", &self.public_url), ("playback base", &self.playback_base)] {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                bail!("{name} must start with http:// or https://");
+                return Err(ConfigError(format!("{name} must start with http:// or https://")));
             }
         }
         Ok(())
@@ -323,10 +331,10 @@ fn pick<T>(flag_or_env: Option<T>, file: Option<T>, default: T) -> T {
     flag_or_env.or(file).unwrap_or(default)
 }
 
-fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading settings file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("parsing settings file {}", path.display()))
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("reading settings file {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| ConfigError(format!("parsing settings file {}: {e}", path.display())))
 }
 
 /// Hides the password part of a URL (`postgres://user:secret@host/db` → `postgres://user:***@host/db`)

@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod password_gate;
 pub mod playback;
 pub mod ratelimit;
+pub mod services;
 pub mod storage;
 pub mod store;
 pub mod upload;

@@ -12,7 +12,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use object_store::aws::{AmazonS3, AmazonS3Builder};
@@ -21,6 +20,34 @@ use object_store::path::Path as Key;
 use object_store::signer::Signer;
 use object_store::{ObjectStore, PutPayload};
 use poem::http::Method;
+
+/// What went wrong with the store; the text names the step (for the log, never a client).
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The storage URL of the settings is not usable.
+    #[error("storage URL: {0}")]
+    Url(String),
+    #[error("{what}: {source}")]
+    Store {
+        what: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn store_error(what: impl Into<String>) -> impl FnOnce(object_store::Error) -> StorageError {
+    move |source| StorageError::Store { what: what.into(), source }
+}
+
+fn io_error(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> StorageError {
+    move |source| StorageError::Io { what: what.into(), source }
+}
 
 /// Where the store keeps things.
 #[derive(Debug, Clone)]
@@ -46,16 +73,20 @@ pub fn vod_prefix(vod_id: &str) -> String {
 }
 
 impl Storage {
-    pub fn open(url: &str) -> anyhow::Result<Storage> {
+    pub fn open(url: &str) -> Result<Storage, StorageError> {
         if let Some(path) = url.strip_prefix("file://") {
-            std::fs::create_dir_all(path).with_context(|| format!("creating storage folder {path}"))?;
-            let root = std::fs::canonicalize(path).with_context(|| format!("storage folder {path}"))?;
-            let store = LocalFileSystem::new_with_prefix(&root).context("opening the storage folder")?;
+            std::fs::create_dir_all(path).map_err(io_error(format!("creating storage folder {path}")))?;
+            let root = std::fs::canonicalize(path).map_err(io_error(format!("storage folder {path}")))?;
+            let store =
+                LocalFileSystem::new_with_prefix(&root).map_err(store_error("opening the storage folder"))?;
             return Ok(Storage { store: Arc::new(store), kind: Kind::Local(root) });
         }
         if url.starts_with("s3://") {
-            let parsed = url::Url::parse(url).context("storage URL")?;
-            let bucket = parsed.host_str().filter(|b| !b.is_empty()).context("s3:// URL names no bucket")?;
+            let parsed = url::Url::parse(url).map_err(|e| StorageError::Url(e.to_string()))?;
+            let bucket = parsed
+                .host_str()
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| StorageError::Url("s3:// URL names no bucket".into()))?;
             let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
             for (k, v) in parsed.query_pairs() {
                 b = match k.as_ref() {
@@ -63,13 +94,13 @@ impl Storage {
                     "region" => b.with_region(v.as_ref()),
                     "access_key_id" => b.with_access_key_id(v.as_ref()),
                     "secret_access_key" => b.with_secret_access_key(v.as_ref()),
-                    other => bail!("unknown storage URL parameter {other}"),
+                    other => return Err(StorageError::Url(format!("unknown parameter {other}"))),
                 };
             }
-            let s3 = Arc::new(b.build().context("configuring the S3 store")?);
+            let s3 = Arc::new(b.build().map_err(store_error("configuring the S3 store"))?);
             return Ok(Storage { store: s3.clone(), kind: Kind::S3(s3) });
         }
-        bail!("storage URL must start with file:// or s3://")
+        Err(StorageError::Url("it must start with file:// or s3://".into()))
     }
 
     /// The file behind a key on the local store.
@@ -90,36 +121,40 @@ impl Storage {
         method: Method,
         key: &str,
         expires_in: Duration,
-    ) -> anyhow::Result<Option<String>> {
+    ) -> Result<Option<String>, StorageError> {
         match &self.kind {
             Kind::Local(_) => Ok(None),
             Kind::S3(s3) => Ok(Some(
-                s3.signed_url(method, &Key::from(key), expires_in).await.context("presigning")?.to_string(),
+                s3.signed_url(method, &Key::from(key), expires_in)
+                    .await
+                    .map_err(store_error("presigning"))?
+                    .to_string(),
             )),
         }
     }
 
     /// A URI GStreamer can read the object from: the file, or a presigned GET good for `valid`.
-    pub async fn read_uri(&self, key: &str, valid: Duration) -> anyhow::Result<String> {
+    pub async fn read_uri(&self, key: &str, valid: Duration) -> Result<String, StorageError> {
         match &self.kind {
-            Kind::Local(root) => Ok(url::Url::from_file_path(root.join(key))
-                .map_err(|_| anyhow::anyhow!("bad path"))?
-                .to_string()),
-            Kind::S3(_) => self.presigned(Method::GET, key, valid).await?.context("presigning"),
+            // The root is absolute (canonicalized at open), so the path always makes a URL.
+            Kind::Local(root) => url::Url::from_file_path(root.join(key))
+                .map(|u| u.to_string())
+                .map_err(|()| StorageError::Url(format!("{key} makes no file URL"))),
+            Kind::S3(_) => Ok(self.presigned(Method::GET, key, valid).await?.unwrap_or_default()),
         }
     }
 
     /// The size of an object, or `None` when there is none.
-    pub async fn size(&self, key: &str) -> anyhow::Result<Option<u64>> {
+    pub async fn size(&self, key: &str) -> Result<Option<u64>, StorageError> {
         match self.store.head(&Key::from(key)).await {
             Ok(meta) => Ok(Some(meta.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e).context("reading object metadata"),
+            Err(e) => Err(store_error("reading object metadata")(e)),
         }
     }
 
     /// The object, or one byte range of it; `None` when there is none.
-    pub async fn get(&self, key: &str, range: Option<Range<u64>>) -> anyhow::Result<Option<Bytes>> {
+    pub async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Option<Bytes>, StorageError> {
         let key = Key::from(key);
         let got = match range {
             Some(r) => self.store.get_range(&key, r).await,
@@ -131,36 +166,36 @@ impl Storage {
         match got {
             Ok(b) => Ok(Some(b)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e).context("reading an object"),
+            Err(e) => Err(store_error("reading an object")(e)),
         }
     }
 
     /// Stores a local file under `key` (outputs are segments of a few MB at most).
-    pub async fn put_file(&self, key: &str, file: &Path) -> anyhow::Result<()> {
-        let bytes = tokio::fs::read(file).await.with_context(|| format!("reading {}", file.display()))?;
+    pub async fn put_file(&self, key: &str, file: &Path) -> Result<(), StorageError> {
+        let bytes = tokio::fs::read(file).await.map_err(io_error(format!("reading {}", file.display())))?;
         self.put(key, Bytes::from(bytes)).await
     }
 
-    pub async fn put(&self, key: &str, bytes: Bytes) -> anyhow::Result<()> {
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), StorageError> {
         self.store
             .put(&Key::from(key), PutPayload::from(bytes))
             .await
-            .with_context(|| format!("storing {key}"))?;
+            .map_err(store_error(format!("storing {key}")))?;
         Ok(())
     }
 
     /// Removes every object under `prefix/` except those whose key is in `keep`.
-    pub async fn delete_prefix(&self, prefix: &str, keep: &[String]) -> anyhow::Result<usize> {
+    pub async fn delete_prefix(&self, prefix: &str, keep: &[String]) -> Result<usize, StorageError> {
         let mut listed = self.store.list(Some(&Key::from(prefix)));
         let mut removed = 0;
         while let Some(meta) = listed.next().await {
-            let meta = meta.context("listing objects")?;
+            let meta = meta.map_err(store_error("listing objects"))?;
             if keep.iter().any(|k| k.as_str() == meta.location.as_ref()) {
                 continue;
             }
             match self.store.delete(&meta.location).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => removed += 1,
-                Err(e) => return Err(e).context("deleting an object"),
+                Err(e) => return Err(store_error("deleting an object")(e)),
             }
         }
         if let Kind::Local(root) = &self.kind {

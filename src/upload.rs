@@ -21,21 +21,38 @@ use poem::web::{Data, Path};
 use poem::{handler, put, Body, Request, Response, Route};
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 
-use crate::app::App;
 use crate::domain::keyring::KeyRing;
 use crate::domain::time::now_ms;
 use crate::domain::vod::VodStatus;
-use crate::storage::source_key;
+use crate::services::endpoints::Endpoints;
+use crate::storage::{source_key, Storage};
+use crate::store::keys::SigningKeys;
+use crate::store::Db;
+
+/// What the upload target works with.
+pub struct Uploads {
+    pub db: Db,
+    pub storage: Storage,
+    /// Keys of the signed upload URLs.
+    pub keys: Arc<SigningKeys>,
+    pub endpoints: Arc<Endpoints>,
+    /// `SLUICE_MAX_UPLOAD_BYTES`.
+    pub max_bytes: u64,
+    /// Uploads running on this process.
+    pub uploading: Uploading,
+}
 
 /// The signed message of an upload URL.
 pub fn message(vod_id: &str, expires: i64) -> String {
     format!("PUT\n{}\n{expires}", source_key(vod_id))
 }
 
-/// The upload URL of a VOD on the local store, valid until `expires` (unix seconds).
-pub async fn url(app: &App, vod_id: &str, expires: i64) -> String {
-    let sig = app.keys.ring_for(None).await.sign(&message(vod_id, expires));
-    format!("{}/upload/vod/{vod_id}?expires={expires}&sig={sig}", app.public_url())
+impl Uploads {
+    /// The upload URL of a VOD on the local store, valid until `expires` (unix seconds).
+    pub async fn url(&self, vod_id: &str, expires: i64) -> String {
+        let sig = self.keys.ring_for(None).await.sign(&message(vod_id, expires));
+        format!("{}/upload/vod/{vod_id}?expires={expires}&sig={sig}", self.endpoints.public_url())
+    }
 }
 
 pub fn routes() -> Route {
@@ -102,7 +119,7 @@ fn incomplete(len: u64, total: u64) -> Response {
 }
 
 #[handler]
-async fn upload(req: &Request, body: Body, app: Data<&Arc<App>>, Path(id): Path<String>) -> Response {
+async fn upload(req: &Request, body: Body, app: Data<&Arc<Uploads>>, Path(id): Path<String>) -> Response {
     let q: std::collections::HashMap<String, String> =
         url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect();
     let expires = q.get("expires").and_then(|e| e.parse::<i64>().ok());
@@ -136,7 +153,7 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<App>>, Path(id): Path<
     let Some(_busy) = app.uploading.enter(&id) else {
         return answer(StatusCode::CONFLICT, "another upload of this VOD is in progress");
     };
-    let max = app.settings.max_upload_bytes;
+    let max = app.max_bytes;
     let length =
         req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
     let range =

@@ -12,7 +12,7 @@ use super::error::{ApiError, ApiResult};
 use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
 use crate::domain::api_key::RawApiKey;
 use crate::domain::{time::iso, Scope, ScopeSet};
 use crate::store::api_keys::ApiKeyRow;
@@ -106,7 +106,7 @@ impl ApiKeysApi {
     #[oai(path = "/v1/projects/:slug/api-keys", method = "get", operation_id = "listApiKeys")]
     async fn list(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::ApiKeysRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
@@ -123,7 +123,7 @@ impl ApiKeysApi {
     #[oai(path = "/v1/projects/:slug/api-keys", method = "post", operation_id = "createApiKey")]
     async fn create(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::ApiKeysWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateApiKey>,
@@ -155,7 +155,7 @@ impl ApiKeysApi {
     #[oai(path = "/v1/projects/:slug/api-keys/:id", method = "delete", operation_id = "revokeApiKey")]
     async fn revoke(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::ApiKeysWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,

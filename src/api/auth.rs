@@ -14,7 +14,7 @@ use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::security::{SignedIn, REFRESH_COOKIE, SESSION_COOKIE};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
 use crate::client_ip;
 use crate::domain::{new_id, random_token, time::iso, ApiKeyHash, Email};
 use crate::password_gate::{GateError, Queue, BUSY_RETRY_AFTER_SECS};
@@ -67,7 +67,7 @@ impl AuthApi {
     #[oai(path = "/v1/auth/login", method = "post", operation_id = "login")]
     async fn login(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         req: &Request,
         jar: &CookieJar,
         body: JsonBody<Login>,
@@ -107,7 +107,7 @@ impl AuthApi {
 
     /// Exchange the refresh cookie for a new session and refresh cookie
     #[oai(path = "/v1/auth/refresh", method = "post", operation_id = "refresh")]
-    async fn refresh(&self, app: Data<&Arc<App>>, jar: &CookieJar) -> ApiResult<Json<User>> {
+    async fn refresh(&self, app: Data<&Arc<ApiState>>, jar: &CookieJar) -> ApiResult<Json<User>> {
         let token = jar
             .get(REFRESH_COOKIE)
             .map(|c| c.value_str().to_string())
@@ -134,7 +134,7 @@ impl AuthApi {
 
     /// Sign out; ends the session and its refresh tokens and clears the cookies
     #[oai(path = "/v1/auth/logout", method = "post", operation_id = "logout")]
-    async fn logout(&self, app: Data<&Arc<App>>, jar: &CookieJar) -> ApiResult<Json<LoggedOut>> {
+    async fn logout(&self, app: Data<&Arc<ApiState>>, jar: &CookieJar) -> ApiResult<Json<LoggedOut>> {
         if let Some(c) = jar.get(SESSION_COOKIE) {
             app.db.delete_session(&ApiKeyHash::of(c.value_str()).0).await?;
         }
@@ -168,7 +168,7 @@ pub(crate) fn gate_error(err: GateError) -> ApiError {
 }
 
 impl AuthApi {
-    async fn issue(app: &App, jar: &CookieJar, user_id: &str, family_id: &str) -> ApiResult<()> {
+    async fn issue(app: &ApiState, jar: &CookieJar, user_id: &str, family_id: &str) -> ApiResult<()> {
         let session = random_token(48);
         let refresh = random_token(48);
         app.db.create_session(&ApiKeyHash::of(&session).0, user_id, SESSION_TTL.as_millis() as i64).await?;

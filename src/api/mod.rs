@@ -16,11 +16,14 @@ pub mod playback;
 pub mod projects;
 pub mod rules;
 pub mod security;
+mod state;
 pub mod streams;
 pub mod vod;
 pub mod webhooks;
 
 use poem_openapi::{OpenApiService, Tags};
+
+pub use state::ApiState;
 
 #[derive(Tags)]
 pub enum ApiTags {

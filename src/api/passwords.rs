@@ -15,7 +15,7 @@ use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::security::{SignedIn, REFRESH_COOKIE};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
 use crate::domain::ApiKeyHash;
 use crate::password_gate::Queue;
 use crate::store::invitations::Accepted;
@@ -67,7 +67,7 @@ impl PasswordsApi {
     #[oai(path = "/v1/auth/accept-invitation", method = "post", operation_id = "acceptInvitation")]
     async fn accept_invitation(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         body: JsonBody<AcceptInvitation>,
     ) -> ApiResult<Json<User>> {
         let body = body.0;
@@ -93,7 +93,7 @@ impl PasswordsApi {
     #[oai(path = "/v1/auth/password", method = "post", operation_id = "changePassword")]
     async fn change_password(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         me: SignedIn,
         jar: &CookieJar,
         body: JsonBody<ChangePassword>,

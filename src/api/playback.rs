@@ -17,7 +17,7 @@ use super::security::{need, Authorized};
 use super::streams::{move_error, stream_not_found, Stream};
 use super::vod::{vod_not_found, Vod};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
 use crate::client_ip::canonical_ip;
 use crate::domain::stream::{DisabledReason, MoveError};
 use crate::domain::time::now_ms;
@@ -117,7 +117,7 @@ pub struct VodTicket {
 }
 
 /// The token of a ticket for `resource`, and when it expires.
-async fn issue(app: &App, resource: &Resource<'_>, ticket: &Ticket) -> (String, String) {
+async fn issue(app: &ApiState, resource: &Resource<'_>, ticket: &Ticket) -> (String, String) {
     let expires = Utc::now().timestamp() + ticket.expires_in;
     let claims = Claims { resource: resource.name(), expires, session: Some(ticket.session), ip: ticket.ip };
     let at = Utc.timestamp_opt(expires, 0).single().unwrap_or_else(Utc::now);
@@ -141,7 +141,7 @@ impl PlaybackApi {
     )]
     async fn stream_switch(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -156,7 +156,7 @@ impl PlaybackApi {
         row.updated_at = now_ms();
         Db::update_stream(&mut tx, &row).await?;
         tx.commit().await?;
-        app.playback.forget(&Resource::Stream(&row.id));
+        app.policies.forget(&Resource::Stream(&row.id));
         tracing::info!(stream = %row.id, enabled = body.0.enabled, "stream signed playback switched");
         Ok(Json(Stream::from_row(&row, &app)))
     }
@@ -174,7 +174,7 @@ impl PlaybackApi {
     )]
     async fn stream_ticket(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -205,7 +205,7 @@ impl PlaybackApi {
     )]
     async fn vod_switch(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -217,7 +217,7 @@ impl PlaybackApi {
         row.updated_at = now_ms();
         Db::update_vod(&mut tx, &row).await?;
         tx.commit().await?;
-        app.playback.forget(&Resource::Vod(&row.id));
+        app.policies.forget(&Resource::Vod(&row.id));
         tracing::info!(vod = %row.id, enabled = body.0.enabled, "VOD signed playback switched");
         Ok(Json(Vod::from_row(&row, &app)))
     }
@@ -233,7 +233,7 @@ impl PlaybackApi {
     )]
     async fn vod_ticket(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -244,7 +244,7 @@ impl PlaybackApi {
             return Err(ApiError::conflict("the VOD does not play: it is not complete, or it is archived"));
         }
         let (token, expires_at) = issue(&app, &Resource::Vod(&row.id), &body.0.ticket()).await;
-        let base = format!("{}/vod/{}", app.playback_base(), row.id);
+        let base = format!("{}/vod/{}", app.endpoints.playback_base(), row.id);
         Ok(Json(VodTicket {
             playback_url: signed(&format!("{base}/master.m3u8"), &token),
             thumbnail_url: signed(&format!("{base}/thumb.jpg"), &token),

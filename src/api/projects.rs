@@ -12,7 +12,7 @@ use super::error::{ApiError, ApiResult};
 use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized, SignedIn};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
 use crate::domain::{random_token, time::iso, time::now_ms, ApiKeyHash, Email, ProjectSlug, Role};
 use crate::store::accounts::{MemberRow, ProjectRow};
 use crate::store::is_unique_violation;
@@ -148,7 +148,7 @@ impl ProjectsApi {
     #[oai(path = "/v1/projects", method = "post", operation_id = "createProject")]
     async fn create(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         signed_in: SignedIn,
         body: JsonBody<CreateProject>,
     ) -> ApiResult<CreateProjectResponse> {
@@ -166,7 +166,7 @@ impl ProjectsApi {
     #[oai(path = "/v1/projects", method = "get", operation_id = "listProjects")]
     async fn list(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         signed_in: SignedIn,
         /// Items to skip (default 0).
         skip: Query<Option<Skip>>,
@@ -194,7 +194,7 @@ impl ProjectsApi {
     #[oai(path = "/v1/projects/:slug", method = "get", operation_id = "getProject")]
     async fn get(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::Member>,
         #[oai(name = "slug")] _slug: Path<String>,
     ) -> ApiResult<Json<Project>> {
@@ -210,7 +210,7 @@ impl ProjectsApi {
     #[oai(path = "/v1/projects/:slug/members", method = "get", operation_id = "listMembers")]
     async fn members(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::Admin>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
@@ -227,7 +227,7 @@ impl ProjectsApi {
     #[oai(path = "/v1/projects/:slug/members", method = "post", operation_id = "addMember")]
     async fn add_member(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::Admin>,
         #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<AddMember>,
@@ -290,7 +290,7 @@ impl ProjectsApi {
     #[oai(path = "/v1/projects/:slug/members/:user_id", method = "patch", operation_id = "updateMember")]
     async fn update_member(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::Admin>,
         #[oai(name = "slug")] _slug: Path<String>,
         user_id: Path<String>,
@@ -315,7 +315,7 @@ impl ProjectsApi {
     #[oai(path = "/v1/projects/:slug/members/:user_id", method = "delete", operation_id = "removeMember")]
     async fn remove_member(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::Admin>,
         #[oai(name = "slug")] _slug: Path<String>,
         user_id: Path<String>,
@@ -333,7 +333,7 @@ impl ProjectsApi {
 }
 
 impl ProjectsApi {
-    async fn role_of(app: &App, p: &super::security::Principal) -> ApiResult<Option<Role>> {
+    async fn role_of(app: &ApiState, p: &super::security::Principal) -> ApiResult<Option<Role>> {
         match &p.actor {
             super::security::Actor::User { id } => Ok(app.db.role_in(&p.project.id, id).await?),
             super::security::Actor::Key { .. } => Ok(None),

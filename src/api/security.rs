@@ -22,7 +22,7 @@ use poem_openapi::registry::Registry;
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme};
 
 use super::error::{ApiError, ApiResult};
-use crate::app::App;
+use crate::api::ApiState;
 use crate::domain::{time::now_ms, ApiKeyHash, RawApiKey, Scope, ScopeSet};
 use crate::store::accounts::{ProjectRow, UserRow};
 use crate::store::api_keys::KeyWithProject;
@@ -97,8 +97,11 @@ pub struct SignedIn {
 }
 
 /// The app and the credential of a request (401 when there is none).
-async fn credential<'a>(request: &'a Request, body: &mut RequestBody) -> poem::Result<(&'a Arc<App>, Auth)> {
-    let app = request.data::<Arc<App>>().ok_or_else(|| ApiError::internal("the app is not attached"))?;
+async fn credential<'a>(
+    request: &'a Request,
+    body: &mut RequestBody,
+) -> poem::Result<(&'a Arc<ApiState>, Auth)> {
+    let app = request.data::<Arc<ApiState>>().ok_or_else(|| ApiError::internal("the app is not attached"))?;
     let auth = <Auth as ApiExtractor>::from_request(request, body, ExtractParamOptions::default()).await?;
     Ok((app, auth))
 }
@@ -209,7 +212,7 @@ impl Principal {
     }
 }
 
-impl App {
+impl ApiState {
     /// Authenticates `auth` for project `slug` and checks that it allows `needed`
     /// (`None`: any member of the project).
     pub async fn authorize(&self, auth: &Auth, slug: &str, needed: Option<Scope>) -> ApiResult<Principal> {

@@ -13,15 +13,13 @@ use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::params::TimeParam;
 use super::security::{need, Authorized};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
 use crate::domain::content_key::MasterKey;
 use crate::domain::stream::{
-    push_verifier, DisabledReason, InputInfo, MoveError, Protocol, Quality, StreamMove, StreamState,
-    StreamStatus,
+    push_verifier, DisabledReason, InputInfo, MoveError, Protocol, Quality, StreamMove, StreamStatus,
 };
 use crate::domain::{new_id, random_token, time::iso, time::now_ms};
-use crate::events::catalog::StreamEventData;
-use crate::events::{self, Event};
+use crate::services::streams::StreamError;
 use crate::store::streams::{StreamFilter, StreamRow};
 use crate::store::{is_unique_violation, Db};
 
@@ -130,10 +128,6 @@ pub struct CreateStream {
 }
 
 /// How a stream's qualities are stored: their names, space-separated.
-fn quality_list(q: &[Quality]) -> String {
-    q.iter().map(|q| q.name()).collect::<Vec<_>>().join(" ")
-}
-
 fn quality_names(f: &mut Fields, name: &str) -> Option<Vec<Quality>> {
     f.opt_list(name, 1..=Quality::HEIGHTS.len(), Quality::parse).map(|mut q| {
         q.sort_by(|a, b| b.cmp(a));
@@ -207,16 +201,15 @@ fn flag(b: bool) -> i64 {
 }
 
 /// `rtmp://<public host>:<rtmp port>`
-fn rtmp_base(app: &App) -> String {
-    format!("rtmp://{}:{}", app.settings.public_host(), app.rtmp_port())
+fn rtmp_base(app: &ApiState) -> String {
+    format!("rtmp://{}:{}", app.settings.public_host(), app.endpoints.rtmp_port())
 }
 
 impl Stream {
-    pub fn from_row(row: &StreamRow, app: &App) -> Stream {
+    pub fn from_row(row: &StreamRow, app: &ApiState) -> Stream {
         let settings = &app.settings;
-        let protocols: Vec<Protocol> =
-            row.protocols.split_whitespace().filter_map(|p| Protocol::parse(p).ok()).collect();
-        let play = format!("{}/live/{}", app.playback_base(), row.id);
+        let protocols = row.protocols();
+        let play = format!("{}/live/{}", app.endpoints.playback_base(), row.id);
         let state = row.state();
         Stream {
             id: row.id.clone(),
@@ -224,19 +217,19 @@ impl Stream {
             status: state.status,
             disabled_reason: state.reason,
             stream_key: row.stream_key.clone(),
-            qualities: row.qualities.split_whitespace().filter_map(|q| Quality::parse(q).ok()).collect(),
+            qualities: row.qualities(),
             vod_enabled: row.vod_enabled == 1,
             dvr_enabled: row.dvr_enabled == 1,
             dvr_duration: row.dvr_duration,
             drm_enabled: row.drm_enabled == 1,
             signed_playback: row.signed_playback == 1,
             push_username: row.push_username.clone(),
-            rtmp_port: app.rtmp_port(),
+            rtmp_port: app.endpoints.rtmp_port(),
             obs: ObsSettings {
                 server: format!("{}/live", rtmp_base(app)),
                 stream_key: row.stream_key.clone(),
             },
-            whip_url: format!("{}/v1/whip/{}", app.public_url(), row.stream_key),
+            whip_url: format!("{}/v1/whip/{}", app.endpoints.public_url(), row.stream_key),
             playback_urls: PlaybackUrls {
                 hls: protocols.contains(&Protocol::Llhls).then(|| format!("{play}/master.m3u8")),
                 webrtc: protocols.contains(&Protocol::Webrtc).then(|| format!("{play}/whep")),
@@ -252,7 +245,7 @@ impl Stream {
         }
     }
 
-    fn with_credentials(row: &StreamRow, app: &App, password: String) -> StreamWithCredentials {
+    fn with_credentials(row: &StreamRow, app: &ApiState, password: String) -> StreamWithCredentials {
         let ingest_url = format!(
             "{}/live/{}?user={}&pass={}",
             rtmp_base(app),
@@ -279,20 +272,6 @@ impl From<StreamRow> for StreamListItem {
 }
 
 /// The `data` of a stream event.
-pub fn event_data(row: &StreamRow) -> StreamEventData {
-    let state = row.state();
-    StreamEventData {
-        id: row.id.clone(),
-        name: row.name.clone(),
-        stream_key: row.stream_key.clone(),
-        status: state.status,
-        project_id: row.project_id.clone(),
-        vod_enabled: row.vod_enabled == 1,
-        created_at: iso(row.created_at),
-        reason: state.reason,
-    }
-}
-
 /// New push credentials of stream `id`: (username, salt, verifier sealed under the master key,
 /// password).
 fn new_push_credentials(master: &MasterKey, id: &str) -> (String, String, String, String) {
@@ -308,6 +287,16 @@ pub(super) fn move_error(e: MoveError) -> ApiError {
     ApiError::conflict(e.to_string())
 }
 
+/// A refused move is 409; a stream that vanished meanwhile 404; the rest is internal.
+fn stream_error(e: StreamError) -> ApiError {
+    match e {
+        StreamError::Refused(e) => move_error(e),
+        StreamError::NotFound => stream_not_found(),
+        StreamError::LiveAlready => ApiError::conflict(e.to_string()),
+        StreamError::Db(e) => e.into(),
+    }
+}
+
 pub struct StreamsApi;
 
 #[OpenApi(tag = "ApiTags::Streams")]
@@ -317,7 +306,7 @@ impl StreamsApi {
     #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
@@ -353,7 +342,7 @@ impl StreamsApi {
     #[oai(path = "/v1/projects/:slug/streams", method = "post", operation_id = "createStream")]
     async fn create(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateStream>,
@@ -362,10 +351,9 @@ impl StreamsApi {
         let id = new_id();
         let (push_username, push_salt, push_verifier, password) = new_push_credentials(&app.master_key, &id);
         let now = now_ms();
-        // No media resources need preparing before a push yet, so a new stream is ready at once.
-        let state =
-            StreamState::new(StreamStatus::Pending).apply(StreamMove::Prepared).map_err(move_error)?;
-        let row = StreamRow {
+        // No media resources need preparing before a push yet, so a new stream is ready at once
+        // (`create` moves it on from pending).
+        let mut row = StreamRow {
             id,
             project_id: p.project.id.clone(),
             name: b.name,
@@ -373,37 +361,29 @@ impl StreamsApi {
             push_username,
             push_salt,
             push_verifier,
-            qualities: quality_list(&b.qualities.unwrap_or_else(|| vec![Quality(720), Quality(480)])),
-            protocols: b
-                .protocols
-                .unwrap_or_else(|| vec![Protocol::Llhls])
-                .iter()
-                .map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
+            qualities: String::new(),
+            protocols: String::new(),
             vod_enabled: flag(b.vod_enabled.unwrap_or(false)),
             dvr_enabled: flag(b.dvr_enabled.unwrap_or(false)),
             dvr_duration: b.dvr_duration.unwrap_or(3600),
             drm_enabled: flag(b.drm_enabled.unwrap_or(false)),
             signed_playback: 0,
-            status: state.status.as_str().to_string(),
+            status: StreamStatus::Pending.as_str().to_string(),
             disabled_reason: None,
             created_at: now,
             updated_at: now,
             last_push_at: None,
             input_info: None,
         };
-        let mut tx = app.db.begin_write().await?;
-        match Db::insert_stream(&mut tx, &row).await {
+        row.set_qualities(&b.qualities.unwrap_or_else(|| vec![Quality(720), Quality(480)]));
+        row.set_protocols(&b.protocols.unwrap_or_else(|| vec![Protocol::Llhls]));
+        match app.streams.create(&mut row).await {
             Ok(()) => {}
-            Err(e) if is_unique_violation(&e) => {
+            Err(StreamError::Db(e)) if is_unique_violation(&e) => {
                 return Err(ApiError::conflict("a stream with this name exists"))
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(stream_error(e)),
         }
-        events::emit(&mut tx, &row.project_id, &Event::StreamCreated(event_data(&row))).await?;
-        tx.commit().await?;
-        app.wake_sender();
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream created");
         Ok(CreateStreamResponse::Created(Json(Stream::with_credentials(&row, &app, password))))
     }
@@ -412,7 +392,7 @@ impl StreamsApi {
     #[oai(path = "/v1/projects/:slug/streams/:id", method = "get", operation_id = "getStream")]
     async fn get(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -425,7 +405,7 @@ impl StreamsApi {
     #[oai(path = "/v1/projects/:slug/streams/:id", method = "patch", operation_id = "updateStream")]
     async fn update(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -439,22 +419,22 @@ impl StreamsApi {
         if before.reason == Some(DisabledReason::Deleted) {
             return Err(move_error(MoveError::Deleted));
         }
-        let state = match b.enabled {
-            Some(true) => before.apply(StreamMove::Enable).map_err(move_error)?,
+        let mv = match b.enabled {
+            Some(true) => Some(StreamMove::Enable),
             // Disabling a disabled stream keeps its reason (and fires nothing).
             Some(false) if before.status != StreamStatus::Disabled => {
-                before.apply(StreamMove::Disable(DisabledReason::Manual)).map_err(move_error)?
+                Some(StreamMove::Disable(DisabledReason::Manual))
             }
-            _ => before,
+            _ => None,
         };
         if let Some(name) = b.name {
             row.name = name;
         }
         if let Some(q) = b.qualities {
-            row.qualities = quality_list(&q);
+            row.set_qualities(&q);
         }
         if let Some(ps) = b.protocols {
-            row.protocols = ps.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" ");
+            row.set_protocols(&ps);
         }
         if let Some(v) = b.vod_enabled {
             row.vod_enabled = flag(v);
@@ -468,23 +448,24 @@ impl StreamsApi {
         if let Some(v) = b.drm_enabled {
             row.drm_enabled = flag(v);
         }
-        row.set_state(state);
-        row.updated_at = now_ms();
-        match Db::update_stream(&mut tx, &row).await {
+        let written = match mv {
+            Some(mv) => app.streams.apply(tx, &mut row, mv).await,
+            // Settings only: no status change, no event.
+            None => async {
+                row.updated_at = now_ms();
+                Db::update_stream(&mut tx, &row).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+            .await
+            .map_err(StreamError::Db),
+        };
+        match written {
             Ok(()) => {}
-            Err(e) if is_unique_violation(&e) => {
+            Err(StreamError::Db(e)) if is_unique_violation(&e) => {
                 return Err(ApiError::conflict("a stream with this name exists"))
             }
-            Err(e) => return Err(e.into()),
-        }
-        let disabled_now = state.status == StreamStatus::Disabled && before.status != StreamStatus::Disabled;
-        if disabled_now {
-            events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
-        }
-        tx.commit().await?;
-        if disabled_now {
-            app.live.kill(&row.id);
-            app.wake_sender();
+            Err(e) => return Err(stream_error(e)),
         }
         Ok(Json(Stream::from_row(&row, &app)))
     }
@@ -493,23 +474,19 @@ impl StreamsApi {
     #[oai(path = "/v1/projects/:slug/streams/:id", method = "delete", operation_id = "deleteStream")]
     async fn delete(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Stream>> {
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::stream_in(&mut tx, &p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        let state = row.state().apply(StreamMove::Disable(DisabledReason::Deleted)).map_err(move_error)?;
-        row.set_state(state);
-        row.updated_at = now_ms();
-        Db::update_stream(&mut tx, &row).await?;
-        events::emit(&mut tx, &row.project_id, &Event::StreamDisabled(event_data(&row))).await?;
-        tx.commit().await?;
-        app.live.kill(&row.id);
+        app.streams
+            .apply(tx, &mut row, StreamMove::Disable(DisabledReason::Deleted))
+            .await
+            .map_err(stream_error)?;
         // Its playlists and media go with it (a DVR folder too, once the push has stopped).
         app.channels.remove(&row.id);
-        app.wake_sender();
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream deleted");
         Ok(Json(Stream::from_row(&row, &app)))
     }
@@ -522,7 +499,7 @@ impl StreamsApi {
     )]
     async fn rotate_push(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::StreamsWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,

@@ -14,16 +14,15 @@ use super::error::{ApiError, ApiResult};
 use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
 use crate::domain::new_id;
 use crate::domain::time::{iso, now_ms};
 use crate::domain::vod::{
     default_ladder, AspectRatio, AudioCodec, Bitrate, OutputFormat, ProducedRendition, RenditionSpec,
     VideoCodec, VodMove, VodMoveError, VodStatus,
 };
-use crate::events::catalog::VodEventData;
-use crate::events::{self, Event};
 use crate::media::vod::probe::probe;
+use crate::services::vods::VodError;
 use crate::storage::{source_key, vod_prefix};
 use crate::store::vods::VodRow;
 use crate::store::Db;
@@ -170,10 +169,10 @@ pub enum CreateVodResponse {
 }
 
 impl Vod {
-    pub fn from_row(row: &VodRow, app: &App) -> Vod {
+    pub fn from_row(row: &VodRow, app: &ApiState) -> Vod {
         let status = row.status();
         let urls = status == VodStatus::Complete && row.archived_at.is_none();
-        let base = format!("{}/vod/{}", app.playback_base(), row.id);
+        let base = format!("{}/vod/{}", app.endpoints.playback_base(), row.id);
         Vod {
             id: row.id.clone(),
             name: row.name.clone(),
@@ -183,13 +182,9 @@ impl Vod {
             output_format: OutputFormat::Hls,
             video_codec: VideoCodec::H264,
             audio_codec: AudioCodec::Aac,
-            aspect_ratio: AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve),
-            ladder: serde_json::from_str(&row.ladder).unwrap_or_default(),
-            renditions: row
-                .renditions
-                .as_deref()
-                .and_then(|r| serde_json::from_str(r).ok())
-                .unwrap_or_default(),
+            aspect_ratio: row.aspect_ratio(),
+            ladder: row.ladder().unwrap_or_default(),
+            renditions: row.renditions(),
             progress: row.progress,
             source_size: row.source_size,
             duration: row.duration,
@@ -207,28 +202,12 @@ impl Vod {
 }
 
 /// The `data` of a VOD event.
-pub fn event_data(row: &VodRow, app: &App) -> VodEventData {
-    let base = format!("{}/vod/{}", app.playback_base(), row.id);
-    VodEventData {
-        id: row.id.clone(),
-        name: row.name.clone(),
-        status: row.status(),
-        project_id: row.project_id.clone(),
-        output_format: OutputFormat::Hls,
-        playback_url: format!("{base}/master.m3u8"),
-        thumbnail_url: format!("{base}/thumb.jpg"),
-        source_size: row.source_size,
-        completed_at: row.completed_at.map(iso),
-        error: (row.status() == VodStatus::Failed).then(|| row.error.clone().unwrap_or_default()),
-    }
-}
-
 /// A fresh upload target valid for [`UPLOAD_TTL`]; returns it with its expiry (ms).
-async fn upload_target(app: &App, id: &str) -> ApiResult<(UploadTarget, i64)> {
+async fn upload_target(app: &ApiState, id: &str) -> ApiResult<(UploadTarget, i64)> {
     let expires_ms = now_ms() + UPLOAD_TTL.as_millis() as i64;
     let url = match app.storage.presigned(Method::PUT, &source_key(id), UPLOAD_TTL).await {
         Ok(Some(url)) => url,
-        Ok(None) => crate::upload::url(app, id, expires_ms / 1000).await,
+        Ok(None) => app.uploads.url(id, expires_ms / 1000).await,
         Err(e) => return Err(ApiError::internal(e)),
     };
     Ok((UploadTarget { url, method: "PUT".into(), expires_at: iso(expires_ms) }, expires_ms))
@@ -242,6 +221,13 @@ fn move_error(e: VodMoveError) -> ApiError {
     ApiError::conflict(e.to_string())
 }
 
+fn vod_error(e: VodError) -> ApiError {
+    match e {
+        VodError::Refused(e) => move_error(e),
+        VodError::Db(e) => e.into(),
+    }
+}
+
 pub struct VodApi;
 
 #[OpenApi(tag = "ApiTags::Vod")]
@@ -251,7 +237,7 @@ impl VodApi {
     #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
@@ -282,7 +268,7 @@ impl VodApi {
     #[oai(path = "/v1/projects/:slug/vod", method = "post", operation_id = "createVod")]
     async fn create(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateVod>,
@@ -328,7 +314,7 @@ impl VodApi {
     #[oai(path = "/v1/projects/:slug/vod/:id", method = "get", operation_id = "getVod")]
     async fn get(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -344,7 +330,7 @@ impl VodApi {
     #[oai(path = "/v1/projects/:slug/vod/:id/uploaded", method = "post", operation_id = "markVodUploaded")]
     async fn uploaded(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -364,7 +350,7 @@ impl VodApi {
                 .read_uri(&source_key(&id), Duration::from_secs(600))
                 .await
                 .map_err(ApiError::internal)?;
-            tokio::task::spawn_blocking(move || probe(&uri)).await.map_err(ApiError::internal)?
+            probe(uri).await
         };
 
         // Two writes, so that `uploaded` is stored (and seen by a client polling) before
@@ -372,35 +358,24 @@ impl VodApi {
         // whose worker takes the VOD on from `uploaded`.
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
-        let now = now_ms();
         row.source_size = Some(size as i64);
-        row.updated_at = now;
-        match &probed {
+        let mv = match &probed {
             Ok(info) => {
-                row.status = row.status().apply(VodMove::Probed).map_err(move_error)?.as_str().to_string();
                 row.duration = info.duration;
                 row.source_info = serde_json::to_string(info).ok();
-                events::emit(&mut tx, &row.project_id, &Event::VodUploaded(event_data(&row, &app))).await?;
-                Db::insert_job(&mut tx, &row.id, &row.project_id, now).await?;
+                VodMove::Probed
             }
             Err(error) => {
-                row.status = row.status().apply(VodMove::Rejected).map_err(move_error)?.as_str().to_string();
                 row.error = Some(error.clone());
-                events::emit(&mut tx, &row.project_id, &Event::VodFailed(event_data(&row, &app))).await?;
+                VodMove::Rejected
             }
-        }
-        Db::update_vod(&mut tx, &row).await?;
-        tx.commit().await?;
-        app.wake_sender();
+        };
+        app.vods.apply(tx, &mut row, mv).await.map_err(vod_error)?;
         if probed.is_ok() {
-            // A compare-and-set: a worker that took the job on already keeps its move.
-            let queued = VodStatus::Uploaded.apply(VodMove::Queued).map_err(move_error)?;
+            app.vods.queue(&id).await.map_err(vod_error)?;
             let mut conn = app.db.pool().acquire().await?;
-            Db::move_vod_status(&mut conn, &id, VodStatus::Uploaded.as_str(), queued.as_str(), now_ms())
-                .await?;
             row = Db::vod_in(&mut conn, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         }
-        app.vod_wake().notify_waiters();
         match &probed {
             Ok(_) => tracing::info!(vod = %id.0, bytes = size, "source accepted; transcode queued"),
             Err(e) => tracing::info!(vod = %id.0, error = %e, "source refused"),
@@ -416,7 +391,7 @@ impl VodApi {
     )]
     async fn heartbeat(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -442,7 +417,7 @@ impl VodApi {
     #[oai(path = "/v1/projects/:slug/vod/:id", method = "delete", operation_id = "deleteVod")]
     async fn delete(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::VodWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -458,25 +433,21 @@ impl VodApi {
                 row.archived_at = Some(now);
                 false
             }
-            status => {
-                row.status = status.apply(VodMove::Cancel).map_err(move_error)?.as_str().to_string();
-                Db::delete_job(&mut tx, &id).await?;
-                events::emit(&mut tx, &row.project_id, &Event::VodCancelled(event_data(&row, &app))).await?;
-                true
-            }
+            _ => true,
         };
-        row.updated_at = now;
-        Db::update_vod(&mut tx, &row).await?;
-        tx.commit().await?;
-        app.playback.forget(&crate::playback::Resource::Vod(&id));
-        app.wake_sender();
         if cancelled {
+            app.vods.apply(tx, &mut row, VodMove::Cancel).await.map_err(vod_error)?;
             // A running transcode notices at its next lease renewal and removes what it wrote since.
             if let Err(e) = app.storage.delete_prefix(&vod_prefix(&id), &[]).await {
                 tracing::warn!(vod = %id.0, error = %e, "removing a cancelled VOD's files");
             }
             tracing::info!(vod = %id.0, "VOD cancelled");
         } else {
+            row.updated_at = now;
+            Db::update_vod(&mut tx, &row).await?;
+            tx.commit().await?;
+            // An archived VOD stops playing at its next request.
+            app.policies.forget(&crate::services::policy::Resource::Vod(&id));
             tracing::info!(vod = %id.0, "VOD archived");
         }
         Ok(Json(Vod::from_row(&row, &app)))

@@ -5,17 +5,19 @@ use std::sync::Arc;
 use poem::web::Data;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Enum, Object, OpenApi};
+use poem_openapi::{ApiResponse, Object, OpenApi};
 
 use super::body::{Fields, FromJsonBody, JsonBody};
 use super::error::{ApiError, ApiResult};
 use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized};
 use super::ApiTags;
-use crate::app::App;
+use crate::api::ApiState;
+use crate::domain::delivery::{DeliveryMove, DeliveryStatus};
 use crate::domain::{new_id, time::iso, time::now_ms};
+use crate::events::delivery::{self, DeliveryError};
 use crate::events::{guard, signing, EventFilter, EventName};
-use crate::store::webhooks::{DeliveryRow, WebhookRow};
+use crate::store::webhooks::{DeliveryRow, DeliveryWrite, WebhookRow};
 
 /// A webhook as listed: never its secret.
 #[derive(Debug, Object)]
@@ -145,25 +147,9 @@ pub struct Delivery {
     pub next_attempt_at: Option<String>,
 }
 
-/// Where a delivery stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
-#[oai(rename_all = "lowercase")]
-pub enum DeliveryStatus {
-    /// Waiting for its first or next attempt.
-    Pending,
-    /// An attempt was answered with 2xx.
-    Success,
-    /// Every attempt failed.
-    Failed,
-}
-
 impl From<DeliveryRow> for Delivery {
     fn from(d: DeliveryRow) -> Self {
-        let status = match d.status.as_str() {
-            "success" => DeliveryStatus::Success,
-            "failed" => DeliveryStatus::Failed,
-            _ => DeliveryStatus::Pending,
-        };
+        let status = d.status();
         let pending = status == DeliveryStatus::Pending;
         Delivery {
             id: d.id,
@@ -218,7 +204,7 @@ impl WebhooksApi {
     #[oai(path = "/v1/projects/:slug/webhooks", method = "get", operation_id = "listWebhooks")]
     async fn list(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Items to skip (default 0).
@@ -235,7 +221,7 @@ impl WebhooksApi {
     #[oai(path = "/v1/projects/:slug/webhooks", method = "post", operation_id = "createWebhook")]
     async fn create(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         body: JsonBody<CreateWebhook>,
@@ -272,7 +258,7 @@ impl WebhooksApi {
     )]
     async fn deliveries(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         /// Only deliveries to this webhook.
@@ -294,19 +280,24 @@ impl WebhooksApi {
     )]
     async fn redeliver(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<Delivery>> {
-        app.db
+        let row = app
+            .db
             .delivery(&p.project.id, &id)
             .await?
             .ok_or_else(|| ApiError::not_found("delivery not found"))?;
-        if !app.db.requeue_delivery(&p.project.id, &id).await? {
-            return Err(ApiError::conflict("delivery is still pending"));
+        let write = DeliveryWrite::Requeue { project_id: &p.project.id };
+        match delivery::apply(&app.db, Some(&app.outbox), &id, row.status(), DeliveryMove::Requeued, &write)
+            .await
+        {
+            Ok(()) => {}
+            Err(DeliveryError::Refused(_)) => return Err(ApiError::conflict("delivery is still pending")),
+            Err(DeliveryError::Db(e)) => return Err(e.into()),
         }
-        app.wake_sender();
         let row = app
             .db
             .delivery(&p.project.id, &id)
@@ -319,7 +310,7 @@ impl WebhooksApi {
     #[oai(path = "/v1/projects/:slug/webhooks/:id", method = "get", operation_id = "getWebhook")]
     async fn get(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksRead>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -331,7 +322,7 @@ impl WebhooksApi {
     #[oai(path = "/v1/projects/:slug/webhooks/:id", method = "patch", operation_id = "updateWebhook")]
     async fn update(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -363,7 +354,7 @@ impl WebhooksApi {
     #[oai(path = "/v1/projects/:slug/webhooks/:id", method = "delete", operation_id = "deleteWebhook")]
     async fn delete(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -378,7 +369,7 @@ impl WebhooksApi {
     #[oai(path = "/v1/projects/:slug/webhooks/:id/test", method = "post", operation_id = "testWebhook")]
     async fn test(
         &self,
-        app: Data<&Arc<App>>,
+        app: Data<&Arc<ApiState>>,
         p: Authorized<need::WebhooksWrite>,
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
@@ -388,7 +379,7 @@ impl WebhooksApi {
             return Err(ApiError::conflict("webhook is disabled; enable it to send a test"));
         }
         let delivery_id = crate::events::queue_test(&app.db, &p.project.id, &row.id).await?;
-        app.wake_sender();
+        app.outbox.wake();
         let d = app
             .db
             .delivery(&p.project.id, &delivery_id)
@@ -398,6 +389,6 @@ impl WebhooksApi {
     }
 }
 
-async fn find(app: &App, project_id: &str, id: &str) -> ApiResult<WebhookRow> {
+async fn find(app: &ApiState, project_id: &str, id: &str) -> ApiResult<WebhookRow> {
     app.db.webhook(project_id, id).await?.ok_or_else(|| ApiError::not_found("webhook not found"))
 }

@@ -29,19 +29,24 @@ fn with_buffer<T>(blocks: usize, f: impl FnOnce(&mut [Block]) -> T) -> T {
     out
 }
 
+/// A password could not be hashed (the hasher's own failure; never the password's fault).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HashError(String);
+
 /// Argon2id with the crate's default parameters (m = 19 MiB, t = 2, p = 1), as a PHC string.
-pub fn hash(password: &str) -> anyhow::Result<String> {
+pub fn hash(password: &str) -> Result<String, HashError> {
     let params = Params::default();
     let salt = SaltString::generate(&mut OsRng);
     let mut salt_bytes = [0u8; 64];
-    let salt_raw = salt.decode_b64(&mut salt_bytes).map_err(|e| anyhow::anyhow!("salt: {e}"))?;
+    let salt_raw = salt.decode_b64(&mut salt_bytes).map_err(|e| HashError(format!("salt: {e}")))?;
     let mut out = [0u8; 32];
     let argon = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
     with_buffer(params.block_count(), |blocks| {
         argon.hash_password_into_with_memory(password.as_bytes(), salt_raw, &mut out, blocks)
     })
-    .map_err(|e| anyhow::anyhow!("hashing password: {e}"))?;
-    let out = Output::new(&out).map_err(|e| anyhow::anyhow!("hash output: {e}"))?;
+    .map_err(|e| HashError(format!("hashing password: {e}")))?;
+    let out = Output::new(&out).map_err(|e| HashError(format!("hash output: {e}")))?;
     Ok(format!(
         "$argon2id$v=19$m={},t={},p={}${}${}",
         params.m_cost(),
@@ -92,8 +97,10 @@ pub fn verify_or_dummy(password: &str, stored: Option<&str>) -> bool {
     }
 }
 
-pub async fn hash_async(password: String) -> anyhow::Result<String> {
-    tokio::task::spawn_blocking(move || hash(&password)).await?
+pub async fn hash_async(password: String) -> Result<String, HashError> {
+    tokio::task::spawn_blocking(move || hash(&password))
+        .await
+        .map_err(|e| HashError(format!("hashing task: {e}")))?
 }
 
 #[cfg(test)]

@@ -188,6 +188,8 @@ impl std::fmt::Display for MoveError {
     }
 }
 
+impl std::error::Error for MoveError {}
+
 impl StreamState {
     pub const fn new(status: StreamStatus) -> Self {
         StreamState { status, reason: None }

@@ -346,6 +346,8 @@ impl std::fmt::Display for VodMoveError {
     }
 }
 
+impl std::error::Error for VodMoveError {}
+
 impl VodStatus {
     /// The one place that says which moves are allowed (CONTRACT: VOD).
     pub fn apply(self, m: VodMove) -> Result<VodStatus, VodMoveError> {

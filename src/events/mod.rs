@@ -5,7 +5,10 @@
 //! them, so a crash or restart loses none. Emitting never waits on the network.
 
 pub mod catalog;
+pub mod delivery;
 pub mod guard;
+pub mod outbox;
+pub mod payload;
 pub mod sender;
 pub mod signing;
 
@@ -14,6 +17,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use sqlx::AnyConnection;
 
 pub use catalog::{Event, EventFilter, EventName};
+pub use outbox::Outbox;
 
 use crate::domain::{new_id, time::iso, time::now_ms};
 use crate::store::webhooks::NewDelivery;
@@ -46,8 +50,8 @@ pub fn envelope(delivery_id: &str, event: &str, created_at_ms: i64, data: serde_
 }
 
 /// Fans `event` out to the project's enabled webhooks that subscribe to it, on the caller's
-/// transaction. Returns how many deliveries were queued. Call [`crate::app::App::wake_sender`]
-/// after the commit.
+/// transaction. Returns how many deliveries were queued. Call [`Outbox::wake`] after the
+/// commit.
 pub async fn emit(conn: &mut AnyConnection, project_id: &str, event: &Event) -> Result<usize, DbError> {
     let name = event.name().as_str();
     let hooks = Db::enabled_webhooks(&mut *conn, project_id).await?;

@@ -24,12 +24,14 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, Semaphore};
 
+use super::delivery;
 use super::guard::{check_url, GuardedResolver};
 use super::signing::sign;
 use crate::domain::content_key::MasterKey;
+use crate::domain::delivery::{DeliveryMove, DeliveryStatus};
 use crate::domain::time::now_ms;
 use crate::store::secrets;
-use crate::store::webhooks::{AttemptOutcome, Claimed};
+use crate::store::webhooks::{AttemptOutcome, Claimed, DeliveryWrite};
 use crate::store::Db;
 
 /// Attempts in total.
@@ -92,7 +94,7 @@ impl Sender {
         owner: String,
         wake: Arc<Notify>,
         master: MasterKey,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, reqwest::Error> {
         let client = reqwest::Client::builder()
             .user_agent(USER_AGENT)
             .timeout(ATTEMPT_TIMEOUT)
@@ -221,13 +223,17 @@ impl Sender {
                 error = attempt.error.as_deref().unwrap_or(""), "delivery attempt failed");
         }
         let outcome = AttemptOutcome {
-            success: attempt.success,
-            give_up,
             response_code: attempt.response_code,
             error: attempt.error.as_deref(),
             next_attempt_at,
         };
-        if let Err(e) = self.db.record_attempt(&self.owner, &d.id, &d.webhook_id, &outcome).await {
+        let mv = match attempt.success {
+            true => DeliveryMove::Answered,
+            false => DeliveryMove::AttemptFailed { last: give_up },
+        };
+        let write =
+            DeliveryWrite::Attempt { owner: &self.owner, webhook_id: &d.webhook_id, outcome: &outcome };
+        if let Err(e) = delivery::apply(&self.db, None, &d.id, DeliveryStatus::Pending, mv, &write).await {
             tracing::warn!(error = %e, delivery = %d.id, "recording attempt");
         }
     }
@@ -245,7 +251,9 @@ impl Sender {
     }
 
     async fn abandon(&self, d: &Claimed, why: &str) {
-        if let Err(e) = self.db.abandon_delivery(&self.owner, &d.id, why).await {
+        let write = DeliveryWrite::Abandon { owner: &self.owner, error: why };
+        let (pending, mv) = (DeliveryStatus::Pending, DeliveryMove::Abandoned);
+        if let Err(e) = delivery::apply(&self.db, None, &d.id, pending, mv, &write).await {
             tracing::warn!(error = %e, delivery = %d.id, "abandoning delivery");
         }
     }

@@ -96,8 +96,20 @@ pub struct IngestPipeline {
 
 impl IngestPipeline {
     /// Builds and starts the pipeline, with LL-HLS packaging when `live` is given; reports
-    /// arrive on the returned channel.
-    pub fn start(
+    /// arrive on the returned channel. The work runs on a blocking thread: the first
+    /// `gst::init` scans the plugin registry, building loads plugins, and going to PLAYING waits
+    /// on the elements' state changes.
+    pub async fn start(
+        stream_id: &str,
+        live: Option<LiveOutput>,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+        let stream_id = stream_id.to_string();
+        tokio::task::spawn_blocking(move || IngestPipeline::start_blocking(&stream_id, live))
+            .await
+            .map_err(|e| format!("ingest pipeline: {e}"))?
+    }
+
+    fn start_blocking(
         stream_id: &str,
         live: Option<LiveOutput>,
     ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
@@ -285,10 +297,11 @@ mod tests {
         assert_eq!(flv_header().len(), 13);
     }
 
-    #[test]
-    fn the_pipeline_description_builds() {
-        let (p, _rx) =
-            IngestPipeline::start("test", None).expect("GStreamer plugins of scripts/deps.sh are installed");
+    #[tokio::test]
+    async fn the_pipeline_description_builds() {
+        let (p, _rx) = IngestPipeline::start("test", None)
+            .await
+            .expect("GStreamer plugins of scripts/deps.sh are installed");
         p.stop();
     }
 }

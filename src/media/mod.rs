@@ -1,6 +1,7 @@
 //! Media: ingest and (later) packaging and playback. GStreamer pipelines live here; the
 //! protocol state machines beside them do no IO.
 
+pub mod hls;
 pub mod ingest;
 pub mod live;
 pub mod live_hls;

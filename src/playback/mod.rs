@@ -7,35 +7,32 @@
 //! session's token, so a stock player needs only the master URL.
 
 pub mod origin;
-pub mod policy;
 pub mod rewrite;
 pub mod token;
 pub mod vod;
 
 use poem::Request;
 
-pub use origin::routes;
-pub use policy::Policies;
+use std::sync::Arc;
 
-use crate::app::App;
+pub use crate::services::policy::{Policies, Resource};
+pub use origin::routes;
+
 use crate::client_ip;
+use crate::media::live_hls::channel::Channels;
+use crate::storage::Storage;
+use crate::store::keys::SigningKeys;
 use origin::Refused;
 
-/// What a playback request reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resource<'a> {
-    Stream(&'a str),
-    Vod(&'a str),
-}
-
-impl Resource<'_> {
-    /// As tokens and content keys name it: `stream:<id>`, `vod:<id>`.
-    pub fn name(&self) -> String {
-        match self {
-            Resource::Stream(id) => format!("stream:{id}"),
-            Resource::Vod(id) => format!("vod:{id}"),
-        }
-    }
+/// What the origin serves from and authorises with; the routes of [`routes`] read it as data.
+pub struct Origin {
+    pub policies: Arc<Policies>,
+    /// Keys of signed playback tokens.
+    pub keys: Arc<SigningKeys>,
+    /// The live edge of each stream pushed to this process.
+    pub channels: Arc<Channels>,
+    /// VOD outputs.
+    pub storage: Storage,
 }
 
 /// Why playback was refused (401 with `X-Deny-Reason`, CONTRACT: Signed playback).
@@ -80,8 +77,12 @@ fn token_of(req: &Request) -> Option<String> {
 /// be playable) and, when it requires signed playback, `req` must carry a valid token for it.
 /// The switch is read through [`Policies`], which the API clears when it changes, so turning it
 /// on or off takes effect on the next request.
-pub(crate) async fn authorize(app: &App, req: &Request, resource: &Resource<'_>) -> Result<Grant, Refused> {
-    let policy = app.playback.policy(&app.db, resource).await.map_err(|e| {
+pub(crate) async fn authorize(
+    app: &Origin,
+    req: &Request,
+    resource: &Resource<'_>,
+) -> Result<Grant, Refused> {
+    let policy = app.policies.policy(resource).await.map_err(|e| {
         tracing::error!(error = %e, "playback: reading the playback policy");
         Refused::Internal
     })?;

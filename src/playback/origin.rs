@@ -18,8 +18,7 @@ use poem::web::{Data, Path};
 use poem::{get, handler, Body, IntoResponse, Request, Response, Route};
 
 use super::rewrite::sign_playlist;
-use super::{authorize, Grant, Resource};
-use crate::app::App;
+use super::{authorize, Grant, Origin, Resource};
 use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery};
 
 pub(super) const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
@@ -72,7 +71,7 @@ impl Refused {
 }
 
 /// The channel of a stream, after the authorisation step.
-async fn channel(app: &App, req: &Request, id: &str) -> Result<(Arc<Channel>, Grant), Refused> {
+async fn channel(app: &Origin, req: &Request, id: &str) -> Result<(Arc<Channel>, Grant), Refused> {
     let grant = authorize(app, req, &Resource::Stream(id)).await?;
     let channel = app.channels.get(id).ok_or(Refused::NotLive)?;
     Ok((channel, grant))
@@ -102,7 +101,7 @@ pub(super) fn playlist(text: String, cache: &str, grant: &Grant) -> Response {
 }
 
 #[handler]
-async fn master(req: &Request, app: Data<&Arc<App>>, Path(id): Path<String>) -> Response {
+async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) -> Response {
     let (c, grant) = match channel(&app, req, &id).await {
         Ok(c) => c,
         Err(r) => return r.response(),
@@ -116,7 +115,7 @@ async fn master(req: &Request, app: Data<&Arc<App>>, Path(id): Path<String>) -> 
 #[handler]
 async fn media(
     req: &Request,
-    app: Data<&Arc<App>>,
+    app: Data<&Arc<Origin>>,
     Path((id, session, rendition, file)): Path<(String, String, String, String)>,
 ) -> Response {
     let (c, grant) = match channel(&app, req, &id).await {
@@ -151,18 +150,18 @@ async fn media(
 }
 
 #[handler]
-async fn live_key(req: &Request, app: Data<&Arc<App>>, Path(id): Path<String>) -> Response {
+async fn live_key(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) -> Response {
     content_key(req, &app, &Resource::Stream(&id)).await
 }
 
 /// The AES-128 key of an encrypted stream or VOD: the 16 bytes `EXT-X-KEY` points at, only
 /// after the authorisation step (with signed playback on, only to a valid token). Served while
 /// a key exists, so a session started encrypted keeps playing when `drmEnabled` is turned off.
-pub(super) async fn content_key(req: &Request, app: &App, resource: &Resource<'_>) -> Response {
+pub(super) async fn content_key(req: &Request, app: &Origin, resource: &Resource<'_>) -> Response {
     if let Err(r) = authorize(app, req, resource).await {
         return r.response();
     }
-    match app.playback.content_key(&app.db, &app.master_key, resource, false).await {
+    match app.policies.content_key(resource, false).await {
         Ok(Some(key)) => Response::builder()
             .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
             .header(header::CACHE_CONTROL, KEY_CACHE)

@@ -10,15 +10,18 @@ use poem::web::{Data, Path};
 use poem::{handler, Request, Response};
 
 use super::origin::{playlist, ranged, status, MEDIA_CACHE, PLAYLIST_TYPE};
-use super::{authorize, Resource};
-use crate::app::App;
+use super::{authorize, Origin, Resource};
 use crate::storage::vod_prefix;
 
 /// Playlists may be cached briefly: archiving a VOD takes effect within this.
 const PLAYLIST_CACHE: &str = "public, max-age=60";
 
 #[handler]
-pub async fn top(req: &Request, app: Data<&Arc<App>>, Path((id, file)): Path<(String, String)>) -> Response {
+pub async fn top(
+    req: &Request,
+    app: Data<&Arc<Origin>>,
+    Path((id, file)): Path<(String, String)>,
+) -> Response {
     if file == "key" {
         return super::origin::content_key(req, &app, &Resource::Vod(&id)).await;
     }
@@ -31,7 +34,7 @@ pub async fn top(req: &Request, app: Data<&Arc<App>>, Path((id, file)): Path<(St
 #[handler]
 pub async fn media(
     req: &Request,
-    app: Data<&Arc<App>>,
+    app: Data<&Arc<Origin>>,
     Path((id, rendition, file)): Path<(String, String, String)>,
 ) -> Response {
     let name_ok = |s: &str| {
@@ -46,7 +49,7 @@ pub async fn media(
     serve(req, &app, &id, &format!("{rendition}/{file}")).await
 }
 
-async fn serve(req: &Request, app: &App, id: &str, file: &str) -> Response {
+async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
     // A VOD plays only while complete and not archived: the policy says so.
     let grant = match authorize(app, req, &Resource::Vod(id)).await {
         Ok(grant) => grant,

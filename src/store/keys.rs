@@ -33,15 +33,22 @@ struct Reloads {
     for_unknown: Option<Instant>,
 }
 
+/// Why the signing keys could not be loaded (start-up).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(
+        "no signing key in the database opens with this master key ({0}): every process on one \
+         database must share SLUICE_MASTER_KEY"
+    )]
+    OtherMaster(String),
+    #[error("{0}")]
+    Db(#[from] DbError),
+}
+
 impl SigningKeys {
-    pub async fn load(db: &Db, master: &MasterKey) -> anyhow::Result<SigningKeys> {
-        let ring = KeyRing::new(db.signing_keys(master).await?).ok_or_else(|| {
-            anyhow::anyhow!(
-                "no signing key in the database opens with this master key ({}): every process on one \
-                 database must share SLUICE_MASTER_KEY",
-                master.id()
-            )
-        })?;
+    pub async fn load(db: &Db, master: &MasterKey) -> Result<SigningKeys, LoadError> {
+        let ring = KeyRing::new(db.signing_keys(master).await?)
+            .ok_or_else(|| LoadError::OtherMaster(master.id().to_string()))?;
         let reloads = Mutex::new(Reloads { loaded: Instant::now(), for_unknown: None });
         Ok(SigningKeys { db: db.clone(), master: master.clone(), ring: RwLock::new(Arc::new(ring)), reloads })
     }

@@ -16,7 +16,6 @@ pub mod webhooks;
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Context;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::pool::PoolConnectionMetadata;
 use sqlx::{AnyConnection, AnyPool, Executor};
@@ -25,6 +24,28 @@ pub use sqlx::Error as DbError;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/migrations");
 
+/// Why the database could not be opened (start-up).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("connecting to {url}: {source}")]
+    Connect {
+        /// The URL with its password redacted.
+        url: String,
+        #[source]
+        source: DbError,
+    },
+    #[error("applying database migrations: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    Db(#[from] DbError),
+}
+
 /// The file of a `sqlite://` URL.
 fn sqlite_path(url: &str) -> &str {
     url.trim_start_matches("sqlite://").trim_start_matches("sqlite:").split('?').next().unwrap_or_default()
@@ -32,7 +53,7 @@ fn sqlite_path(url: &str) -> &str {
 
 /// Makes the SQLite database file and its WAL files readable by the owner only: the database
 /// holds password hashes and sealed secrets (SQLite gives its WAL files the database's mode).
-fn owner_only(url: &str) -> anyhow::Result<()> {
+fn owner_only(url: &str) -> Result<(), OpenError> {
     use std::os::unix::fs::PermissionsExt;
     let path = sqlite_path(url);
     if path.is_empty() || path.starts_with(':') {
@@ -42,7 +63,10 @@ fn owner_only(url: &str) -> anyhow::Result<()> {
         let file = format!("{path}{suffix}");
         match std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("making {file} readable by its owner only"))
+                return Err(OpenError::Io {
+                    what: format!("making {file} readable by its owner only"),
+                    source: e,
+                })
             }
             _ => {}
         }
@@ -65,14 +89,16 @@ pub struct Db {
 
 impl Db {
     /// Connects and applies the migrations. For SQLite the file (and its folder) is created.
-    pub async fn connect(url: &str) -> anyhow::Result<Db> {
+    pub async fn connect(url: &str) -> Result<Db, OpenError> {
         sqlx::any::install_default_drivers();
         let (url, backend, max) = if url.starts_with("sqlite:") {
             let path = sqlite_path(url);
             if let Some(parent) = Path::new(path).parent() {
                 if !parent.as_os_str().is_empty() {
-                    std::fs::create_dir_all(parent)
-                        .with_context(|| format!("creating {}", parent.display()))?;
+                    std::fs::create_dir_all(parent).map_err(|source| OpenError::Io {
+                        what: format!("creating {}", parent.display()),
+                        source,
+                    })?;
                 }
             }
             let url = if url.contains('?') { url.to_string() } else { format!("{url}?mode=rwc") };
@@ -94,13 +120,13 @@ impl Db {
             })
             .connect(&url)
             .await
-            .with_context(|| format!("connecting to {}", crate::config::redact_url(&url)))?;
+            .map_err(|source| OpenError::Connect { url: crate::config::redact_url(&url), source })?;
         if backend == Backend::Sqlite {
             // WAL is a property of the database file; set once, it persists.
             sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
             owner_only(&url)?;
         }
-        MIGRATOR.run(&pool).await.context("applying database migrations")?;
+        MIGRATOR.run(&pool).await?;
         Ok(Db { pool, backend })
     }
 

@@ -3,6 +3,7 @@
 
 use super::{Db, DbError};
 use crate::domain::time::now_ms;
+use crate::domain::vod::VodStatus;
 
 /// The playback side of a stream or VOD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +30,7 @@ impl Db {
                 .fetch_optional(self.pool())
                 .await?;
         Ok(row.map(|(status, archived, signed)| PlaybackRow {
-            playable: status == "complete" && archived.is_none(),
+            playable: VodStatus::parse(&status) == Some(VodStatus::Complete) && archived.is_none(),
             signed: signed == 1,
         }))
     }

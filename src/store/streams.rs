@@ -3,7 +3,7 @@
 use sqlx::{AnyConnection, FromRow};
 
 use super::{count, Db, DbError, Page};
-use crate::domain::stream::{DisabledReason, StreamState, StreamStatus};
+use crate::domain::stream::{DisabledReason, Protocol, Quality, StreamState, StreamStatus};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct StreamRow {
@@ -42,6 +42,24 @@ impl StreamRow {
     pub fn set_state(&mut self, state: StreamState) {
         self.status = state.status.as_str().to_string();
         self.disabled_reason = state.reason.map(|r| r.as_str().to_string());
+    }
+
+    /// The protocols the stream offers (the column is a space-separated list of their names).
+    pub fn protocols(&self) -> Vec<Protocol> {
+        self.protocols.split_whitespace().filter_map(|p| Protocol::parse(p).ok()).collect()
+    }
+
+    pub fn set_protocols(&mut self, protocols: &[Protocol]) {
+        self.protocols = protocols.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(" ");
+    }
+
+    /// The rungs of its live ladder, as stored (highest first).
+    pub fn qualities(&self) -> Vec<Quality> {
+        self.qualities.split_whitespace().filter_map(|q| Quality::parse(q).ok()).collect()
+    }
+
+    pub fn set_qualities(&mut self, qualities: &[Quality]) {
+        self.qualities = qualities.iter().map(|q| q.name()).collect::<Vec<_>>().join(" ");
     }
 }
 

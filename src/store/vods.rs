@@ -8,7 +8,7 @@
 use sqlx::{AnyConnection, FromRow};
 
 use super::{count, Backend, Db, DbError, Page};
-use crate::domain::vod::VodStatus;
+use crate::domain::vod::{AspectRatio, ProducedRendition, RenditionSpec, VodStatus};
 
 #[derive(Debug, Clone, FromRow)]
 pub struct VodRow {
@@ -44,6 +44,24 @@ pub struct VodRow {
 impl VodRow {
     pub fn status(&self) -> VodStatus {
         VodStatus::parse(&self.status).unwrap_or(VodStatus::Failed)
+    }
+
+    pub fn set_status(&mut self, status: VodStatus) {
+        self.status = status.as_str().to_string();
+    }
+
+    pub fn aspect_ratio(&self) -> AspectRatio {
+        AspectRatio::parse(&self.aspect_ratio).unwrap_or(AspectRatio::Preserve)
+    }
+
+    /// The ladder asked for (stored as JSON when the VOD was created from a checked request).
+    pub fn ladder(&self) -> Result<Vec<RenditionSpec>, serde_json::Error> {
+        serde_json::from_str(&self.ladder)
+    }
+
+    /// What the transcode produced (none before it completes).
+    pub fn renditions(&self) -> Vec<ProducedRendition> {
+        self.renditions.as_deref().and_then(|r| serde_json::from_str(r).ok()).unwrap_or_default()
     }
 }
 

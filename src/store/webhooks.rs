@@ -3,6 +3,7 @@
 use sqlx::{AnyConnection, FromRow};
 
 use super::{count, Backend, Db, DbError, Page};
+use crate::domain::delivery::DeliveryStatus;
 use crate::domain::time::now_ms;
 
 #[derive(Debug, Clone, FromRow)]
@@ -36,6 +37,13 @@ pub struct DeliveryRow {
     pub seq: i64,
 }
 
+impl DeliveryRow {
+    /// The status as the domain's state machine sees it (the column holds nothing else).
+    pub fn status(&self) -> DeliveryStatus {
+        DeliveryStatus::parse(&self.status).unwrap_or(DeliveryStatus::Pending)
+    }
+}
+
 /// A delivery leased for one attempt, with what is needed to send it.
 #[derive(Debug, Clone, FromRow)]
 pub struct Claimed {
@@ -61,12 +69,19 @@ pub struct NewDelivery<'a> {
 
 /// What an attempt came to.
 pub struct AttemptOutcome<'a> {
-    pub success: bool,
-    /// `failed` when no attempt is left.
-    pub give_up: bool,
     pub response_code: Option<i64>,
     pub error: Option<&'a str>,
     pub next_attempt_at: i64,
+}
+
+/// What a move of a delivery writes besides its status, and who may make it.
+pub enum DeliveryWrite<'a> {
+    /// An attempt, by the holder of the lease.
+    Attempt { owner: &'a str, webhook_id: &'a str, outcome: &'a AttemptOutcome<'a> },
+    /// The end of a leased delivery without an attempt, by the holder of the lease.
+    Abandon { owner: &'a str, error: &'a str },
+    /// A finished delivery of `project_id` queued again with a fresh set of attempts.
+    Requeue { project_id: &'a str },
 }
 
 const WEBHOOK_COLUMNS: &str =
@@ -248,61 +263,67 @@ impl Db {
         .map(|r| r.rows_affected())
     }
 
-    /// Records an attempt and the webhook's run of failures, in one transaction.
-    pub async fn record_attempt(
+    /// Writes one move of a delivery as a compare-and-set: the row changes only while its status
+    /// is one of `from` (and, for the sender's moves, while `owner` holds its lease), to `to`.
+    /// An attempt also keeps the webhook's run of failures, in the same transaction. Returns
+    /// whether the row changed. Called by [`crate::events::delivery::apply`] only, which takes
+    /// `from` and `to` from the domain's state machine.
+    pub async fn move_delivery(
         &self,
-        owner: &str,
-        delivery_id: &str,
-        webhook_id: &str,
-        outcome: &AttemptOutcome<'_>,
-    ) -> Result<(), DbError> {
+        id: &str,
+        from: &[DeliveryStatus],
+        to: DeliveryStatus,
+        write: &DeliveryWrite<'_>,
+    ) -> Result<bool, DbError> {
         let now = now_ms();
-        let status = if outcome.success {
-            "success"
-        } else if outcome.give_up {
-            "failed"
-        } else {
-            "pending"
+        // `$1` is the new status, `$2` the id; the allowed statuses follow the move's own binds.
+        let (set, fence, binds) = match write {
+            DeliveryWrite::Attempt { .. } => (
+                "attempts = attempts + 1, response_code = $3, error = $4, last_attempt_at = $5, \
+                 next_attempt_at = $6, lease_owner = NULL, lease_until = NULL",
+                "lease_owner = $7",
+                7,
+            ),
+            DeliveryWrite::Abandon { .. } => {
+                ("error = $3, lease_owner = NULL, lease_until = NULL", "lease_owner = $4", 4)
+            }
+            DeliveryWrite::Requeue { .. } => (
+                "attempts = 0, response_code = NULL, error = NULL, next_attempt_at = $3, \
+                 lease_owner = NULL, lease_until = NULL",
+                "project_id = $4",
+                4,
+            ),
         };
+        let allowed = (0..from.len()).map(|i| format!("${}", binds + 1 + i)).collect::<Vec<_>>().join(", ");
+        let sql = format!(
+            "UPDATE webhook_deliveries SET status = $1, {set} WHERE id = $2 AND {fence} AND status IN ({allowed})"
+        );
+        let mut q = sqlx::query(&sql).bind(to.as_str()).bind(id);
+        q = match write {
+            DeliveryWrite::Attempt { owner, outcome, .. } => q
+                .bind(outcome.response_code)
+                .bind(outcome.error)
+                .bind(now)
+                .bind(outcome.next_attempt_at)
+                .bind(*owner),
+            DeliveryWrite::Abandon { owner, error } => q.bind(*error).bind(*owner),
+            DeliveryWrite::Requeue { project_id } => q.bind(now).bind(*project_id),
+        };
+        for status in from {
+            q = q.bind(status.as_str());
+        }
         let mut tx = self.begin_write().await?;
-        let updated = sqlx::query(
-            "UPDATE webhook_deliveries SET status = $1, attempts = attempts + 1, response_code = $2, error = $3, \
-             last_attempt_at = $4, next_attempt_at = $5, lease_owner = NULL, lease_until = NULL \
-             WHERE id = $6 AND lease_owner = $7",
-        )
-        .bind(status)
-        .bind(outcome.response_code)
-        .bind(outcome.error)
-        .bind(now)
-        .bind(outcome.next_attempt_at)
-        .bind(delivery_id)
-        .bind(owner)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated == 1 {
-            let sql = if outcome.success {
+        let updated = q.execute(&mut *tx).await?.rows_affected() == 1;
+        if let (true, DeliveryWrite::Attempt { webhook_id, .. }) = (updated, write) {
+            let sql = if to == DeliveryStatus::Success {
                 "UPDATE webhooks SET consecutive_failures = 0 WHERE id = $1"
             } else {
                 "UPDATE webhooks SET consecutive_failures = consecutive_failures + 1 WHERE id = $1"
             };
-            sqlx::query(sql).bind(webhook_id).execute(&mut *tx).await?;
+            sqlx::query(sql).bind(*webhook_id).execute(&mut *tx).await?;
         }
-        tx.commit().await
-    }
-
-    /// Ends a leased delivery without an attempt (its webhook was disabled or deleted meanwhile).
-    pub async fn abandon_delivery(&self, owner: &str, delivery_id: &str, error: &str) -> Result<(), DbError> {
-        sqlx::query(
-            "UPDATE webhook_deliveries SET status = 'failed', error = $1, lease_owner = NULL, lease_until = NULL \
-             WHERE id = $2 AND lease_owner = $3",
-        )
-        .bind(error)
-        .bind(delivery_id)
-        .bind(owner)
-        .execute(self.pool())
-        .await
-        .map(|_| ())
+        tx.commit().await?;
+        Ok(updated)
     }
 
     pub async fn delivery(&self, project_id: &str, id: &str) -> Result<Option<DeliveryRow>, DbError> {

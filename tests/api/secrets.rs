@@ -101,7 +101,7 @@ async fn a_database_with_clear_secrets_is_sealed_in_place() {
     assert!(stored_secrets(&app).await.iter().all(|(_, _, v)| !is_sealed(v)));
 
     // A process starting on that database seals every one in place, to the same values.
-    let settings = app.app.settings.clone();
+    let settings = (*app.app.settings).clone();
     let second = sluice::app::App::build(settings).await.expect("starts on the old database");
     for (col, key, value) in stored_secrets(&app).await {
         let table = col.table;
@@ -117,7 +117,7 @@ async fn a_database_with_clear_secrets_is_sealed_in_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_with_another_master_key_says_so() {
     let app = spawn_app(Backend::Sqlite).await;
-    let mut settings = app.app.settings.clone();
+    let mut settings = (*app.app.settings).clone();
     settings.master_key = Some(sluice::domain::content_key::MasterKey::random().to_hex());
     let refused = sluice::app::App::build(settings).await.err().expect("refused");
     let text = format!("{refused:#}");

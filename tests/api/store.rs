@@ -94,17 +94,17 @@ async fn content_keys_first_one_wins(backend: Backend) {
     assert_eq!((first.as_str(), second.as_str()), ("first", "first"));
 
     let master = MasterKey::random();
-    let (one, two) = (Policies::default(), Policies::default());
+    let (one, two) = (Policies::new(db.clone(), master.clone()), Policies::new(db.clone(), master.clone()));
     let resource = Resource::Stream("s1");
-    assert_eq!(one.content_key(&db, &master, &resource, false).await.unwrap(), None, "not created");
-    let created = one.content_key(&db, &master, &resource, true).await.unwrap().expect("created");
-    let read = two.content_key(&db, &master, &resource, false).await.unwrap().expect("stored");
+    assert_eq!(one.content_key(&resource, false).await.unwrap(), None, "not created");
+    let created = one.content_key(&resource, true).await.unwrap().expect("created");
+    let read = two.content_key(&resource, false).await.unwrap().expect("stored");
     assert_eq!(created, read, "another process reads the same key");
     let wrapped = db.content_key("stream:s1").await.unwrap().expect("stored");
     assert!(!wrapped.contains(&hex::encode(created.0)), "stored wrapped");
     let other = MasterKey::random();
     assert!(
-        Policies::default().content_key(&db, &other, &resource, false).await.is_err(),
+        Policies::new(db.clone(), other).content_key(&resource, false).await.is_err(),
         "another master key fails"
     );
 }

@@ -318,11 +318,11 @@ async fn bad_inputs(t: TestApp) {
     let tampered = nothing_url.replace("sig=", "sig=0");
     let resp = t.client.put(&tampered).body("x").send().await.expect("put");
     assert_eq!(resp.status(), 403);
-    let expired = sluice::upload::url(&t.app, &id, chrono::Utc::now().timestamp() - 1).await;
+    let expired = t.app.uploads.url(&id, chrono::Utc::now().timestamp() - 1).await;
     let resp = t.client.put(&expired).body("x").send().await.expect("put");
     let message = error_message(resp, 403).await;
     assert!(message.to_string().contains("expired"), "{message}");
-    let other = sluice::upload::url(&t.app, "someothervod", chrono::Utc::now().timestamp() + 60).await;
+    let other = t.app.uploads.url("someothervod", chrono::Utc::now().timestamp() + 60).await;
     let resp = t.client.put(other.replace("someothervod", &id)).body("x").send().await.expect("put");
     assert_eq!(resp.status(), 403, "a URL signed for another VOD");
     // Heartbeat gives a fresh URL that works.

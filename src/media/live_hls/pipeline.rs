@@ -83,6 +83,8 @@ pub(crate) fn register_fmp4() -> Result<(), String> {
 }
 
 /// Attaches the audio branch now and the video branches at the first video caps.
+/// Blocking (it builds bins and starts them): [`crate::media::ingest::IngestPipeline::start`] calls
+/// it on a blocking thread; the video branches are attached on a streaming thread.
 pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Result<(), String> {
     register_fmp4()?;
     let out = Arc::new(out);

@@ -10,18 +10,20 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::anyhow;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use super::auth::{self, AdobeStage};
-use super::session::{Action, IngestSession};
-use crate::app::App;
+use super::session::{Action, IngestSession, SessionError};
+use crate::domain::content_key::MasterKey;
 use crate::domain::random_token;
 use crate::domain::stream::{push_password_matches, InputInfo};
 use crate::media::ingest::{IngestPipeline, PipelineReport, Tag};
-use crate::media::live::StartError;
+use crate::media::live::LiveOutputs;
+use crate::media::rtmp::challenges::Challenges;
+use crate::services::streams::{StreamError, Streams};
+use crate::store::Db;
 
 /// Connections served at once; more are closed on accept.
 const MAX_CONNECTIONS: usize = 512;
@@ -33,12 +35,40 @@ const TICK: Duration = Duration::from_secs(1);
 /// How often the input bitrate is measured and recorded.
 const RATE_EVERY: Duration = Duration::from_secs(5);
 
+/// Why a connection ended early (logged; the peer only ever sees the session's own messages).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Session(#[from] SessionError),
+    #[error("the peer did not read for {} s", WRITE_TIMEOUT.as_secs())]
+    WriteTimeout,
+    #[error("a second connect on one connection")]
+    SecondConnect,
+}
+
+/// What RTMP ingest decides pushes with, and where their media goes.
+pub struct Ingest {
+    /// `SLUICE_RTMP_ADDR`.
+    pub addr: SocketAddr,
+    /// `SLUICE_RTMP_MAX_PER_IP`.
+    pub max_per_ip: usize,
+    pub db: Db,
+    /// Opens the sealed push verifiers.
+    pub master_key: MasterKey,
+    pub streams: Arc<Streams>,
+    pub outputs: LiveOutputs,
+    /// Adobe RTMP challenges handed out and not yet answered.
+    pub challenges: Challenges,
+}
+
 /// Binds the RTMP listener and serves until the task is dropped. Returns the bound address.
-pub async fn start(app: Arc<App>) -> anyhow::Result<std::net::SocketAddr> {
-    let listener = TcpListener::bind(app.settings.rtmp_addr).await?;
+pub async fn start(app: Arc<Ingest>) -> std::io::Result<std::net::SocketAddr> {
+    let listener = TcpListener::bind(app.addr).await?;
     let addr = listener.local_addr()?;
     let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let per_ip = Arc::new(PerIp::new(app.settings.rtmp_max_per_ip as usize));
+    let per_ip = Arc::new(PerIp::new(app.max_per_ip));
     tokio::spawn(async move {
         loop {
             let (socket, peer) = match listener.accept().await {
@@ -131,7 +161,7 @@ enum Wake {
 }
 
 struct Connection {
-    app: Arc<App>,
+    app: Arc<Ingest>,
     peer: SocketAddr,
     /// The session's clock: microseconds since accept.
     origin: Instant,
@@ -145,7 +175,7 @@ struct Connection {
 }
 
 impl Connection {
-    fn new(app: Arc<App>, peer: SocketAddr) -> Self {
+    fn new(app: Arc<Ingest>, peer: SocketAddr) -> Self {
         Connection {
             app,
             peer,
@@ -158,7 +188,7 @@ impl Connection {
         }
     }
 
-    async fn run(mut self, mut socket: TcpStream) -> anyhow::Result<()> {
+    async fn run(mut self, mut socket: TcpStream) -> Result<(), ConnectionError> {
         let result = self.serve(&mut socket).await;
         let _ = socket.shutdown().await;
         if let Some(push) = self.push.take() {
@@ -167,7 +197,7 @@ impl Connection {
                 Err(e) => format!("connection error: {e}"),
             };
             push.pipeline.stop();
-            self.app.end_push(&push.stream_id, &push.project_id, &why).await;
+            self.app.streams.end_push(&push.stream_id, &push.project_id, &why).await;
         }
         result.map(|_| ())
     }
@@ -177,7 +207,7 @@ impl Connection {
     }
 
     /// Returns why the session ended.
-    async fn serve(&mut self, socket: &mut TcpStream) -> anyhow::Result<String> {
+    async fn serve(&mut self, socket: &mut TcpStream) -> Result<String, ConnectionError> {
         let mut buf = vec![0u8; 64 * 1024];
         let mut tick = tokio::time::interval(TICK);
         loop {
@@ -229,7 +259,7 @@ impl Connection {
             }
             PipelineReport::Error(_) => return,
         }
-        self.app.record_input(&push.stream_id, &push.input);
+        self.app.streams.record_input(&push.stream_id, &push.input);
     }
 
     fn measure_rate(&mut self) {
@@ -243,22 +273,24 @@ impl Connection {
         let kbps = ((bytes - at_bytes) as f64 * 8.0 / 1000.0 / elapsed.as_secs_f64()).round() as i64;
         push.rate_from = (Instant::now(), bytes);
         push.input.bitrate_kbps = Some(kbps);
-        self.app.record_input(&push.stream_id, &push.input);
+        self.app.streams.record_input(&push.stream_id, &push.input);
     }
 
     /// Performs actions; returns true when the client finished publishing.
-    async fn handle(&mut self, socket: &mut TcpStream, actions: Vec<Action>) -> anyhow::Result<bool> {
+    async fn handle(
+        &mut self,
+        socket: &mut TcpStream,
+        actions: Vec<Action>,
+    ) -> Result<bool, ConnectionError> {
         let mut pending = std::collections::VecDeque::from(actions);
         while let Some(action) = pending.pop_front() {
             match action {
-                Action::Send(bytes) => {
-                    tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(&bytes))
-                        .await
-                        .map_err(|_| anyhow!("the peer did not read for {} s", WRITE_TIMEOUT.as_secs()))??
-                }
+                Action::Send(bytes) => tokio::time::timeout(WRITE_TIMEOUT, socket.write_all(&bytes))
+                    .await
+                    .map_err(|_| ConnectionError::WriteTimeout)??,
                 Action::ConnectRequested { request_id, app, flash_ver } => {
                     if std::mem::replace(&mut self.connected, true) {
-                        return Err(anyhow!("a second connect on one connection"));
+                        return Err(ConnectionError::SecondConnect);
                     }
                     let answer = match self.decide_connect(&app, &flash_ver).await {
                         Ok(()) => self.session.accept(self.now(), request_id)?,
@@ -314,13 +346,13 @@ impl Connection {
                     _ => random_token(16),
                 };
                 let opaque = random_token(16);
-                if !self.app.adobe_challenges.remember(&opaque, &user, self.peer.ip(), Instant::now()) {
+                if !self.app.challenges.remember(&opaque, &user, self.peer.ip(), Instant::now()) {
                     return Err(auth::AUTH_FAILED.into());
                 }
                 Err(auth::challenge_description(&user, &salt, &opaque))
             }
             AdobeStage::Response { user, client_challenge, response, opaque } => {
-                if !self.app.adobe_challenges.take(&opaque, &user, Instant::now()) {
+                if !self.app.challenges.take(&opaque, &user, Instant::now()) {
                     return Err(auth::AUTH_FAILED.into());
                 }
                 match self.app.db.stream_by_push_username(&user).await {
@@ -386,27 +418,35 @@ impl Connection {
         }
         // The session first: it admits one push per stream, and the channel relies on that.
         // Only the refusals of the stream's state reach the client, never a database error.
-        let kill = match self.app.begin_push(&stream.id, &stream.project_id).await {
+        let kill = match self.app.streams.begin_push(&stream.id, &stream.project_id).await {
             Ok(kill) => kill,
-            Err(StartError::Refused(why)) => return Err(why),
-            Err(e @ StartError::Db(_)) => {
+            Err(e @ (StreamError::Refused(_) | StreamError::LiveAlready | StreamError::NotFound)) => {
+                return Err(e.to_string())
+            }
+            Err(e @ StreamError::Db(_)) => {
                 tracing::error!(stream = %stream.id, error = %e, "opening the push session");
                 return Err("ingest is unavailable".into());
             }
         };
-        let live = match self.app.live_output(&stream).await {
+        let live = match self.app.outputs.start(&stream).await {
             Ok(live) => live,
             Err(e) => {
                 tracing::error!(stream = %stream.id, error = %e, "preparing the live output (content key)");
-                self.app.end_push(&stream.id, &stream.project_id, "live output failed to start").await;
+                self.app
+                    .streams
+                    .end_push(&stream.id, &stream.project_id, "live output failed to start")
+                    .await;
                 return Err("ingest is unavailable".to_string());
             }
         };
-        let (pipeline, reports) = match IngestPipeline::start(&stream.id, live) {
+        let (pipeline, reports) = match IngestPipeline::start(&stream.id, live).await {
             Ok(started) => started,
             Err(e) => {
                 tracing::error!(stream = %stream.id, error = %e, "starting the ingest pipeline");
-                self.app.end_push(&stream.id, &stream.project_id, "ingest pipeline failed to start").await;
+                self.app
+                    .streams
+                    .end_push(&stream.id, &stream.project_id, "ingest pipeline failed to start")
+                    .await;
                 return Err("ingest is unavailable".to_string());
             }
         };

@@ -1,8 +1,9 @@
 //! The VOD HLS playlists as plain text (RFC 8216bis 4.4.3, 4.4.4): one media playlist per
 //! rendition (fMP4 segments after an `EXT-X-MAP`, `EXT-X-PLAYLIST-TYPE:VOD`, `EXT-X-ENDLIST`).
-//! The master playlist is the live one's ([`crate::media::live_hls::ladder::render_master`]).
+//! The tags are written as live writes them ([`crate::media::hls::tags`]); the master playlist
+//! is the live one's ([`crate::media::hls::master`]).
 
-use std::fmt::Write;
+use crate::media::hls::tags::{write_map, write_segment};
 
 /// One segment of a rendition.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,13 +25,11 @@ pub fn media_playlist(init_uri: &str, segments: &[Segment], key_uri: Option<&str
     let target = segments.iter().map(|s| s.duration.round() as u64).max().unwrap_or(1).max(1);
     let mut out = format!(
         "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:{target}\n#EXT-X-MEDIA-SEQUENCE:0\n\
-         #EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-INDEPENDENT-SEGMENTS\n#EXT-X-MAP:URI=\"{init_uri}\"\n"
+         #EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-INDEPENDENT-SEGMENTS\n"
     );
-    if let Some(key) = key_uri {
-        let _ = writeln!(out, "#EXT-X-KEY:METHOD=AES-128,URI=\"{key}\"");
-    }
+    write_map(&mut out, &mut None, init_uri, key_uri);
     for s in segments {
-        let _ = writeln!(out, "#EXTINF:{:.5},\n{}", s.duration, s.uri);
+        write_segment(&mut out, s.duration, &s.uri);
     }
     out.push_str("#EXT-X-ENDLIST\n");
     out

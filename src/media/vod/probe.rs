@@ -17,13 +17,42 @@ pub struct SourceInfo {
     pub has_audio: bool,
 }
 
-/// Probes `uri` (blocking; run it off the async threads). `Err` is the message for `error`.
+/// Probes waiting for the probe thread; more wait for room (asynchronously, holding nothing).
+const QUEUE: usize = 16;
+
+type Answer = tokio::sync::oneshot::Sender<Result<SourceInfo, String>>;
+
+/// Probes `uri` on the probe thread. `Err` is the message for the VOD's `error`.
 ///
-/// One probe runs at a time in the process: the discoverer once deadlocked in its teardown while
-/// other discoverers ran beside it under load (seen in the test suite, not understood).
-pub fn probe(uri: &str) -> Result<SourceInfo, String> {
-    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+/// One probe runs at a time in the process, on a thread of its own: the discoverer once
+/// deadlocked in its teardown while other discoverers ran beside it under load (seen in the test
+/// suite, not understood). Callers queue the URI and await the answer, so no request or worker
+/// holds a lock (or an async thread) while the discoverer reads the file.
+pub async fn probe(uri: String) -> Result<SourceInfo, String> {
+    static QUEUE_TX: std::sync::OnceLock<Option<tokio::sync::mpsc::Sender<(String, Answer)>>> =
+        std::sync::OnceLock::new();
+    let tx = QUEUE_TX.get_or_init(|| {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<(String, Answer)>(QUEUE);
+        let started = std::thread::Builder::new().name("sluice-probe".into()).spawn(move || {
+            while let Some((uri, answer)) = rx.blocking_recv() {
+                // A panic in a probe fails that file, not every later one.
+                let probed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| probe_now(&uri)))
+                    .unwrap_or_else(|_| Err("the file could not be probed".into()));
+                let _ = answer.send(probed);
+            }
+        });
+        started.ok().map(|_| tx)
+    });
+    let Some(tx) = tx else { return Err("the probe thread could not start".into()) };
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    if tx.send((uri, answer)).await.is_err() {
+        return Err("the probe thread stopped".into());
+    }
+    answered.await.unwrap_or_else(|_| Err("the probe thread stopped".into()))
+}
+
+/// Probes `uri` here (blocking; the probe thread's work).
+fn probe_now(uri: &str) -> Result<SourceInfo, String> {
     gst::init().map_err(|e| format!("GStreamer is not available: {e}"))?;
     let discoverer = pbutils::Discoverer::new(gst::ClockTime::from_seconds(20))
         .map_err(|e| format!("GStreamer's discoverer is not available: {e}"))?;

@@ -11,6 +11,10 @@
 //! interval of one segment and no scene-cut keyframes (`pipelines/vod-rung.txt`), so keyframes,
 //! and the `cmafmux` fragments cut at them, line up across renditions. Appsink callbacks write
 //! each init section and fragment to the job's work folder; the worker uploads them afterwards.
+//!
+//! Whatever may block in GStreamer — the first `gst::init` (a registry scan), building the
+//! pipeline (plugins load), state changes (they wait on the streaming threads) — runs on
+//! tokio's blocking threads; the async part only watches the bus, the stop signal and the clock.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -50,6 +54,7 @@ impl Descriptions {
 }
 
 /// What to transcode, and where to.
+#[derive(Clone)]
 pub struct Job {
     pub uri: String,
     pub work_dir: PathBuf,
@@ -267,21 +272,22 @@ fn collect(bin: &gst::Bin, name: &str, dir: PathBuf, audio: bool, out: Shared) -
     Ok(())
 }
 
-/// Builds the pipeline and runs it to the end, reporting progress (0–1). `stop` turning true
-/// stops it (cancellation, shutdown).
-pub async fn run(
-    job: &Job,
-    progress: impl Fn(f64),
-    mut stop: watch::Receiver<bool>,
-) -> Result<Output, Failure> {
+/// A job's pipeline, built and not started, and where its appsinks report.
+struct Built {
+    pipeline: gst::Pipeline,
+    video: Vec<Shared>,
+    audio: Option<(gst::Bin, Shared)>,
+    thumbnail: Arc<Mutex<bool>>,
+}
+
+/// Builds the pipeline of `job` (blocking: see the module's documentation).
+fn build(job: &Job) -> Result<Built, Failure> {
     gst::init().map_err(|e| Failure::Media(format!("GStreamer: {e}")))?;
     crate::media::live_hls::pipeline::register_fmp4().map_err(Failure::Media)?;
     if job.rungs.is_empty() {
         return Err(Failure::Media("no rendition to produce".into()));
     }
     let pipeline = gst::Pipeline::with_name("vod");
-    // Stopped however `run` ends, also when its future is dropped (the process stops).
-    let _stopper = Stopper(pipeline.clone());
     let decode = gst::ElementFactory::make("uridecodebin")
         .property("uri", &job.uri)
         .build()
@@ -314,11 +320,32 @@ pub async fn run(
         None
     };
     link_decoder(&pipeline, &decode, &video, audio.as_ref().map(|(b, _)| b));
+    Ok(Built { pipeline, video: video_out, audio, thumbnail: thumb_written })
+}
 
+/// Runs blocking GStreamer work on tokio's blocking threads.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| Failure::Media(format!("GStreamer task: {e}")))
+}
+
+/// Builds the pipeline and runs it to the end, reporting progress (0–1). `stop` turning true
+/// stops it (cancellation, shutdown).
+pub async fn run(
+    job: &Job,
+    progress: impl Fn(f64),
+    mut stop: watch::Receiver<bool>,
+) -> Result<Output, Failure> {
+    let Built { pipeline, video: video_out, audio, thumbnail: thumb_written } = {
+        let job = job.clone();
+        blocking(move || build(&job)).await??
+    };
+    // Stopped however `run` ends, also when its future is dropped (the process stops).
+    let stopper = Stopper(Some(pipeline.clone()));
     let bus = pipeline.bus().ok_or(Failure::Media("pipeline has no bus".into()))?;
     let mut messages = bus.stream();
-    if pipeline.set_state(gst::State::Playing).is_err() {
-        // `_stopper` takes the pipeline back to NULL.
+    let playing = pipeline.clone();
+    if blocking(move || playing.set_state(gst::State::Playing)).await?.is_err() {
+        // `stopper` takes the pipeline back to NULL.
         return Err(Failure::Media(first_error(&bus)));
     }
     let duration = job.source.duration.unwrap_or(0.0);
@@ -355,7 +382,7 @@ pub async fn run(
             }
         }
     };
-    let _ = pipeline.set_state(gst::State::Null);
+    stopper.stop().await;
     result?;
     let video: Vec<Rendition> = video_out.iter().map(|r| lock(r).clone()).collect();
     let audio = audio.map(|(_, r)| lock(&r).clone());
@@ -380,12 +407,29 @@ pub async fn run(
     Ok(Output { video, audio, thumbnail })
 }
 
-/// Sets the pipeline to NULL when dropped: GStreamer needs that before its last reference goes.
-struct Stopper(gst::Pipeline);
+/// Takes the pipeline to NULL, which GStreamer needs before its last reference goes: by
+/// [`Stopper::stop`], or when dropped (`run` returned early or its future was dropped), on a
+/// blocking thread either way since the change waits for the streaming threads to stop.
+struct Stopper(Option<gst::Pipeline>);
+
+impl Stopper {
+    async fn stop(mut self) {
+        if let Some(pipeline) = self.0.take() {
+            let _ = blocking(move || pipeline.set_state(gst::State::Null)).await;
+        }
+    }
+}
 
 impl Drop for Stopper {
     fn drop(&mut self) {
-        let _ = self.0.set_state(gst::State::Null);
+        let Some(pipeline) = self.0.take() else { return };
+        let stop = move || {
+            let _ = pipeline.set_state(gst::State::Null);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(stop)),
+            Err(_) => stop(),
+        }
     }
 }
 

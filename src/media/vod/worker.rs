@@ -21,15 +21,51 @@ use tokio::sync::watch;
 use super::hls;
 use super::probe::{probe, SourceInfo};
 use super::transcode::{self, Failure, Output};
-use crate::app::App;
 use crate::domain::time::now_ms;
-use crate::domain::vod::{self, AspectRatio, ProducedRendition, RenditionSpec, VodMove};
-use crate::events::{self, Event};
-use crate::media::live_hls::ladder::{self, AudioRendition, Variant};
-use crate::playback::Resource;
-use crate::storage::{source_key, vod_prefix};
+use crate::domain::vod::{self, ProducedRendition, VodMove};
+use crate::media::hls::master::{render_master, AudioRendition, Variant};
+use crate::services::policy::{KeyError, Policies, Resource};
+use crate::services::vods::{VodError, Vods};
+use crate::storage::{source_key, vod_prefix, Storage, StorageError};
 use crate::store::vods::{Lease, LeasedJob};
-use crate::store::Db;
+use crate::store::{Db, DbError};
+
+/// Why a job's step did not finish: the job is tried again later (the text is logged and, once
+/// the attempts run out, kept as the VOD's `error`).
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("{0}")]
+    Key(#[from] KeyError),
+    #[error("{0}")]
+    Vod(#[from] VodError),
+    #[error("work folder: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("stored JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the pipeline produced no thumbnail")]
+    NoThumbnail,
+}
+
+/// What the transcode workers work with.
+pub struct Transcoder {
+    pub db: Db,
+    pub storage: Storage,
+    pub vods: Arc<Vods>,
+    /// Content keys of `drmEnabled` VODs.
+    pub policies: Arc<Policies>,
+    /// This process's identity (owner of its leases).
+    pub node_id: String,
+    /// `SLUICE_TRANSCODE_WORKERS`.
+    pub workers: u32,
+    /// Scratch space of running jobs: `<data dir>/work`.
+    pub work_dir: PathBuf,
+    /// Operators' pipeline descriptions (`SLUICE_PIPELINES_DIR`).
+    pub pipelines_dir: Option<PathBuf>,
+}
 
 pub const LEASE: Duration = Duration::from_secs(30);
 pub const RENEW: Duration = Duration::from_secs(2);
@@ -38,12 +74,12 @@ pub const MAX_ATTEMPTS: i64 = 3;
 const SOURCE_URL_VALID: Duration = Duration::from_secs(24 * 3600);
 
 /// Starts the workers. Leases this process held before a restart are freed first.
-pub fn spawn(app: &Arc<App>) {
+pub fn spawn(app: &Arc<Transcoder>) {
     let weak = Arc::downgrade(app);
-    let workers = app.settings.transcode_workers;
+    let workers = app.workers;
     tokio::spawn(async move {
         if let Some(app) = weak.upgrade() {
-            match app.db.release_jobs(app.node_id()).await {
+            match app.db.release_jobs(&app.node_id).await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(jobs = n, "took back transcode jobs interrupted by the last stop"),
                 Err(e) => tracing::warn!(error = %e, "freeing old transcode leases"),
@@ -55,21 +91,21 @@ pub fn spawn(app: &Arc<App>) {
     });
 }
 
-async fn worker(app: Weak<App>, index: u32) {
+async fn worker(app: Weak<Transcoder>, index: u32) {
     loop {
         let Some(a) = app.upgrade() else { return };
-        let mut stop = a.vod_stop();
+        let mut stop = a.vods.stopping();
         if *stop.borrow() {
             return;
         }
         let now = now_ms();
-        match a.db.claim_job(a.node_id(), now, now + LEASE.as_millis() as i64).await {
+        match a.db.claim_job(&a.node_id, now, now + LEASE.as_millis() as i64).await {
             Ok(Some(job)) => {
                 tracing::info!(worker = index, vod = %job.vod_id, attempt = job.attempts, "transcode job leased");
                 run_job(&a, job).await;
             }
             Ok(None) => {
-                let wake = a.vod_wake();
+                let wake = a.vods.wake();
                 drop(a);
                 tokio::select! {
                     _ = wake.notified() => {}
@@ -98,12 +134,12 @@ enum Ending {
     Retry(String),
 }
 
-async fn run_job(app: &Arc<App>, job: LeasedJob) {
-    let lease = Lease { owner: app.node_id().to_string(), attempt: job.attempts };
-    let work = app.settings.data_dir.join("work").join(&job.vod_id);
+async fn run_job(app: &Arc<Transcoder>, job: LeasedJob) {
+    let lease = Lease { owner: app.node_id.clone(), attempt: job.attempts };
+    let work = app.work_dir.join(&job.vod_id);
     let ending = match job_body(app, &job, &lease, &work).await {
         Ok(e) => e,
-        Err(e) => Ending::Retry(format!("{e:#}")),
+        Err(e) => Ending::Retry(e.to_string()),
     };
     let _ = tokio::fs::remove_dir_all(&work).await;
     let id = &job.vod_id;
@@ -123,7 +159,7 @@ async fn run_job(app: &Arc<App>, job: LeasedJob) {
                 tracing::info!(vod = %id, "transcode stopped: the VOD was cancelled");
                 // Everything goes, the source too, as DELETE does (it may have run before our
                 // last upload landed).
-                app.storage.delete_prefix(&vod_prefix(id), &[]).await.map(|_| ())
+                app.storage.delete_prefix(&vod_prefix(id), &[]).await.map(|_| ()).map_err(JobError::from)
             }
             Ok(true) => {
                 tracing::warn!(vod = %id, attempt = lease.attempt, "transcode lease lost to another worker; its files are left to it");
@@ -154,7 +190,7 @@ async fn run_job(app: &Arc<App>, job: LeasedJob) {
 }
 
 /// Whether `lease` still holds the job (an error counts as no: nothing is removed on doubt).
-async fn still_ours(app: &App, lease: &Lease, id: &str) -> bool {
+async fn still_ours(app: &Transcoder, lease: &Lease, id: &str) -> bool {
     match app.db.pool().acquire().await {
         Ok(mut conn) => Db::job_is_ours(&mut conn, lease, id).await.unwrap_or(false),
         Err(_) => false,
@@ -162,18 +198,18 @@ async fn still_ours(app: &App, lease: &Lease, id: &str) -> bool {
 }
 
 /// Everything but the source.
-async fn remove_outputs(app: &App, id: &str) {
+async fn remove_outputs(app: &Transcoder, id: &str) {
     if let Err(e) = app.storage.delete_prefix(&vod_prefix(id), &[source_key(id)]).await {
         tracing::warn!(vod = %id, error = %e, "removing partial output");
     }
 }
 
 async fn job_body(
-    app: &Arc<App>,
+    app: &Arc<Transcoder>,
     job: &LeasedJob,
     lease: &Lease,
     work: &std::path::Path,
-) -> anyhow::Result<Ending> {
+) -> Result<Ending, JobError> {
     let id = job.vod_id.clone();
     if job.attempts > MAX_ATTEMPTS {
         return Ok(Ending::Failed(format!(
@@ -187,38 +223,30 @@ async fn job_body(
         tx.commit().await?;
         return Ok(Ending::Cancelled);
     };
-    let was = row.status();
-    let Ok(next) = was.apply(VodMove::Started) else {
-        Db::delete_job(&mut tx, &id).await?;
-        tx.commit().await?;
-        return Ok(Ending::Cancelled);
-    };
-    row.status = next.as_str().to_string();
     row.progress = 0;
-    row.updated_at = now_ms();
-    Db::update_vod(&mut tx, &row).await?;
-    if was != next {
-        events::emit(&mut tx, &row.project_id, &Event::VodProcessing(crate::api::vod::event_data(&row, app)))
-            .await?;
+    match app.vods.apply(tx, &mut row, VodMove::Started).await {
+        Ok(()) => {}
+        Err(VodError::Refused(_)) => {
+            let mut tx = app.db.begin_write().await?;
+            Db::delete_job(&mut tx, &id).await?;
+            tx.commit().await?;
+            return Ok(Ending::Cancelled);
+        }
+        Err(e) => return Err(e.into()),
     }
-    tx.commit().await?;
-    app.wake_sender();
 
     let uri = app.storage.read_uri(&source_key(&id), SOURCE_URL_VALID).await?;
     // What `uploaded` found; probed again only if the row lacks it.
     let known: Option<SourceInfo> = row.source_info.as_deref().and_then(|j| serde_json::from_str(j).ok());
     let source = match known {
         Some(s) => s,
-        None => {
-            let probe_uri = uri.clone();
-            match tokio::task::spawn_blocking(move || probe(&probe_uri)).await? {
-                Ok(s) => s,
-                Err(e) => return Ok(Ending::Failed(e)),
-            }
-        }
+        None => match probe(uri.clone()).await {
+            Ok(s) => s,
+            Err(e) => return Ok(Ending::Failed(e)),
+        },
     };
-    let ladder: Vec<RenditionSpec> = serde_json::from_str(&row.ladder)?;
-    let aspect = AspectRatio::parse(&row.aspect_ratio).unwrap_or(AspectRatio::Preserve);
+    let ladder = row.ladder()?;
+    let aspect = row.aspect_ratio();
     let rungs = vod::plan(&ladder, aspect, source.width, source.height);
     let _ = tokio::fs::remove_dir_all(work).await;
     tokio::fs::create_dir_all(work).await?;
@@ -227,7 +255,7 @@ async fn job_body(
         work_dir: work.to_path_buf(),
         rungs,
         source: source.clone(),
-        descriptions: transcode::Descriptions::load(app.settings.pipelines_dir.as_deref()),
+        descriptions: transcode::Descriptions::load(app.pipelines_dir.as_deref()),
     };
 
     // The lease keeper: renews, records progress, and stops the pipeline when the job is no
@@ -238,7 +266,7 @@ async fn job_body(
     let keeper = {
         let (app, id, lease, progress, cancelled) =
             (app.clone(), id.clone(), lease.clone(), progress.clone(), cancelled.clone());
-        let mut shutdown = app.vod_stop();
+        let mut shutdown = app.vods.stopping();
         let stop_tx = stop_tx.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(RENEW);
@@ -293,7 +321,7 @@ async fn job_body(
                 keeper.abort();
                 complete(app, lease, &id, renditions, &source).await?
             }
-            Err(e) => Ending::Retry(format!("storing the renditions: {e:#}")),
+            Err(e) => Ending::Retry(format!("storing the renditions: {e}")),
         },
     };
     keeper.abort();
@@ -305,16 +333,16 @@ async fn job_body(
 /// which is its index: the playlists start at 0); init sections, playlists and the thumbnail
 /// stay clear.
 async fn publish(
-    app: &App,
+    app: &Transcoder,
     id: &str,
     work: &std::path::Path,
     out: &Output,
     source: &SourceInfo,
     drm: bool,
-) -> anyhow::Result<Vec<ProducedRendition>> {
+) -> Result<Vec<ProducedRendition>, JobError> {
     let prefix = vod_prefix(id);
     let key = match drm {
-        true => app.playback.content_key(&app.db, &app.master_key, &Resource::Vod(id), true).await?,
+        true => app.policies.content_key(&Resource::Vod(id), true).await?,
         false => None,
     };
     let key_uri = key.map(|_| hls::KEY_URI);
@@ -337,7 +365,7 @@ async fn publish(
                 }
             }
             app.storage.put(&format!("{prefix}/{name}/index.m3u8"), playlist.into()).await?;
-            anyhow::Ok(())
+            Ok::<_, JobError>(())
         }
     };
     let audio = match &out.audio {
@@ -374,7 +402,7 @@ async fn publish(
     // A VOD is `complete` only with its thumbnail (`thumbnailUrl` must serve): without one the
     // attempt fails and is tried again, up to `failed`.
     if !out.thumbnail {
-        anyhow::bail!("the pipeline produced no thumbnail");
+        return Err(JobError::NoThumbnail);
     }
     app.storage.put_file(&format!("{prefix}/thumb.jpg"), &work.join("thumb.jpg")).await?;
     let audio_rendition = audio.map(|(_, a)| AudioRendition {
@@ -382,61 +410,58 @@ async fn publish(
         codec: a.codec.clone().unwrap_or_default(),
         channels: a.channels,
     });
-    let master = ladder::render_master(&variants, audio_rendition.as_ref());
+    let master = render_master(&variants, audio_rendition.as_ref());
     app.storage.put(&format!("{prefix}/master.m3u8"), master.into()).await?;
     Ok(produced)
 }
 
 /// `complete` and `vod.complete`, if the job is still ours (else it was cancelled meanwhile).
 async fn complete(
-    app: &App,
+    app: &Transcoder,
     lease: &Lease,
     id: &str,
     renditions: Vec<ProducedRendition>,
     source: &SourceInfo,
-) -> anyhow::Result<Ending> {
+) -> Result<Ending, JobError> {
     let mut tx = app.db.begin_write().await?;
     if !Db::job_is_ours(&mut tx, lease, id).await? {
         return Ok(Ending::Cancelled);
     }
     let Some(mut row) = Db::vod_by_id_in(&mut tx, id).await? else { return Ok(Ending::Cancelled) };
-    let Ok(next) = row.status().apply(VodMove::Finished) else { return Ok(Ending::Cancelled) };
     let now = now_ms();
-    row.status = next.as_str().to_string();
     row.progress = 100;
     row.renditions = Some(serde_json::to_string(&renditions)?);
     row.duration = source.duration.or(row.duration);
     row.completed_at = Some(now);
-    row.updated_at = now;
-    Db::update_vod(&mut tx, &row).await?;
-    Db::delete_job(&mut tx, id).await?;
-    events::emit(&mut tx, &row.project_id, &Event::VodComplete(crate::api::vod::event_data(&row, app)))
-        .await?;
-    tx.commit().await?;
-    app.playback.forget(&Resource::Vod(id));
-    app.wake_sender();
+    match app.vods.apply(tx, &mut row, VodMove::Finished).await {
+        Ok(()) => {}
+        Err(VodError::Refused(_)) => return Ok(Ending::Cancelled),
+        Err(e) => return Err(e.into()),
+    }
     tracing::info!(vod = %id, renditions = renditions.len(), "VOD complete");
     Ok(Ending::Done)
 }
 
 /// `failed` with `error` and `vod.failed`; the job leaves the queue.
-async fn fail(app: &App, lease: &Lease, id: &str, error: String) -> anyhow::Result<()> {
+async fn fail(app: &Transcoder, lease: &Lease, id: &str, error: String) -> Result<(), JobError> {
     let mut tx = app.db.begin_write().await?;
     if !Db::job_is_ours(&mut tx, lease, id).await? {
         return Ok(());
     }
-    Db::delete_job(&mut tx, id).await?;
-    if let Some(mut row) = Db::vod_by_id_in(&mut tx, id).await? {
-        if let Ok(next) = row.status().apply(VodMove::Errored) {
-            row.status = next.as_str().to_string();
-            row.error = Some(error);
-            row.updated_at = now_ms();
-            Db::update_vod(&mut tx, &row).await?;
-            events::emit(&mut tx, &row.project_id, &Event::VodFailed(crate::api::vod::event_data(&row, app)))
-                .await?;
+    let Some(mut row) = Db::vod_by_id_in(&mut tx, id).await? else {
+        Db::delete_job(&mut tx, id).await?;
+        tx.commit().await?;
+        return Ok(());
+    };
+    row.error = Some(error);
+    match app.vods.apply(tx, &mut row, VodMove::Errored).await {
+        // Whatever became of the VOD meanwhile, the job leaves the queue.
+        Err(VodError::Refused(_)) => {
+            let mut tx = app.db.begin_write().await?;
+            Db::delete_job(&mut tx, id).await?;
+            tx.commit().await?;
+            Ok(())
         }
+        other => other.map_err(Into::into),
     }
-    tx.commit().await?;
-    app.wake_sender();
-    Ok(())
 }

@@ -10,8 +10,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::Resource;
-use crate::domain::content_key::{ContentKey, MasterKey};
+use crate::domain::content_key::{ContentKey, MasterKey, UnwrapError};
 use crate::store::playback::PlaybackRow;
 use crate::store::{Db, DbError};
 
@@ -20,15 +19,47 @@ pub const POLICY_TTL: Duration = Duration::from_secs(1);
 /// resources cannot grow it without bound).
 const MAX_ENTRIES: usize = 100_000;
 
-#[derive(Default)]
+/// What a playback request reads (and what tokens and content keys are named after).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resource<'a> {
+    Stream(&'a str),
+    Vod(&'a str),
+}
+
+impl Resource<'_> {
+    /// As tokens and content keys name it: `stream:<id>`, `vod:<id>`.
+    pub fn name(&self) -> String {
+        match self {
+            Resource::Stream(id) => format!("stream:{id}"),
+            Resource::Vod(id) => format!("vod:{id}"),
+        }
+    }
+}
+
+/// Why a content key could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+    #[error("content key: {0}")]
+    Unwrap(#[from] UnwrapError),
+}
+
 pub struct Policies {
+    db: Db,
+    master: MasterKey,
     policies: Mutex<HashMap<String, (Option<PlaybackRow>, Instant)>>,
     keys: Mutex<HashMap<String, ContentKey>>,
 }
 
 impl Policies {
+    pub fn new(db: Db, master: MasterKey) -> Policies {
+        Policies { db, master, policies: Mutex::default(), keys: Mutex::default() }
+    }
+
     /// The policy of `resource`; `None` when it does not exist.
-    pub async fn policy(&self, db: &Db, resource: &Resource<'_>) -> Result<Option<PlaybackRow>, DbError> {
+    pub async fn policy(&self, resource: &Resource<'_>) -> Result<Option<PlaybackRow>, DbError> {
+        let db = &self.db;
         let name = resource.name();
         if let Some((row, at)) = self.lock_policies().get(&name) {
             if at.elapsed() < POLICY_TTL {
@@ -59,11 +90,10 @@ impl Policies {
     /// The content key of `resource`, created (and stored wrapped) when `create` and it has none.
     pub async fn content_key(
         &self,
-        db: &Db,
-        master: &MasterKey,
         resource: &Resource<'_>,
         create: bool,
-    ) -> anyhow::Result<Option<ContentKey>> {
+    ) -> Result<Option<ContentKey>, KeyError> {
+        let (db, master) = (&self.db, &self.master);
         let name = resource.name();
         if let Some(key) = self.lock_keys().get(&name) {
             return Ok(Some(*key));

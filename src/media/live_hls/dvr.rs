@@ -1,0 +1,111 @@
+//! The DVR writer of a channel: closed segments go to disk on a thread of their own, so neither
+//! the media thread that closes a segment nor a request that reads the channel ever waits for
+//! the disk. The channel keeps each segment in memory until the writer says it is on disk.
+//!
+//! Bounded: at most [`WRITE_QUEUE`] segments wait for the writer. When the disk cannot keep up
+//! and the queue is full, the segment is not written (a warning says so) and leaves memory with
+//! the live window like any other: the DVR has a hole, but the media thread never blocks and
+//! memory never grows without bound. A thread rather than a tokio task because segments are
+//! closed on GStreamer's streaming threads, outside any runtime, and the writes block.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// Segments (of all renditions of a channel) that may wait for the writer: eight seconds of a
+/// four-rendition ladder of 2-second segments.
+pub const WRITE_QUEUE: usize = 16;
+
+/// Where DVR segments go. The disk in production; tests inject a slow or failing one.
+pub trait SegmentSink: Send + Sync + 'static {
+    /// Writes one segment file, creating its folder.
+    fn write(&self, path: &Path, data: &[u8]) -> io::Result<()>;
+    /// Removes a channel's folder with everything in it.
+    fn remove_all(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// The file system.
+pub struct DiskSink;
+
+impl SegmentSink for DiskSink {
+    fn write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(path, data)
+    }
+
+    fn remove_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::remove_dir_all(dir)
+    }
+}
+
+/// A segment for the writer.
+pub(super) struct Write {
+    pub rendition: String,
+    pub msn: u64,
+    pub data: Bytes,
+}
+
+/// Why a segment was not queued.
+pub(super) enum NotQueued {
+    /// [`WRITE_QUEUE`] segments wait already.
+    Full,
+    /// The writer is gone (it could not be started).
+    Closed,
+}
+
+/// The sending half; dropping it (the channel is retired or dropped) lets the writer finish the
+/// queued segments, remove the channel's folder and end.
+pub(super) struct Writer {
+    tx: SyncSender<Write>,
+}
+
+impl Writer {
+    /// Starts the writer of the channel whose folder is `dir`. `written(rendition, msn)` is
+    /// called on the writer's thread once it is done with a segment (on disk, or failed with a
+    /// warning). `None` when no thread could be started (then the channel keeps no DVR).
+    pub fn start(
+        dir: PathBuf,
+        sink: Arc<dyn SegmentSink>,
+        written: impl Fn(&str, u64) + Send + 'static,
+    ) -> Option<Writer> {
+        let (tx, rx) = mpsc::sync_channel::<Write>(WRITE_QUEUE);
+        let run = move || {
+            for w in rx {
+                let path = dir.join(&w.rendition).join(format!("s{}.m4s", w.msn));
+                if let Err(e) = sink.write(&path, &w.data) {
+                    tracing::warn!(error = %e, path = %path.display(), "DVR: writing a segment");
+                }
+                written(&w.rendition, w.msn);
+            }
+            // Every sender is gone: the channel left its map (or was dropped). Its folder goes
+            // with it, here and only here, so teardown happens once and never in a `Drop`.
+            match sink.remove_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, dir = %dir.display(), "DVR: removing a channel's folder")
+                }
+            }
+        };
+        match std::thread::Builder::new().name("dvr-writer".into()).spawn(run) {
+            Ok(_) => Some(Writer { tx }),
+            Err(e) => {
+                tracing::warn!(error = %e, "DVR: no writer thread; this push keeps no DVR");
+                None
+            }
+        }
+    }
+
+    /// Queues a segment without waiting.
+    pub fn try_queue(&self, w: Write) -> Result<(), NotQueued> {
+        self.tx.try_send(w).map_err(|e| match e {
+            TrySendError::Full(_) => NotQueued::Full,
+            TrySendError::Disconnected(_) => NotQueued::Closed,
+        })
+    }
+}

@@ -1,0 +1,69 @@
+//! Where this process is reached: the URLs handed out in answers, events and ingest URLs. They
+//! come from the settings, with the bound port filled in when a listener was asked for port 0
+//! (tests), which is known only once the listener is up.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+use crate::config::Settings;
+
+pub struct Endpoints {
+    public_url: String,
+    playback_base: String,
+    http_addr: SocketAddr,
+    rtmp_addr: SocketAddr,
+    http_bound: OnceLock<SocketAddr>,
+    rtmp_bound: OnceLock<SocketAddr>,
+}
+
+impl Endpoints {
+    pub fn new(settings: &Settings) -> Endpoints {
+        Endpoints {
+            public_url: settings.public_url.clone(),
+            playback_base: settings.playback_base.clone(),
+            http_addr: settings.http_addr,
+            rtmp_addr: settings.rtmp_addr,
+            http_bound: OnceLock::new(),
+            rtmp_bound: OnceLock::new(),
+        }
+    }
+
+    /// Records where HTTP listens (once).
+    pub fn http_bound(&self, addr: SocketAddr) {
+        let _ = self.http_bound.set(addr);
+    }
+
+    /// Records where RTMP ingest listens (once).
+    pub fn rtmp_bound(&self, addr: SocketAddr) {
+        let _ = self.rtmp_bound.set(addr);
+    }
+
+    /// Where RTMP ingest listens (after it started).
+    pub fn rtmp_addr(&self) -> Option<SocketAddr> {
+        self.rtmp_bound.get().copied()
+    }
+
+    /// The RTMP port handed out in ingest URLs: the bound one once started (port 0 picks one).
+    pub fn rtmp_port(&self) -> u16 {
+        self.rtmp_addr().map_or(self.rtmp_addr.port(), |a| a.port())
+    }
+
+    /// `{base_url}`, with the bound port when HTTP was asked to bind port 0 (tests).
+    pub fn public_url(&self) -> String {
+        self.with_bound_port(&self.public_url)
+    }
+
+    /// `{playback_base}`, with the bound port when HTTP was asked to bind port 0 (tests).
+    pub fn playback_base(&self) -> String {
+        self.with_bound_port(&self.playback_base)
+    }
+
+    fn with_bound_port(&self, url: &str) -> String {
+        match self.http_bound.get() {
+            Some(bound) if self.http_addr.port() == 0 => {
+                url.replacen(&self.http_addr.to_string(), &bound.to_string(), 1)
+            }
+            _ => url.to_string(),
+        }
+    }
+}

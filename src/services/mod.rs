@@ -1,0 +1,13 @@
+//! Services: the lifecycles that the protocol edges (media, playback) and the API drive. Each is
+//! built once by [`crate::app`] and handed to what uses it.
+//!
+//! - [`streams`]: every status change of a stream ([`streams::Streams::apply`]) and the push
+//!   sessions of this process;
+//! - [`vods`]: every status change of a VOD ([`vods::Vods::apply`]) and its job queue;
+//! - [`policy`]: the playback policy and content keys of each stream and VOD, cached;
+//! - [`endpoints`]: the URLs this process is reached at.
+
+pub mod endpoints;
+pub mod policy;
+pub mod streams;
+pub mod vods;

@@ -1,0 +1,283 @@
+//! The stream lifecycle: every status change of a stream goes through [`Streams::apply`], which
+//! checks the move against the domain's state machine, writes the row, queues the move's event on
+//! the same transaction, commits, and then wakes what must act (the webhook sender; a push that
+//! a disable ends). The push sessions of this process are kept here too, so the API can end one
+//! without knowing anything of RTMP.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sqlx::{Any, Transaction};
+use tokio::sync::Notify;
+
+use crate::domain::stream::{DisabledReason, InputInfo, MoveError, StreamMove, StreamState, StreamStatus};
+use crate::domain::time::now_ms;
+use crate::events::{self, payload, Event, Outbox};
+use crate::store::streams::StreamRow;
+use crate::store::{Db, DbError};
+
+/// Why a change of a stream was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    /// The state machine refuses the move (409 at the API).
+    #[error("{0}")]
+    Refused(#[from] MoveError),
+    #[error("the stream is live already")]
+    LiveAlready,
+    #[error("stream not found")]
+    NotFound,
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+}
+
+/// How `apply` writes the row: a new stream is inserted, every other change updates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Insert,
+    Update,
+}
+
+/// The open push sessions of this process, by stream id: each holds the signal that ends it.
+#[derive(Default)]
+pub struct LiveSessions {
+    sessions: Mutex<HashMap<String, Arc<Notify>>>,
+}
+
+impl LiveSessions {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends the stream's session now, if one is open here (DELETE, disable).
+    pub fn kill(&self, stream_id: &str) {
+        if let Some(kill) = self.lock().get(stream_id) {
+            kill.notify_one();
+        }
+    }
+
+    pub fn is_live(&self, stream_id: &str) -> bool {
+        self.lock().contains_key(stream_id)
+    }
+
+    /// Ends every session of this process; returns how many there were.
+    pub fn kill_all(&self) -> usize {
+        let sessions = self.lock();
+        for kill in sessions.values() {
+            kill.notify_one();
+        }
+        sessions.len()
+    }
+
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+pub struct Streams {
+    db: Db,
+    outbox: Outbox,
+    /// This process's identity: the owner recorded on the streams it holds live.
+    node_id: String,
+    /// `SLUICE_STREAM_IDLE_DISABLE` seconds (0: never).
+    idle_disable: u64,
+    pub sessions: LiveSessions,
+}
+
+impl Streams {
+    pub fn new(db: Db, outbox: Outbox, node_id: String, idle_disable: u64) -> Streams {
+        Streams { db, outbox, node_id, idle_disable, sessions: LiveSessions::default() }
+    }
+
+    /// Creates `row` (in status `pending`) ready for a push: `pending → idle` and `stream.created`.
+    pub async fn create(&self, row: &mut StreamRow) -> Result<(), StreamError> {
+        let tx = self.db.begin_write().await?;
+        self.commit_move(tx, row, StreamMove::Prepared, Write::Insert, Refusal::Fail).await
+    }
+
+    /// The one way a stream's status changes: `mv` is checked against the state machine, the
+    /// row (read on `tx`, possibly with other edits) is written with its new state, the move's
+    /// event is queued on `tx`, `tx` commits, then the sender wakes and a push the move ends is
+    /// told to stop.
+    pub async fn apply(
+        &self,
+        tx: Transaction<'static, Any>,
+        row: &mut StreamRow,
+        mv: StreamMove,
+    ) -> Result<(), StreamError> {
+        self.commit_move(tx, row, mv, Write::Update, Refusal::Fail).await
+    }
+
+    async fn commit_move(
+        &self,
+        mut tx: Transaction<'static, Any>,
+        row: &mut StreamRow,
+        mv: StreamMove,
+        write: Write,
+        refusal: Refusal,
+    ) -> Result<(), StreamError> {
+        let before = row.state();
+        let after = match (before.apply(mv), refusal) {
+            (Ok(after), _) => after,
+            (Err(_), Refusal::KeepState) => before,
+            (Err(e), Refusal::Fail) => return Err(e.into()),
+        };
+        row.set_state(after);
+        row.updated_at = now_ms();
+        match write {
+            Write::Insert => Db::insert_stream(&mut tx, row).await?,
+            Write::Update => Db::update_stream(&mut tx, row).await?,
+        }
+        match mv {
+            StreamMove::PushStarted => {
+                Db::set_stream_live_node(&mut tx, &row.id, Some(&self.node_id)).await?
+            }
+            StreamMove::PushEnded => {
+                Db::set_stream_input(&mut tx, &row.id, None).await?;
+                Db::set_stream_live_node(&mut tx, &row.id, None).await?;
+            }
+            _ => {}
+        }
+        let event = event_of(mv, before).map(|make| make(payload::stream(row)));
+        if let Some(event) = &event {
+            events::emit(&mut tx, &row.project_id, event).await?;
+        }
+        tx.commit().await?;
+        if event.is_some() {
+            self.outbox.wake();
+        }
+        if matches!(mv, StreamMove::Disable(_)) {
+            self.sessions.kill(&row.id);
+        }
+        Ok(())
+    }
+
+    /// Opens a push session: `idle → live` and `stream.live`. Returns the signal that ends the
+    /// session early.
+    pub async fn begin_push(&self, stream_id: &str, project_id: &str) -> Result<Arc<Notify>, StreamError> {
+        let kill = Arc::new(Notify::new());
+        {
+            let mut sessions = self.sessions.lock();
+            if sessions.contains_key(stream_id) {
+                return Err(StreamError::LiveAlready);
+            }
+            sessions.insert(stream_id.to_string(), kill.clone());
+        }
+        let result = async {
+            let mut tx = self.db.begin_write().await?;
+            let mut row =
+                Db::stream_in(&mut tx, project_id, stream_id).await?.ok_or(StreamError::NotFound)?;
+            row.last_push_at = Some(now_ms());
+            self.commit_move(tx, &mut row, StreamMove::PushStarted, Write::Update, Refusal::Fail).await
+        }
+        .await;
+        if let Err(e) = result {
+            self.sessions.lock().remove(stream_id);
+            return Err(e);
+        }
+        Ok(kill)
+    }
+
+    /// Closes a push session: `live → idle` (a stream disabled meanwhile stays disabled) and
+    /// `stream.ended`.
+    pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {
+        let result = async {
+            let mut tx = self.db.begin_write().await?;
+            let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else { return Ok(()) };
+            self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update, Refusal::KeepState).await
+        }
+        .await;
+        self.sessions.lock().remove(stream_id);
+        match result {
+            Ok(()) => tracing::info!(stream = %stream_id, why, "push ended"),
+            Err(e) => tracing::error!(stream = %stream_id, error = %e, "recording the end of a push"),
+        }
+    }
+
+    /// Records what a live push sends, off the media path: the connection never waits on the
+    /// database for it.
+    pub fn record_input(&self, stream_id: &str, info: &InputInfo) {
+        let json = serde_json::to_string(info).unwrap_or_default();
+        let (db, stream_id) = (self.db.clone(), stream_id.to_string());
+        tokio::spawn(async move {
+            let result = async {
+                let mut conn = db.pool().acquire().await?;
+                Db::set_stream_input(&mut conn, &stream_id, Some(&json)).await
+            }
+            .await;
+            if let Err(e) = result {
+                tracing::warn!(stream = %stream_id, error = %e, "recording input format");
+            }
+        });
+    }
+
+    /// Disables idle streams with no push and no change for `SLUICE_STREAM_IDLE_DISABLE` seconds
+    /// (`stream.disabled`, reason `no_input`). Returns how many.
+    pub async fn disable_idle_streams(&self) -> Result<usize, StreamError> {
+        let idle = self.idle_disable;
+        if idle == 0 {
+            return Ok(0);
+        }
+        let before = now_ms() - (idle as i64).saturating_mul(1000);
+        let mut disabled = 0;
+        for candidate in self.db.idle_streams_since(before, 500).await? {
+            let mut tx = self.db.begin_write().await?;
+            // Decide on what this transaction sees: a push may have started meanwhile.
+            let Some(mut row) = Db::stream_in(&mut tx, &candidate.project_id, &candidate.id).await? else {
+                continue;
+            };
+            if row.state().status != StreamStatus::Idle
+                || row.updated_at >= before
+                || self.sessions.is_live(&row.id)
+            {
+                continue;
+            }
+            match self.apply(tx, &mut row, StreamMove::Disable(DisabledReason::NoInput)).await {
+                Ok(()) => {}
+                Err(StreamError::Refused(_)) => continue,
+                Err(e) => return Err(e),
+            }
+            disabled += 1;
+            tracing::info!(stream = %row.id, "disabled after no push for {idle} s");
+        }
+        Ok(disabled)
+    }
+
+    /// At start, before ingest listens: every push that a previous run of this node left open
+    /// (it died without ending them) ends now, `live → idle` with `stream.ended`. Returns how many.
+    pub async fn end_orphaned_pushes(&self) -> Result<usize, StreamError> {
+        let orphans = self.db.live_streams_of_node(&self.node_id).await?;
+        for row in &orphans {
+            self.end_push(
+                &row.id,
+                &row.project_id,
+                "the process that held the push stopped without ending it",
+            )
+            .await;
+        }
+        Ok(orphans.len())
+    }
+}
+
+/// What a refused move does: fail the change, or (the end of a push, which must be recorded
+/// whatever happened to the stream meanwhile) keep the state and write the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    Fail,
+    KeepState,
+}
+
+/// The event a move fires (CONTRACT: Streams — Status): `Enable` fires none, and neither does
+/// a disable of a stream that was disabled already, unless it is the delete.
+fn event_of(
+    mv: StreamMove,
+    before: StreamState,
+) -> Option<fn(crate::events::catalog::StreamEventData) -> Event> {
+    match mv {
+        StreamMove::Prepared => Some(Event::StreamCreated),
+        StreamMove::PushStarted => Some(Event::StreamLive),
+        StreamMove::PushEnded => Some(Event::StreamEnded),
+        StreamMove::Disable(DisabledReason::Deleted) => Some(Event::StreamDisabled),
+        StreamMove::Disable(_) if before.status != StreamStatus::Disabled => Some(Event::StreamDisabled),
+        StreamMove::Disable(_) | StreamMove::Enable => None,
+    }
+}
