@@ -87,7 +87,8 @@ case "$cmd" in
         [[ $# -ge 3 ]] || die "push needs URL VIDEO GOP"
         url="$1" video="$2" gop="$3"
         shift 3
-        exec ffmpeg -nostdin -loglevel error -re -f lavfi -i "$video" \
+        # Exactly the publisher the tests always had (stdin is theirs: null in the tests).
+        exec ffmpeg -loglevel error -re -f lavfi -i "$video" \
             -f lavfi -i "sine=frequency=440:sample_rate=44100" \
             -c:v libx264 -preset ultrafast -tune zerolatency -pix_fmt yuv420p \
             -g "$gop" -c:a aac "$@" -t 300 -f flv "$url"

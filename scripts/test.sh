@@ -5,8 +5,9 @@
 # Stops at the first stage that fails. This is what CI runs (.ci/run).
 #
 # `scripts/test.sh --fast` runs only the fast tier: the tests that need nothing but the crate
-# (unit tests, the OpenAPI document and contract-check tests, the CLI), none of the services or
-# media tools the slow tier (tests/api: Postgres, moto, ffmpeg, GStreamer, Chromium) needs.
+# (unit tests, the OpenAPI document and contract-check tests, the CLI, the layers of src/), none
+# of the services or media tools the slow tier (tests/api: Postgres, moto, ffmpeg, GStreamer,
+# Chromium) needs.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,8 +23,8 @@ stage() {
 }
 
 if [ "${1:-}" = "--fast" ]; then
-    stage "fast tier: cargo test --lib --test openapi --test cli"
-    cargo test --locked --lib --test openapi --test cli
+    stage "fast tier: cargo test --lib --test openapi --test cli --test layers"
+    cargo test --locked --lib --test openapi --test cli --test layers
     stage "fast tier passed"
     exit 0
 elif [ $# -gt 0 ]; then
