@@ -6,69 +6,31 @@
 //! limit is raised for the run: at its default (50/s) the bench would measure the limiter.
 //! Knobs: `BENCH_SECONDS` (default 8 per measurement), `BENCH_CONNECTIONS` (default 64).
 
-use std::process::{Child, Command, Stdio};
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::time::{Duration, Instant};
 
 use reqwest::Client;
-use serde_json::Value;
 use sqlx::Connection;
 
-struct Server {
-    child: Child,
-    base: String,
-    key: String,
-    _dir: tempfile::TempDir,
-}
+use support::{postgres_admin_url, try_fresh_postgres_url, Sluice};
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// The server, its per-key limit out of the way; the first page of keys filled.
+async fn start(database_url: Option<String>) -> Sluice {
+    let mut env = vec![
+        ("SLUICE_RATE_LIMIT_PER_KEY", "1000000000".to_string()),
+        ("SLUICE_RATE_LIMIT_BURST", "1000000000".to_string()),
+    ];
+    if let Some(url) = database_url {
+        env.push(("SLUICE_DATABASE_URL", url));
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-async fn start(database_url: Option<String>) -> Server {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let port = free_port();
-    let env = |cmd: &mut Command| {
-        cmd.env("SLUICE_DATA_DIR", dir.path())
-            .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
-            .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{}", free_port()))
-            .env("SLUICE_RATE_LIMIT_PER_KEY", "1000000000")
-            .env("SLUICE_RATE_LIMIT_BURST", "1000000000")
-            .env("RUST_LOG", "warn");
-        if let Some(url) = &database_url {
-            cmd.env("SLUICE_DATABASE_URL", url);
-        }
-    };
-    let mut boot = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    env(&mut boot);
-    let out =
-        boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("bootstrap runs");
-    assert!(out.status.success(), "bootstrap: {}", String::from_utf8_lossy(&out.stderr));
-    let boot: Value = serde_json::from_slice(&out.stdout).expect("bootstrap JSON");
-    let key = boot["apiKey"]["key"].as_str().expect("key").to_string();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_sluice"));
-    env(&mut serve);
-    let child = serve.arg("serve").stdout(Stdio::null()).spawn().expect("serve starts");
-    let server = Server { child, base: format!("http://127.0.0.1:{port}"), key, _dir: dir };
-    let client = Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.get(format!("{}/healthz", server.base)).send().await.is_err() {
-        assert!(Instant::now() < deadline, "server did not come up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let server = Sluice::start(&env).await;
     // Fill the first page: 20 keys listed per request.
     for i in 0..19 {
-        let resp = client
-            .post(format!("{}/v1/projects/bench/api-keys", server.base))
+        let resp = server
+            .client
+            .post(format!("{}/api-keys", server.api))
             .bearer_auth(&server.key)
             .json(&serde_json::json!({"label": format!("k{i}"), "scopes": ["vod:read"]}))
             .send()
@@ -128,8 +90,8 @@ async fn load(url: &str, key: Option<&str>, connections: usize, seconds: f64) ->
 
 async fn bench(label: &str, database_url: Option<String>, connections: usize, seconds: f64) {
     let server = start(database_url).await;
-    let health = format!("{}/healthz", server.base);
-    let list = format!("{}/v1/projects/bench/api-keys", server.base);
+    let health = format!("http://127.0.0.1:{}/healthz", server.http);
+    let list = format!("{}/api-keys", server.api);
     // Warm up both paths (connections, caches, the database).
     load(&health, None, connections, 1.0).await;
     load(&list, Some(&server.key), connections, 1.0).await;
@@ -155,17 +117,6 @@ async fn bench(label: &str, database_url: Option<String>, connections: usize, se
     );
 }
 
-async fn fresh_postgres() -> Option<(String, String, String)> {
-    let admin = std::env::var("SLUICE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.ok()?;
-    let name = format!("sluice_bench_{}", std::process::id());
-    sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")).execute(&mut conn).await.ok()?;
-    sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await.ok()?;
-    let (prefix, _) = admin.rsplit_once('/')?;
-    Some((format!("{prefix}/{name}"), admin, name))
-}
-
 fn main() {
     // `cargo bench` passes `--bench`; any other argument filters nothing here.
     let seconds: f64 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(8.0);
@@ -174,16 +125,17 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         bench("SQLite", None, connections, seconds).await;
-        match fresh_postgres().await {
-            Some((url, admin, name)) => {
-                bench("Postgres", Some(url), connections, seconds).await;
-                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+        match try_fresh_postgres_url().await {
+            Ok(url) => {
+                bench("Postgres", Some(url.clone()), connections, seconds).await;
+                let name = url.rsplit('/').next().unwrap_or_default();
+                if let Ok(mut c) = sqlx::PgConnection::connect(&postgres_admin_url()).await {
                     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
                         .execute(&mut c)
                         .await;
                 }
             }
-            None => println!("api bench [Postgres]: skipped, no server at SLUICE_TEST_POSTGRES_URL"),
+            Err(_) => println!("api bench [Postgres]: skipped, no server at SLUICE_TEST_POSTGRES_URL"),
         }
     });
 }

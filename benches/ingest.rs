@@ -12,13 +12,15 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{cpu_seconds, out_dir, push, sample_file, Nginx, Proc, Sluice};
+use common::{connections_to, cpu_seconds, push, sample_file, settle, Nginx, Proc, Sluice};
 
 struct Round {
     alive: usize,
@@ -35,6 +37,7 @@ async fn round(
     live_count: impl AsyncFn() -> usize,
 ) -> Round {
     let mut pushers: Vec<Proc> = urls.iter().map(|u| push(file, u)).collect();
+    // A fixed warm-up, the same for both servers, so that connection setup is not measured.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (cpu0, t0) = (cpu(), Instant::now());
     tokio::time::sleep(window).await;
@@ -43,7 +46,10 @@ async fn round(
         pushers.iter_mut().map(|p| matches!(p.0.try_wait(), Ok(None))).filter(|running| *running).count();
     let live = live_count().await;
     drop(pushers);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The next round starts once the server has ended every push of this one.
+    if !settle(Duration::from_secs(30), async || live_count().await == 0).await {
+        eprintln!("  (pushes still open 30 s after their pushers stopped)");
+    }
     Round { alive, live, cpu_percent }
 }
 
@@ -55,7 +61,7 @@ fn main() {
         .collect();
     let window =
         Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(10));
-    let file = sample_file(&out_dir());
+    let file = sample_file();
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
 
@@ -110,7 +116,14 @@ fn main() {
         ));
         let nginx_urls: Vec<String> =
             (0..n).map(|i| format!("rtmp://127.0.0.1:{nginx_port}/live/push-{i}")).collect();
-        let g = rt.block_on(round(&file, &nginx_urls, window, || nginx.cpu_seconds(), async || 0));
+        // nginx has no API to ask: its open pushes are its established RTMP connections.
+        let g = rt.block_on(round(
+            &file,
+            &nginx_urls,
+            window,
+            || nginx.cpu_seconds(),
+            async || connections_to(nginx_port),
+        ));
         let nginx_cpu = g.cpu_percent;
         let sluice_ok = s.alive == n && s.live == n;
         let nginx_ok = g.alive == n;

@@ -65,6 +65,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -73,7 +75,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
 
-use common::{cpu_seconds, free_port, out_dir, push, sample_file, Nginx, NginxHls, Proc, Sluice};
+use common::{
+    connections_to, cpu_seconds, free_port, out_dir, push, sample_file, settle, Nginx, NginxHls, Proc, Sluice,
+};
 
 const WARMUP: Duration = Duration::from_secs(6);
 const POLL: Duration = Duration::from_secs(1);
@@ -629,8 +633,19 @@ async fn sluice_step(
         step.passed = 0;
         step.why.insert(0, gone);
     }
-    // Let the pipelines drain and the channels close before the next step.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The next step starts once every push of this one has ended (no stream is live).
+    let live = format!("{}/streams?status=live&limit=1", sluice.api);
+    let ended = settle(Duration::from_secs(30), async || {
+        let resp = sluice.client.get(&live).bearer_auth(&sluice.key).send().await;
+        match resp {
+            Ok(r) => r.json::<serde_json::Value>().await.is_ok_and(|v| v["total"] == 0),
+            Err(_) => false,
+        }
+    })
+    .await;
+    if !ended {
+        step.why.push("streams still live 30 s after their pushers stopped".into());
+    }
     let (warnings, first) = log_problems(&log, log_from);
     step.warnings = warnings;
     if let Some(first) = first {
@@ -782,7 +797,10 @@ async fn nginx_step(nginx: &Nginx, number: usize, file: &Path, n: usize, window:
             step.why.push(format!("push {i}: {}", why.join(", ")));
         }
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // nginx logs the ends of the pushes once it has closed them: read its log after that.
+    if !settle(Duration::from_secs(30), async || connections_to(nginx.rtmp) == 0).await {
+        step.why.push("pushes still connected 30 s after their pushers stopped".into());
+    }
     let (warnings, first) = log_problems(&nginx.log, log_from);
     step.warnings = warnings;
     if let Some(first) = first {
@@ -860,7 +878,7 @@ fn main() {
     let window =
         Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(20));
     let out = out_dir();
-    let file = sample_file(&out);
+    let file = sample_file();
     let dir = tempfile::tempdir().expect("tempdir");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
 

@@ -25,8 +25,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
-#[path = "../tests/api/player.rs"]
-mod player;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -34,8 +34,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use common::{out_dir, push, sample_file, Nginx, Sluice};
-use player::{Player, Report};
+use common::{push, sample_file, settle, Nginx, Sluice};
+use support::player::{Player, Report};
 
 /// A part as a playlist lists it: (msn, index in its segment) → wall-clock end of its media.
 fn part_ends(playlist: &str) -> BTreeMap<(u64, u64), DateTime<Utc>> {
@@ -155,7 +155,7 @@ fn main() {
         .collect();
     let window =
         Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(20));
-    let file = sample_file(&out_dir());
+    let file = sample_file();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!(
         "live latency: one 720p30 2.5 Mbit/s push (ffmpeg -re -c copy), 720p+480p ladder, 2-s segments, {} s windows, release build",
@@ -222,8 +222,15 @@ fn main() {
         let until = Instant::now() + window + Duration::from_secs(10);
         let url = format!("http://127.0.0.1:{}/hls/latency.m3u8", nginx.http);
         let playlist = nginx.hls_dir.join("latency.m3u8");
+        // hls.js starts a live playlist three fragments from its end: start it once nginx lists
+        // that many.
         let player = async {
-            tokio::time::sleep(Duration::from_secs(6)).await;
+            let listed = settle(Duration::from_secs(30), async || {
+                let text = std::fs::read_to_string(&playlist).unwrap_or_default();
+                text.lines().filter(|l| l.starts_with("#EXTINF")).count() >= 3
+            })
+            .await;
+            assert!(listed, "nginx listed no three fragments in 30 s");
             play(&url, window).await
         };
         let (frag, reports) = tokio::join!(nginx_latencies(&playlist, pushed_at, until), player);

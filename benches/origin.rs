@@ -28,6 +28,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -36,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use common::{out_dir, push, sample_file, Nginx, Sluice};
+use common::{push, sample_file, Nginx, Sluice};
 
 const VIEWERS: usize = 1000;
 
@@ -240,8 +242,7 @@ fn main() {
     let part_secs = secs("BENCH_SECONDS", 4);
     let blocking_secs = secs("BENCH_BLOCKING_SECONDS", 10);
     let rounds = secs("BENCH_ROUNDS", 3);
-    let out = out_dir();
-    let sample = sample_file(&out);
+    let sample = sample_file();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         // 4-s segments: a part stays in memory for about 18 s (four segments and some), long

@@ -13,6 +13,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use common::{out_dir, Sluice};
+use common::{clip, out_dir, Sluice};
 
 /// (name, width, height, kbit/s)
 const LADDER: [(&str, u32, u32, u32); 4] = [
@@ -32,24 +34,9 @@ const LADDER: [(&str, u32, u32, u32); 4] = [
 const SEGMENT: u32 = 4;
 const FPS: u32 = 30;
 
-/// A 1080p30 H.264 (8 Mbit/s) + AAC MP4 of `seconds`, made once.
-fn source(dir: &Path, seconds: u32) -> PathBuf {
-    let file = dir.join(format!("vod-source-1080p-{seconds}s.mp4"));
-    if !file.exists() {
-        let ok = Command::new("ffmpeg")
-            .args(["-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1920x1080:rate=30"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", &seconds.to_string()])
-            .args([
-                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "8000k", "-pix_fmt", "yuv420p", "-g", "60",
-            ])
-            .args(["-c:a", "aac", "-b:a", "128k"])
-            .arg(&file)
-            .status()
-            .expect("ffmpeg encodes the source")
-            .success();
-        assert!(ok, "encoding the source failed");
-    }
-    file
+/// A 1080p30 H.264 (8 Mbit/s) + AAC MP4 of `seconds`, from `media-fixtures`.
+fn source(seconds: u32) -> PathBuf {
+    clip(&format!("ladder-1080p30-8000k-{seconds}s.mp4"))
 }
 
 /// The ffmpeg peer: returns its wall time.
@@ -162,7 +149,7 @@ fn main() {
     let seconds: u32 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
     let rounds: u32 = std::env::var("BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     let out = out_dir();
-    let src = source(&out, seconds);
+    let src = source(seconds);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         let sluice = Sluice::start(&[]).await;

@@ -7,15 +7,17 @@
 //! webhooks (in parallel). Latency: events at a steady 100/s, timed from emit to arrival.
 //! Knobs: `BENCH_EVENTS` (default 2000), `BENCH_LATENCY_EVENTS` (default 500).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{handler, post, EndpointExt, Route};
 use sluice::app::App;
-use sluice::config::{ConfigArgs, Mode, Settings};
+use sluice::config::Settings;
 use sluice::events::catalog::StreamEventData;
 use sluice::events::Event;
 use sqlx::Connection;
@@ -33,13 +35,13 @@ async fn hook(body: Vec<u8>, arrivals: Data<&Arrivals>) -> poem::http::StatusCod
     poem::http::StatusCode::NO_CONTENT
 }
 
-async fn receiver() -> (String, Arrivals) {
+/// A receiver that only notes when each event arrived (the support one keeps whole requests,
+/// too much work for a throughput bench); it stops when the returned sender is dropped.
+async fn receiver() -> (String, Arrivals, tokio::sync::oneshot::Sender<()>) {
     let arrivals: Arrivals = Arc::default();
-    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.expect("bind");
-    let addr = *acceptor.local_addr()[0].as_socket_addr().expect("addr");
     let routes = Route::new().at("/hook", post(hook)).data(arrivals.clone());
-    tokio::spawn(poem::Server::new_with_acceptor(acceptor).run(routes));
-    (format!("http://{addr}/hook"), arrivals)
+    let (addr, stop) = support::serve_loopback(routes).await;
+    (format!("http://{addr}/hook"), arrivals, stop)
 }
 
 fn event(project_id: &str, i: usize) -> Event {
@@ -90,14 +92,7 @@ async fn bench(
     events: usize,
     latency_events: usize,
 ) {
-    let args = ConfigArgs {
-        data_dir: Some(dir.to_path_buf()),
-        database_url: Some(database_url),
-        http_addr: Some("127.0.0.1:0".parse().expect("addr")),
-        rtmp_addr: Some("127.0.0.1:0".parse().expect("addr")),
-        mode: Some(Mode::Development),
-        ..Default::default()
-    };
+    let args = support::test_args(dir, database_url);
     let app = App::build(Settings::resolve(&args).expect("settings")).await.expect("app");
     let (_addr, _server) = app.start(std::future::pending()).await.expect("start");
     sluice::cli::bootstrap_project(&app.db, "bench", None).await.expect("bootstrap");
@@ -107,11 +102,12 @@ async fn bench(
     for hooks in [1usize, 8] {
         // Each round gets its own project-wide set of webhooks; older ones are disabled.
         sqlx::query("UPDATE webhooks SET enabled = 0").execute(app.db.pool()).await.expect("disable");
-        let mut receivers = Vec::new();
+        let (mut receivers, mut running) = (Vec::new(), Vec::new());
         for _ in 0..hooks {
-            let (url, arrivals) = receiver().await;
+            let (url, arrivals, stop) = receiver().await;
             add_webhook(&app, &project.id, url).await;
             receivers.push(arrivals);
+            running.push(stop);
         }
         let per_hook = events / hooks;
         let started = Instant::now();
@@ -134,7 +130,7 @@ async fn bench(
 
     // Latency at a steady rate, one webhook.
     sqlx::query("UPDATE webhooks SET enabled = 0").execute(app.db.pool()).await.expect("disable");
-    let (url, arrivals) = receiver().await;
+    let (url, arrivals, _running) = receiver().await;
     add_webhook(&app, &project.id, url).await;
     let mut emitted_at = Vec::with_capacity(latency_events);
     let mut tick = tokio::time::interval(Duration::from_millis(10));
@@ -169,21 +165,16 @@ fn main() {
         let sqlite = format!("sqlite://{}/sluice.db", dir.path().display());
         bench("SQLite", sqlite, dir.path(), events, latency_events).await;
 
-        let admin = std::env::var("SLUICE_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-        match sqlx::PgConnection::connect(&admin).await {
-            Ok(mut conn) => {
-                let name = format!("sluice_bench_hooks_{}", std::process::id());
-                sqlx::query(&format!("CREATE DATABASE \"{name}\""))
-                    .execute(&mut conn)
-                    .await
-                    .expect("create db");
-                let (prefix, _) = admin.rsplit_once('/').expect("url path");
+        match support::try_fresh_postgres_url().await {
+            Ok(url) => {
                 let pg_dir = tempfile::tempdir().expect("tempdir");
-                bench("Postgres", format!("{prefix}/{name}"), pg_dir.path(), events, latency_events).await;
-                let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-                    .execute(&mut conn)
-                    .await;
+                bench("Postgres", url.clone(), pg_dir.path(), events, latency_events).await;
+                let name = url.rsplit('/').next().unwrap_or_default();
+                if let Ok(mut conn) = sqlx::PgConnection::connect(&support::postgres_admin_url()).await {
+                    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                        .execute(&mut conn)
+                        .await;
+                }
             }
             Err(_) => println!("webhooks bench [Postgres]: skipped, no server at SLUICE_TEST_POSTGRES_URL"),
         }

@@ -2,7 +2,12 @@
 # Runs the whole test suite on this machine: installs what is missing, makes sure the test
 # Postgres is up, then formatting, lints and every test (SQLite, Postgres, media, HTTP), then the
 # contract of the OpenAPI document against the built binary (scripts/contract.sh).
-# Stops at the first stage that fails.
+# Stops at the first stage that fails. This is what CI runs (.ci/run).
+#
+# `scripts/test.sh --fast` runs only the fast tier: the tests that need nothing but the crate
+# (unit tests, the OpenAPI document and contract-check tests, the CLI, the layers of src/), none
+# of the services or media tools the slow tier (tests/api: Postgres, moto, ffmpeg, GStreamer,
+# Chromium) needs.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,6 +21,16 @@ stage() {
     echo
     echo "==> $* ($(date +%H:%M:%S))"
 }
+
+if [ "${1:-}" = "--fast" ]; then
+    stage "fast tier: cargo test --lib --test openapi --test cli --test layers"
+    cargo test --locked --lib --test openapi --test cli --test layers
+    stage "fast tier passed"
+    exit 0
+elif [ $# -gt 0 ]; then
+    echo "usage: scripts/test.sh [--fast]" >&2
+    exit 2
+fi
 
 stage "dependencies: scripts/deps.sh test"
 bash scripts/deps.sh test

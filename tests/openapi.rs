@@ -2,6 +2,12 @@
 
 use serde_json::Value;
 
+/// The check every answer of the API tests goes through (`tests/support/contract.rs`); its own
+/// test runs here, with the pure tests.
+#[allow(dead_code)]
+#[path = "support/contract.rs"]
+mod contract;
+
 const REFRESH: &str = "cargo run -q -- openapi > openapi/openapi.json";
 
 fn committed() -> String {
@@ -110,4 +116,25 @@ fn every_operation_has_summary_tag_security_and_statuses() {
         }
     }
     assert!(seen >= 15, "only {seen} operations");
+}
+
+/// The contract check of the API tests can fail: it finds what is wrong with an answer.
+#[test]
+fn a_violation_is_found() {
+    use contract::{template_of, violation, DOCUMENT};
+    use poem::http::{Method, StatusCode};
+    let doc = &*DOCUMENT;
+    let path = "/v1/projects/demo/streams/abc";
+    assert_eq!(template_of(path), Some("/v1/projects/{slug}/streams/{id}"));
+    assert_eq!(template_of("/v1/projects/demo/webhooks/events"), Some("/v1/projects/{slug}/webhooks/events"));
+    assert!(doc["paths"].as_object().is_some());
+    // A stream without its required fields, a null where none is declared, an undocumented status.
+    let bad = violation(&Method::GET, path, StatusCode::OK, br#"{"_id":"x","name":null}"#);
+    assert!(bad.as_deref().is_some_and(|b| b.contains("required") && b.contains("null")), "{bad:?}");
+    let undocumented = violation(&Method::GET, path, StatusCode::CONFLICT, b"{}");
+    assert!(undocumented.is_some_and(|b| b.contains("does not document status 409")));
+    let error = br#"{"statusCode":404,"error":"Not Found","message":"stream not found"}"#;
+    assert_eq!(violation(&Method::GET, path, StatusCode::NOT_FOUND, error), None);
+    let stamp = br#"{"items":[],"total":0,"skip":0,"limit":20}"#;
+    assert_eq!(violation(&Method::GET, "/v1/projects/demo/streams", StatusCode::OK, stamp), None);
 }

@@ -1,46 +1,14 @@
-//! What the media benches share: child processes that die with the bench, free ports, CPU
-//! readings from /proc, the sample push, Sluice and nginx with its rtmp module.
+//! What the media benches share beyond `tests/support` (child processes, free ports, `Sluice`,
+//! pushers and clips, mounted by each bench as `crate::support`): CPU readings from /proc,
+//! `benches/out`, and nginx with its rtmp module.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
+
+pub use crate::support::{clip, free_port, push_file as push, Killed as Proc, Sluice};
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-use serde_json::Value;
-
-/// A child process killed when dropped.
-pub struct Proc(pub Child);
-
-impl Proc {
-    /// Whether it is still running.
-    pub fn running(&mut self) -> bool {
-        matches!(self.0.try_wait(), Ok(None))
-    }
-
-    /// Why `what` (this process) is not running any more, if it is not.
-    pub fn exited(&mut self, what: &str) -> Option<String> {
-        match self.0.try_wait() {
-            Ok(None) => None,
-            Ok(Some(status)) => Some(format!("{what} exited ({status})")),
-            Err(e) => Some(format!("{what}: {e}")),
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 /// CPU seconds (user + system) a process has used so far.
 pub fn cpu_seconds(pid: u32) -> f64 {
@@ -52,6 +20,34 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// Established TCP connections to 127.0.0.1:`port` on this machine, from /proc/net/tcp: how a
+/// bench sees that a server has let go of its pushers.
+pub fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!("0100007F:{port:04X}");
+    // Fields: sl, local_address, rem_address, st (01 = ESTABLISHED), ...
+    table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() > 3 && f[1] == local && f[3] == "01")
+        .count()
+}
+
+/// Polls `settled` every 50 ms until it holds or `within` passes; returns whether it held.
+pub async fn settle(within: Duration, mut settled: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if settled().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `benches/out`, created.
 pub fn out_dir() -> PathBuf {
     let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/out");
@@ -59,125 +55,9 @@ pub fn out_dir() -> PathBuf {
     out
 }
 
-/// A 20-s 720p30 2.5 Mbit/s H.264 (keyframe every 2 s) + AAC FLV, made once.
-pub fn sample_file(dir: &Path) -> PathBuf {
-    let file = dir.join("ingest-2500k.flv");
-    if !file.exists() {
-        let ok = Command::new("ffmpeg")
-            .args(["-loglevel", "error", "-y", "-f", "lavfi", "-i", "testsrc2=size=1280x720:rate=30"])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000", "-t", "20"])
-            .args([
-                "-c:v", "libx264", "-preset", "veryfast", "-b:v", "2400k", "-maxrate", "2400k", "-bufsize",
-                "4800k", "-pix_fmt", "yuv420p",
-            ])
-            .args(["-g", "60", "-c:a", "aac", "-b:a", "96k", "-f", "flv"])
-            .arg(&file)
-            .status()
-            .expect("ffmpeg encodes the sample")
-            .success();
-        assert!(ok, "encoding the sample failed");
-    }
-    file
-}
-
-/// Pushes `file` in real time, looping, without re-encoding.
-pub fn push(file: &Path, url: &str) -> Proc {
-    Proc(
-        Command::new("ffmpeg")
-            .args(["-nostdin", "-loglevel", "quiet", "-re", "-stream_loop", "-1", "-i"])
-            .arg(file)
-            .args(["-c", "copy", "-f", "flv", url])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("ffmpeg runs"),
-    )
-}
-
-/// A release `sluice serve` on free ports with its own data dir and a bootstrapped project.
-pub struct Sluice {
-    pub proc: Proc,
-    pub http: u16,
-    pub rtmp: u16,
-    pub key: String,
-    pub api: String,
-    /// A client for it: no proxy, 15-s timeout, many idle connections.
-    pub client: reqwest::Client,
-    /// The file its stderr (its log) goes to, when started with one.
-    pub log: Option<PathBuf>,
-    _dir: tempfile::TempDir,
-}
-
-impl Sluice {
-    /// Starts it with extra environment `env` (overriding the defaults), its log on the bench's
-    /// stderr, and waits until it answers.
-    pub async fn start(env: &[(&str, String)]) -> Sluice {
-        Sluice::launch(env, None).await
-    }
-
-    /// The same, its log written to `log`.
-    pub async fn start_logged(env: &[(&str, String)], log: PathBuf) -> Sluice {
-        Sluice::launch(env, Some(log)).await
-    }
-
-    async fn launch(env: &[(&str, String)], log: Option<PathBuf>) -> Sluice {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let (http, rtmp) = (free_port(), free_port());
-        let configure = |cmd: &mut Command| {
-            cmd.env("SLUICE_DATA_DIR", dir.path())
-                .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{http}"))
-                .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
-                .env("SLUICE_RATE_LIMIT_PER_KEY", "100000")
-                .env("SLUICE_RATE_LIMIT_BURST", "100000")
-                .env("RUST_LOG", "warn");
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
-        };
-        let mut boot = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        configure(&mut boot);
-        let boot =
-            boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("bootstrap");
-        let key = serde_json::from_slice::<Value>(&boot.stdout).expect("bootstrap JSON")["apiKey"]["key"]
-            .as_str()
-            .expect("key")
-            .to_string();
-        let mut serve = Command::new(env!("CARGO_BIN_EXE_sluice"));
-        configure(&mut serve);
-        serve.arg("serve").stdin(Stdio::null()).stdout(Stdio::null());
-        if let Some(log) = &log {
-            serve.stderr(std::fs::File::create(log).expect("sluice log"));
-        }
-        let proc = Proc(serve.spawn().expect("sluice serve"));
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(Duration::from_secs(15))
-            .pool_max_idle_per_host(256)
-            .build()
-            .expect("client");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while client.get(format!("http://127.0.0.1:{http}/healthz")).send().await.is_err() {
-            assert!(Instant::now() < deadline, "sluice did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let api = format!("http://127.0.0.1:{http}/v1/projects/bench");
-        Sluice { proc, http, rtmp, key, api, client, log, _dir: dir }
-    }
-
-    /// Creates a stream; returns its record.
-    pub async fn create_stream(&self, body: Value) -> Value {
-        self.client
-            .post(format!("{}/streams", self.api))
-            .bearer_auth(&self.key)
-            .json(&body)
-            .send()
-            .await
-            .expect("create stream")
-            .json()
-            .await
-            .expect("stream JSON")
-    }
+/// A 20-s 720p30 2.5 Mbit/s H.264 (keyframe every 2 s) + AAC FLV, from `media-fixtures`.
+pub fn sample_file() -> PathBuf {
+    clip("ingest-720p30-2500k-20s.flv")
 }
 
 /// HLS that nginx writes into `<dir>/hls`.
@@ -294,8 +174,17 @@ impl Nginx {
                 .spawn()
                 .expect("nginx runs (scripts/deps.sh bench installs it)"),
         );
-        std::thread::sleep(Duration::from_secs(1));
-        let started = family(proc.0.id());
+        // Ready when it listens and both workers run (their CPU is counted from `started`).
+        let port = if rtmp != 0 { rtmp } else { http };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let started = loop {
+            let pids = family(proc.0.id());
+            if pids.len() >= 3 && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break pids;
+            }
+            assert!(Instant::now() < deadline, "nginx did not start listening on {port} with 2 workers");
+            std::thread::sleep(Duration::from_millis(20));
+        };
         Nginx { proc, rtmp, http, hls_dir, log, started }
     }
 

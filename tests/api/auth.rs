@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{both_backends, error_message, TestApp};
+use crate::support::{both_backends, error_message, TestApp};
 
 both_backends!(
     sign_in_sets_http_only_cookies_with_the_contract_lifetimes,

@@ -5,7 +5,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{error_message, spawn_app, spawn_app_with, Backend, TestApp};
+use crate::support::{error_message, spawn_app, spawn_app_with, Backend, TestApp};
 
 const A: &str = "203.0.113.10";
 const B: &str = "198.51.100.20";

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_backends, error_message, TestApp};
+use crate::support::{both_backends, error_message, TestApp};
 
 both_backends!(
     unknown_field_is_400,

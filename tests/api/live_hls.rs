@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
-use crate::player::{played, Player};
+use crate::support::player::{played, Player};
+use crate::support::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
 
 /// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 333: ten frames).
 const PART: f64 = 0.334;

@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sluice::store::Db;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::{bootstrap_key, eventually, ffmpeg_push, sluice_command as sluice, wait_ready, Killed};
+use crate::support::{bootstrap_key, eventually, ffmpeg_push, sluice_command as sluice, wait_ready, Killed};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_live_pushes_and_their_playlists() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let port = crate::support::free_port();
     let key = bootstrap_key(sluice(dir.path(), port));
     let mut server = Killed(sluice(dir.path(), port).arg("serve").stdout(Stdio::null()).spawn().unwrap());
     let client = reqwest::Client::builder().timeout(Duration::from_secs(20)).build().unwrap();
@@ -48,11 +49,24 @@ async fn sigterm_ends_live_pushes_and_their_playlists() {
     let msn = first + text.lines().filter(|l| l.starts_with("#EXTINF:")).count() as u64;
 
     // A viewer blocks on the segment after the open one; then the process is asked to stop.
+    // The request is written on its own connection before the stop, so that it is in the
+    // server's hands when SIGTERM comes: a /healthz answered on a later connection shows the
+    // server has taken up the connections made before it.
     let blocked = {
-        let (client, url) = (client.clone(), format!("{playlist_url}?_HLS_msn={}", msn + 1));
-        tokio::spawn(async move { client.get(url).send().await.ok()?.text().await.ok() })
+        let url = reqwest::Url::parse(&format!("{playlist_url}?_HLS_msn={}", msn + 1)).unwrap();
+        let target = format!("{}?{}", url.path(), url.query().unwrap_or_default());
+        let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let request = format!("GET {target} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+        conn.write_all(request.as_bytes()).await.unwrap();
+        tokio::spawn(async move {
+            let mut answer = Vec::new();
+            tokio::time::timeout(Duration::from_secs(20), conn.read_to_end(&mut answer)).await.ok()?.ok()?;
+            String::from_utf8(answer).ok()
+        })
     };
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // (A new client: a pooled connection would be older than the viewer's.)
+    let health = reqwest::Client::new().get(format!("http://127.0.0.1:{port}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
     let term = Command::new("kill").args(["-TERM", &server.0.id().to_string()]).status().unwrap();
     assert!(term.success());
     let ended = blocked.await.unwrap().expect("the blocked viewer gets an answer");

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::helpers::{sluice_command, wait_ready, Killed};
+use crate::support::{sluice_command, wait_ready, Killed};
 
 /// Peak resident memory of a process (`VmHWM`), in KiB.
 fn peak_rss_kib(pid: u32) -> u64 {
@@ -30,7 +30,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn login_flood_keeps_serving_with_bounded_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("port").port();
+    let port = crate::support::free_port();
     let out = sluice_command(dir.path(), port)
         .args(["admin", "bootstrap", "--project", "demo", "--json"])
         .output()

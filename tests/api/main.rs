@@ -1,8 +1,7 @@
 //! Black-box tests of the HTTP API: the real server, a real database (SQLite and Postgres).
 
-mod contract;
-mod helpers;
-mod player;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod api_keys;
 mod auth;
@@ -15,7 +14,6 @@ mod members;
 mod ops;
 mod order_of_checks;
 mod projects;
-mod receiver;
 mod rtmp;
 mod rtmp_hostile;
 mod rtmp_limits;

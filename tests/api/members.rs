@@ -5,7 +5,7 @@
 use reqwest::{Client, Response};
 use serde_json::{json, Value};
 
-use crate::helpers::{both_backends, error_message, TestApp};
+use crate::support::{both_backends, error_message, TestApp};
 
 both_backends!(
     an_invited_member_sets_their_own_password,

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::helpers::{both_backends, TestApp};
+use crate::support::{both_backends, TestApp};
 
 both_backends!(health_readiness_and_metrics, openapi_is_served_as_committed);
 

@@ -5,14 +5,14 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{error_message, spawn_app_with, Backend, TestApp};
+use crate::support::{error_message, spawn_app_with, Backend, TestApp};
 
 /// Each test on both backends, with room for the many 401s it provokes from one address.
 macro_rules! on_both {
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {
-                use crate::helpers::Backend;
+                use crate::support::Backend;
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn sqlite() {
                     super::$name(super::app(Backend::Sqlite).await).await

@@ -3,7 +3,7 @@
 use reqwest::Client;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_backends, error_message, TestApp};
+use crate::support::{both_backends, error_message, TestApp};
 
 both_backends!(
     signed_in_user_creates_projects_and_slugs_are_unique,

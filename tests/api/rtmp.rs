@@ -3,14 +3,13 @@
 //! authentication" does). Status moves and `stream.live` / `stream.ended` are observed through
 //! GET and a real webhook receiver.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_backends, eventually, ffmpeg_push, Killed, TestApp};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{both_backends, eventually, ffmpeg_push, rtmp2sink, Killed, TestApp};
 use crate::webhooks::create_webhook;
 
 both_backends!(
@@ -22,25 +21,6 @@ both_backends!(
 /// The test suite's publisher: 320×240 at 15 fps, a keyframe every 2 s.
 fn push(url: &str) -> Killed {
     ffmpeg_push(url, "testsrc=size=320x240:rate=15", 30, &[])
-}
-
-/// GStreamer's rtmp2sink answering the Adobe challenge (video only).
-fn rtmp2sink(location: &str, user: &str, password: &str) -> Killed {
-    let pipeline = format!(
-        "videotestsrc is-live=true ! video/x-raw,width=320,height=240,framerate=15/1 ! \
-         x264enc tune=zerolatency speed-preset=ultrafast key-int-max=30 ! h264parse ! flvmux streamable=true ! \
-         rtmp2sink location={location} username={user} password={password}"
-    );
-    Killed(
-        Command::new("gst-launch-1.0")
-            .arg("-q")
-            .args(pipeline.split_whitespace())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("gst-launch-1.0 runs"),
-    )
 }
 
 async fn create_stream(app: &TestApp, name: &str) -> Value {

@@ -12,11 +12,11 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::helpers::{
+use crate::rtmp_limits::{closed_within, create_stream, credentials, publish_silently, status};
+use crate::support::receiver::Receiver;
+use crate::support::{
     bootstrap_key, eventually, ffmpeg_push, sluice_command, spawn_app, wait_ready, Backend, Killed,
 };
-use crate::receiver::Receiver;
-use crate::rtmp_limits::{closed_within, create_stream, credentials, publish_silently, status};
 use crate::webhooks_restart::create_hook;
 
 /// Connects and completes the handshake; returns the socket ready for chunks.
@@ -67,7 +67,7 @@ fn deep_connect(depth: usize) -> Vec<u8> {
 }
 
 /// The server answers HTTP and takes a real push after whatever came before.
-async fn still_serving(app: &crate::helpers::TestApp, name: &str) {
+async fn still_serving(app: &crate::support::TestApp, name: &str) {
     let health = app.client.get(app.url("/healthz")).send().await.expect("healthz");
     assert_eq!(health.status(), 200);
     let s = create_stream(app, name).await;
@@ -225,7 +225,7 @@ async fn a_push_without_keyframes_is_ended_after_30_s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_left_live_by_a_killed_process_ends_at_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let free = crate::support::free_port;
     let (port, rtmp) = (free(), free());
     let command = || {
         let mut c = sluice_command(dir.path(), port);

@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::helpers::{eventually, spawn_app, spawn_app_with, Backend, TestApp};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{eventually, spawn_app, spawn_app_with, Backend, TestApp};
 use crate::webhooks::create_webhook;
 
 pub async fn create_stream(app: &TestApp, name: &str) -> Value {

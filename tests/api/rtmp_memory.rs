@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::helpers::{wait_ready, Killed};
+use crate::support::{wait_ready, Killed};
 
 /// `VmHWM` and `VmRSS` of process `pid`, in MiB.
 fn memory(pid: u32) -> (u64, u64) {
@@ -77,7 +77,7 @@ async fn answers_a_handshake(addr: SocketAddr) {
 async fn server_memory_under_500_rtmp_connections() {
     let bin = std::env::var("SLUICE_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_sluice").to_string());
     let dir = tempfile::tempdir().unwrap();
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let free = crate::support::free_port;
     let (port, rtmp) = (free(), free());
     let child = std::process::Command::new(&bin)
         .arg("serve")

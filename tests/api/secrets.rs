@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use sluice::domain::content_key::is_sealed;
 use sluice::store::secrets::{SealedColumn, SEALED_COLUMNS};
 
-use crate::helpers::{spawn_app, Backend, TestApp};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{spawn_app, Backend, TestApp};
 
 async fn stream_and_webhook(app: &TestApp, rx: &Receiver) -> (Value, Value) {
     let webhook: Value = app

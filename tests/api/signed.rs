@@ -11,11 +11,11 @@ use aes::cipher::{block_padding::Pkcs7, BlockDecryptMut, KeyIvInit};
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{
+use crate::support::player::Player;
+use crate::support::{
     both_backends, error_message, eventually, ffmpeg_push, sluice_command, spawn_app, wait_ready, Backend,
     Killed, TestApp,
 };
-use crate::player::Player;
 use crate::vod::{create, finished, make_file, put_file, uploaded};
 
 type Aes128CbcDec = cbc::Decryptor<aes::Aes128>;
@@ -497,10 +497,9 @@ async fn signed_encrypted_live() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_rotation_keeps_issued_tickets() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let free =
-        || std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let free = crate::support::free_port;
     let (a, b) = (free(), free());
-    let key = crate::helpers::bootstrap_key(sluice_command(dir.path(), a));
+    let key = crate::support::bootstrap_key(sluice_command(dir.path(), a));
     let client = reqwest::Client::new();
     let serve =
         |port: u16| Killed(sluice_command(dir.path(), port).arg("serve").spawn().expect("sluice serve"));

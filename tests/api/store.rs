@@ -3,7 +3,7 @@
 use sluice::domain::ScopeSet;
 use sluice::store::{is_unique_violation, Backend, Db};
 
-use crate::helpers::fresh_postgres_url;
+use crate::support::fresh_postgres_url;
 
 async fn fresh(backend: Backend) -> (Db, String, Option<tempfile::TempDir>) {
     match backend {

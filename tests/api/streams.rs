@@ -7,8 +7,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use sluice::domain::stream::push_password_matches;
 
-use crate::helpers::{both_backends, error_message, TestApp};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{both_backends, error_message, eventually, TestApp};
 use crate::webhooks::create_webhook;
 
 both_backends!(
@@ -143,7 +143,11 @@ async fn create_validates_every_field(app: TestApp) {
 async fn list_filters_and_paginates(app: TestApp) {
     let a = create(&app, json!({"name": "Cam A"})).await;
     let before_b = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-    tokio::time::sleep(Duration::from_millis(5)).await;
+    // b must be created in a later millisecond than `before_b`: wait for the clock to move on.
+    eventually("the clock to pass before_b", Duration::from_secs(1), || async {
+        (chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true) > before_b).then_some(())
+    })
+    .await;
     let b = create(&app, json!({"name": "cam b", "vodEnabled": true})).await;
     let c = create(&app, json!({"name": "Lobby 100%"})).await;
     let url = app.project_url("/streams");
@@ -199,7 +203,7 @@ async fn list_filters_and_paginates(app: TestApp) {
 
 async fn disable_enable_delete_move_status_and_fire_events(app: TestApp) {
     let rx = Receiver::start().await;
-    create_webhook(&app, &rx.url(), json!(["stream.disabled"])).await;
+    let (hook_id, _) = create_webhook(&app, &rx.url(), json!(["stream.disabled"])).await;
     let s = create(&app, json!({"name": "cam"})).await;
     let id = s["_id"].as_str().unwrap();
 
@@ -254,8 +258,19 @@ async fn disable_enable_delete_move_status_and_fire_events(app: TestApp) {
     let reasons: Vec<Value> = events.iter().map(|r| r.json()["data"]["reason"].clone()).collect();
     assert_eq!(reasons, [json!("manual"), json!("deleted")]);
     assert!(events.iter().all(|r| r.json()["data"]["status"] == "disabled"));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(rx.received().len(), 2, "the repeated disable fired nothing");
+    // Then a test ping: deliveries to a webhook leave in order, so an event fired by the
+    // repeated disable (queued before the ping) would arrive before it.
+    let ping = app
+        .with_key(Method::POST, &app.project_url(&format!("/webhooks/{hook_id}/test")), &app.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ping.status(), 201);
+    let marker = ping.json::<Value>().await.unwrap()["_id"].as_str().unwrap().to_string();
+    let got = rx.wait_for(3, Duration::from_secs(10)).await;
+    assert_eq!(got[2].id(), marker, "the ping is the next delivery");
+    let got: Vec<_> = got.into_iter().filter(|r| r.id() != marker).collect();
+    assert_eq!(got.len(), 2, "the repeated disable fired nothing");
     error_message(app.get_with(&app.project_url("/streams/nope"), &app.key).await, 404).await;
 }
 

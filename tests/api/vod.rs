@@ -9,27 +9,22 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{both_backends, error_message, eventually, spawn_app, spawn_app_with, Backend, TestApp};
-use crate::player::Player;
-use crate::receiver::Receiver;
+use crate::support::player::Player;
+use crate::support::receiver::Receiver;
+use crate::support::{
+    both_backends, clip_copy, error_message, eventually, spawn_app, spawn_app_with, vod_clip_name, Backend,
+    TestApp,
+};
 
-/// Makes a test file with ffmpeg: `video` a lavfi source (or `None` for audio only), `seconds`
-/// long, H.264 + AAC in MP4.
+/// A test file from `media-fixtures` copied to `dir/name`: `video` a lavfi source such as
+/// `testsrc2=size=1280x720:rate=30` (or `None` for audio only), `seconds` long, H.264 + AAC in MP4.
 pub fn make_file(dir: &Path, name: &str, video: Option<&str>, seconds: u32) -> PathBuf {
-    let path = dir.join(name);
-    let mut cmd = Command::new("ffmpeg");
-    cmd.args(["-loglevel", "error", "-y"]);
-    if let Some(v) = video {
-        cmd.args(["-f", "lavfi", "-i", v]);
-    }
-    cmd.args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000"]);
-    if video.is_some() {
-        cmd.args(["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-g", "30"]);
-    }
-    cmd.args(["-c:a", "aac", "-b:a", "96k", "-t", &seconds.to_string(), path.to_str().expect("path")]);
-    let out = cmd.output().expect("ffmpeg runs");
-    assert!(out.status.success(), "ffmpeg: {}", String::from_utf8_lossy(&out.stderr));
-    path
+    let video = video.map(|v| {
+        let (source, params) = v.split_once("=size=").expect("a lavfi source with a size");
+        let (size, rate) = params.split_once(":rate=").expect("a lavfi source with a rate");
+        (source, size, rate.parse().expect("a whole frame rate"))
+    });
+    clip_copy(&vod_clip_name(video, seconds), dir, name)
 }
 
 /// `ffprobe` of the first video stream of `url`: `codec,width,height`.

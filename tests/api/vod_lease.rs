@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::helpers::{eventually, spawn_app, Backend};
+use crate::support::{eventually, spawn_app, Backend};
 use crate::vod::{create, finished, make_file, put_file, uploaded};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

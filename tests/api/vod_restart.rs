@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sqlx::Connection;
 
-use crate::helpers::{bootstrap_key, eventually, fresh_postgres_url, sluice_command, wait_ready, Killed};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{bootstrap_key, eventually, fresh_postgres_url, sluice_command, wait_ready, Killed};
 use crate::vod::{events_for, make_file};
 
 fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
@@ -76,7 +76,7 @@ async fn processing_past(client: &reqwest::Client, base: &str, key: &str, id: &s
 async fn a_killed_transcode_finishes_after_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = fresh_postgres_url().await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let port = crate::support::free_port();
     let key = bootstrap_key(sluice(dir.path(), &db, port));
     let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
     let client = reqwest::Client::new();
@@ -156,8 +156,7 @@ async fn two_processes_share_the_queue() {
     let db = fresh_postgres_url().await;
     let storage = tempfile::tempdir().expect("storage");
     let (dir1, dir2) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
-    let free =
-        || std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let free = crate::support::free_port;
     let (port1, port2) = (free(), free());
     let shared = |dir: &std::path::Path, port: u16| {
         let mut cmd = sluice(dir, &db, port);

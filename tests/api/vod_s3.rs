@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{eventually, spawn_app_with, Backend, Killed};
+use crate::support::{eventually, spawn_app_with, Backend, Killed};
 use crate::vod::{create, delete_vod, finished, make_file, probe_video, put_file, uploaded};
 
 /// moto's server on a free port, with an empty bucket `sluice`.
 async fn moto() -> (Killed, String) {
     let bin = std::env::var("SLUICE_TEST_MOTO")
         .unwrap_or_else(|_| format!("{}/target/moto/bin/moto_server", env!("CARGO_MANIFEST_DIR")));
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();
+    let port = crate::support::free_port();
     let child = Command::new(&bin)
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
         .stdout(Stdio::null())

@@ -10,13 +10,13 @@ use reqwest::Method;
 use serde_json::json;
 use sluice::events::Event;
 
-use crate::helpers::{eventually, spawn_app, Backend};
+use crate::support::{eventually, spawn_app, Backend};
 use crate::webhooks::{create_webhook, stream_data};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn documented_receiver_verifies_and_dedupes() {
     let app = spawn_app(Backend::Sqlite).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::support::free_port();
     let url = format!("http://127.0.0.1:{port}/sluice");
     let (_, secret) = create_webhook(&app, &url, json!(["*"])).await;
 

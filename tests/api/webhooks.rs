@@ -10,8 +10,8 @@ use sha2::Sha256;
 use sluice::events::catalog::{StreamEventData, VodEventData};
 use sluice::events::Event;
 
-use crate::helpers::{both_backends, error_message, eventually, spawn_app_with, Backend, TestApp};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{both_backends, error_message, eventually, spawn_app_with, Backend, TestApp};
 
 both_backends!(
     crud_shows_the_secret_once_and_validates,
@@ -244,10 +244,26 @@ async fn retries_follow_the_schedule_with_identical_ids_and_bytes_then_fail(app:
     assert!(d["nextAttemptAt"].is_null());
     assert_eq!(d["_id"], got[0].id());
     assert_eq!(webhook(&app, &hook_id).await["consecutiveFailures"], 5);
-    // No sixth attempt: after the 6 s step there would be none scheduled anyway; give a wrong
-    // implementation a full poll interval to show one.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(rx.received().len(), 5);
+    // No sixth attempt. A webhook's due deliveries leave in order, one at a time, so a test
+    // ping queued now arrives after any attempt of the failed delivery still due: once the ping
+    // is in, the failed delivery has had its chance to show a sixth one.
+    rx.answer(204, Duration::ZERO);
+    let marker = ping(&app, &hook_id).await;
+    let got = rx.wait_for(6, Duration::from_secs(10)).await;
+    assert_eq!(got[5].id(), marker, "the ping is the next request after the fifth attempt");
+    let got: Vec<_> = got.into_iter().filter(|r| r.id() != marker).collect();
+    assert_eq!(got.len(), 5);
+}
+
+/// Queues a test ping to `hook_id`; returns its delivery id.
+async fn ping(app: &TestApp, hook_id: &str) -> String {
+    let resp = app
+        .with_key(Method::POST, &app.project_url(&format!("/webhooks/{hook_id}/test")), &app.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    resp.json::<Value>().await.unwrap()["_id"].as_str().unwrap().to_string()
 }
 
 async fn consecutive_failures_count_and_reset(app: TestApp) {

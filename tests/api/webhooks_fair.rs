@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{eventually, spawn_app, Backend};
-use crate::receiver::Receiver;
+use crate::support::receiver::Receiver;
+use crate::support::{eventually, spawn_app, Backend};
 use crate::webhooks::create_webhook;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::helpers::{
+use crate::support::receiver::Receiver;
+use crate::support::{
     bootstrap_key, eventually, fresh_postgres_url, sluice_command, wait_ready, Backend, Killed,
 };
-use crate::receiver::Receiver;
 
 fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
     let mut cmd = sluice_command(dir, port);
@@ -68,7 +68,7 @@ async fn kill_and_restart(backend: Backend) {
         Backend::Sqlite => format!("sqlite://{}/sluice.db", dir.path().display()),
         Backend::Postgres => fresh_postgres_url().await,
     };
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = crate::support::free_port();
     let key = bootstrap_key(sluice(dir.path(), &db, port));
     let base = format!("http://127.0.0.1:{port}/v1/projects/demo");
     let client = reqwest::Client::new();
@@ -146,7 +146,7 @@ async fn kill_and_restart(backend: Backend) {
 async fn two_processes_share_one_postgres() {
     let db = fresh_postgres_url().await;
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let free = crate::support::free_port;
     let (port_a, port_b) = (free(), free());
     let key = bootstrap_key(sluice(dir_a.path(), &db, port_a));
     let _a = serve(dir_a.path(), &db, port_a).await;
@@ -165,9 +165,20 @@ async fn two_processes_share_one_postgres() {
     let ids: Vec<String> = got.iter().map(|r| r.id()).collect();
     let unique: HashSet<String> = ids.iter().cloned().collect();
     assert_eq!(unique, expected, "every delivery arrived");
-    // Nothing more arrives: give a double send a full poll interval to show.
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert_eq!(rx.received().len(), 80, "no delivery was sent twice");
+    // Nothing more arrives. One more ping queued through each process: each process sends its
+    // leased rows in order, one at a time, so a row it sent a second time would reach the
+    // receiver before the ping it sends after it.
+    let markers = [
+        ping(&client, &base(port_a), &key, &hook_id).await,
+        ping(&client, &base(port_b), &key, &hook_id).await,
+    ];
+    let got = eventually("both pings", Duration::from_secs(30), || async {
+        let got = rx.received();
+        markers.iter().all(|m| got.iter().any(|r| &r.id() == m)).then_some(got)
+    })
+    .await;
+    let got: Vec<_> = got.into_iter().filter(|r| !markers.contains(&r.id())).collect();
+    assert_eq!(got.len(), 80, "no delivery was sent twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,8 +8,6 @@
 //! `SLUICE_TEST_CHROMIUM` names another binary; hls.js comes from `npm ci --prefix tests/player`,
 //! run once per process when `tests/player/node_modules` is missing or stale.
 
-#![allow(dead_code)]
-
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -19,7 +17,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{get, handler, post, EndpointExt, Response, Route};
 use serde::Deserialize;
@@ -99,28 +96,6 @@ impl Report {
     }
 }
 
-/// Serves `routes` on 127.0.0.1:0 until the returned sender is dropped; returns the address.
-/// (Here rather than in `helpers`, so the benches that include this file have it too.)
-pub async fn serve_loopback(
-    routes: impl poem::Endpoint + 'static,
-) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.expect("loopback listener");
-    let addr = *acceptor.local_addr()[0].as_socket_addr().expect("socket address");
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        let _ = poem::Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(
-                routes,
-                async move {
-                    let _ = rx.await;
-                },
-                Some(Duration::from_secs(1)),
-            )
-            .await;
-    });
-    (addr, tx)
-}
-
 /// Seconds of media played across `reports`: the last `currentTime` minus the first non-zero one.
 pub fn played(reports: &[Report]) -> f64 {
     let first = reports.iter().find(|r| r.current_time > 0.0);
@@ -193,7 +168,7 @@ fn player_dir() -> PathBuf {
     } else {
         Path::new(env!("CARGO_MANIFEST_DIR")).join(here)
     };
-    here.parent().and_then(Path::parent).expect("tests/api/player.rs has a grandparent").join("player")
+    here.parent().and_then(Path::parent).expect("tests/support/player.rs has a grandparent").join("player")
 }
 
 /// The hls.js version `package.json` pins, and the installed one.
@@ -301,7 +276,7 @@ impl Player {
             .at("/hls.min.js", get(script))
             .at("/report", post(report))
             .data(state.clone());
-        let (addr, tx) = serve_loopback(routes).await;
+        let (addr, tx) = super::serve_loopback(routes).await;
 
         let page_url = format!(
             "http://{addr}/player.html?src={}&lowLatency={}&catchUp={}",

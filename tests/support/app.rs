@@ -1,7 +1,7 @@
 //! `spawn_app()`: the real server on a free port with a fresh database (SQLite file in a temp
 //! dir, or a new Postgres database), bootstrapped with one project, its admin and a `*` key.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Client, Method, RequestBuilder, Response};
 use serde_json::Value;
@@ -24,11 +24,11 @@ macro_rules! both_backends {
             mod $name {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn sqlite() {
-                    super::$name(crate::helpers::spawn_app(crate::helpers::Backend::Sqlite).await).await
+                    super::$name($crate::support::spawn_app($crate::support::Backend::Sqlite).await).await
                 }
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn postgres() {
-                    super::$name(crate::helpers::spawn_app(crate::helpers::Backend::Postgres).await).await
+                    super::$name($crate::support::spawn_app($crate::support::Backend::Postgres).await).await
                 }
             }
         )*
@@ -57,14 +57,19 @@ pub fn postgres_admin_url() -> String {
 
 /// A new, empty Postgres database; databases of earlier runs are dropped once per process.
 pub async fn fresh_postgres_url() -> String {
+    try_fresh_postgres_url().await.unwrap_or_else(|e| {
+        panic!("Postgres at {} is needed for these tests (bash scripts/pg.sh): {e}", postgres_admin_url())
+    })
+}
+
+/// [`fresh_postgres_url`], or why there is none (the benches skip Postgres without a server).
+pub async fn try_fresh_postgres_url() -> Result<String, sqlx::Error> {
     static CLEANED: OnceCell<()> = OnceCell::const_new();
     let admin = postgres_admin_url();
-    let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap_or_else(|e| {
-        panic!("Postgres at {admin} is needed for these tests (bash scripts/pg.sh): {e}")
-    });
+    let mut conn = sqlx::PgConnection::connect(&admin).await?;
     CLEANED
         .get_or_init(|| async {
-            let mut c = sqlx::PgConnection::connect(&admin).await.expect("connect");
+            let Ok(mut c) = sqlx::PgConnection::connect(&admin).await else { return };
             let old: Vec<(String,)> = sqlx::query_as(
                 "SELECT datname FROM pg_database WHERE datname LIKE 'sluice_t_%' \
                  AND (pg_stat_file('base/' || oid || '/PG_VERSION')).modification < now() - interval '1 hour'",
@@ -78,9 +83,9 @@ pub async fn fresh_postgres_url() -> String {
         })
         .await;
     let name = format!("sluice_t_{}", sluice::domain::new_id());
-    sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await.expect("create database");
+    sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await?;
     let (prefix, _) = admin.rsplit_once('/').expect("database URL has a path");
-    format!("{prefix}/{name}")
+    Ok(format!("{prefix}/{name}"))
 }
 
 pub fn test_args(dir: &std::path::Path, database_url: String) -> ConfigArgs {
@@ -117,7 +122,7 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut ConfigArgs
             async move {
                 let _ = rx.await;
             },
-            crate::contract::check,
+            super::contract::check,
         )
         .await
         .expect("server starts");
@@ -203,98 +208,4 @@ pub async fn error_message(resp: Response, status: u16) -> Value {
     assert_eq!(body["statusCode"], status, "statusCode in {body}");
     assert!(body["error"].is_string(), "error in {body}");
     body["message"].clone()
-}
-
-/// Polls `check` until it returns `Some` or the deadline passes.
-pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let until = Instant::now() + deadline;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(Instant::now() < until, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A child process (a real `sluice serve`, a pusher) killed when dropped.
-pub struct Killed(pub std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Killed {
-    /// Waits for the child to exit on its own (a refused push).
-    pub async fn exits(&mut self, within: Duration) {
-        let until = Instant::now() + within;
-        while self.0.try_wait().expect("wait").is_none() {
-            assert!(Instant::now() < until, "the pusher did not give up");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-/// ffmpeg pushing a generated source in real time to `url`, as a publisher would: `video` is a
-/// lavfi source (`testsrc=size=320x240:rate=15`), encoded as 4:2:0 H.264 with a keyframe every
-/// `gop` frames, with a 44.1 kHz AAC tone; `extra` adds output options (bitrates).
-pub fn ffmpeg_push(url: &str, video: &str, gop: u32, extra: &[&str]) -> Killed {
-    Killed(
-        std::process::Command::new("ffmpeg")
-            .args(["-loglevel", "error", "-re", "-f", "lavfi", "-i", video])
-            .args(["-f", "lavfi", "-i", "sine=frequency=440:sample_rate=44100"])
-            .args(["-c:v", "libx264", "-preset", "ultrafast", "-tune", "zerolatency", "-pix_fmt", "yuv420p"])
-            .args(["-g", &gop.to_string(), "-c:a", "aac"])
-            .args(extra)
-            .args(["-t", "300", "-f", "flv", url])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("ffmpeg runs"),
-    )
-}
-
-/// The master key of every real-binary test: processes with different data dirs on one
-/// database must share one (CONTRACT: `SLUICE_MASTER_KEY`).
-pub const TEST_MASTER_KEY: &str = "5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de";
-
-/// The real `sluice` binary on `dir`, HTTP on `port`, RTMP on a free port, development mode,
-/// [`TEST_MASTER_KEY`].
-pub fn sluice_command(dir: &std::path::Path, port: u16) -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sluice"));
-    cmd.env("SLUICE_DATA_DIR", dir)
-        .env("SLUICE_MASTER_KEY", TEST_MASTER_KEY)
-        .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
-        .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
-        .env("SLUICE_MODE", "development")
-        .env("RUST_LOG", "warn")
-        .env_remove("SLUICE_CONFIG");
-    cmd
-}
-
-/// Waits until a `sluice serve` on `port` answers `/readyz`.
-pub async fn wait_ready(port: u16) {
-    let client = Client::new();
-    eventually("the server to listen", Duration::from_secs(30), || async {
-        client.get(format!("http://127.0.0.1:{port}/readyz")).send().await.ok().filter(|r| r.status() == 200)
-    })
-    .await;
-}
-
-/// Runs `sluice admin bootstrap --project demo --json` with `cmd`'s settings; returns the key.
-pub fn bootstrap_key(mut cmd: std::process::Command) -> String {
-    let out = cmd.args(["admin", "bootstrap", "--project", "demo", "--json"]).output().expect("sluice runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
-        .as_str()
-        .expect("key")
-        .to_string()
 }

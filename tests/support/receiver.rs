@@ -24,7 +24,7 @@ impl Received {
     }
     /// The body, checked against the document's `webhooks` entry for its event.
     pub fn json(&self) -> serde_json::Value {
-        if let Some(problem) = crate::contract::delivery_violation(self.header("x-service-event"), &self.body)
+        if let Some(problem) = super::contract::delivery_violation(self.header("x-service-event"), &self.body)
         {
             panic!("contract violation: {problem}");
         }
@@ -76,7 +76,7 @@ impl Receiver {
         let state = Arc::new(State::default());
         *state.behaviour.lock().unwrap() = (200, Duration::ZERO);
         let routes = Route::new().at("/hook", post(hook)).at("/redirect", post(redirect)).data(state.clone());
-        let (addr, tx) = crate::player::serve_loopback(routes).await;
+        let (addr, tx) = super::serve_loopback(routes).await;
         Receiver { base: format!("http://{addr}"), state, _shutdown: tx }
     }
 
@@ -102,7 +102,7 @@ impl Receiver {
 
     /// Waits until at least `n` requests arrived.
     pub async fn wait_for(&self, n: usize, deadline: Duration) -> Vec<Received> {
-        crate::helpers::eventually(&format!("{n} deliveries"), deadline, || async {
+        super::eventually(&format!("{n} deliveries"), deadline, || async {
             let r = self.received();
             (r.len() >= n).then_some(r)
         })

@@ -1,0 +1,129 @@
+//! The real `sluice` binary as a child process: its environment, `admin bootstrap`, waiting for
+//! it to answer, and [`Sluice`], a whole `sluice serve` with its own data dir (the benches').
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use reqwest::Client;
+use serde_json::Value;
+
+use super::{eventually, free_port, Killed};
+
+/// The master key of every real-binary test: processes with different data dirs on one
+/// database must share one (CONTRACT: `SLUICE_MASTER_KEY`).
+pub const TEST_MASTER_KEY: &str = "5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de";
+
+/// The real `sluice` binary on `dir`, HTTP on `port`, RTMP on a free port, development mode,
+/// [`TEST_MASTER_KEY`].
+pub fn sluice_command(dir: &std::path::Path, port: u16) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    cmd.env("SLUICE_DATA_DIR", dir)
+        .env("SLUICE_MASTER_KEY", TEST_MASTER_KEY)
+        .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
+        .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
+        .env("SLUICE_MODE", "development")
+        .env("RUST_LOG", "warn")
+        .env_remove("SLUICE_CONFIG");
+    cmd
+}
+
+/// Waits until a `sluice serve` on `port` answers `/readyz`.
+pub async fn wait_ready(port: u16) {
+    let client = Client::new();
+    eventually("the server to listen", Duration::from_secs(30), || async {
+        client.get(format!("http://127.0.0.1:{port}/readyz")).send().await.ok().filter(|r| r.status() == 200)
+    })
+    .await;
+}
+
+/// Runs `sluice admin bootstrap --project demo --json` with `cmd`'s settings; returns the key.
+pub fn bootstrap_key(mut cmd: Command) -> String {
+    let out = cmd.args(["admin", "bootstrap", "--project", "demo", "--json"]).output().expect("sluice runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
+        .as_str()
+        .expect("key")
+        .to_string()
+}
+
+/// A `sluice serve` (the build's binary: release under `cargo bench`) on free ports with its own
+/// data dir and a project `bench` bootstrapped.
+pub struct Sluice {
+    pub proc: Killed,
+    pub http: u16,
+    pub rtmp: u16,
+    pub key: String,
+    pub api: String,
+    /// A client for it: no proxy, 15-s timeout, many idle connections.
+    pub client: Client,
+    /// The file its stderr (its log) goes to, when started with one.
+    pub log: Option<PathBuf>,
+    _dir: tempfile::TempDir,
+}
+
+impl Sluice {
+    /// Starts it with extra environment `env` (overriding the defaults), its log on the bench's
+    /// stderr, and waits until it answers.
+    pub async fn start(env: &[(&str, String)]) -> Sluice {
+        Sluice::launch(env, None).await
+    }
+
+    /// The same, its log written to `log`.
+    pub async fn start_logged(env: &[(&str, String)], log: PathBuf) -> Sluice {
+        Sluice::launch(env, Some(log)).await
+    }
+
+    async fn launch(env: &[(&str, String)], log: Option<PathBuf>) -> Sluice {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (http, rtmp) = (free_port(), free_port());
+        let configure = || {
+            let mut cmd = sluice_command(dir.path(), http);
+            // A bench measures the server, not the per-key limiter.
+            cmd.env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
+                .env("SLUICE_RATE_LIMIT_PER_KEY", "100000")
+                .env("SLUICE_RATE_LIMIT_BURST", "100000");
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            cmd
+        };
+        let mut boot = configure();
+        let out =
+            boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("sluice runs");
+        assert!(out.status.success(), "bootstrap: {}", String::from_utf8_lossy(&out.stderr));
+        let key = serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
+            .as_str()
+            .expect("key")
+            .to_string();
+        let mut serve = configure();
+        serve.arg("serve").stdin(Stdio::null()).stdout(Stdio::null());
+        if let Some(log) = &log {
+            serve.stderr(std::fs::File::create(log).expect("sluice log"));
+        }
+        let proc = Killed(serve.spawn().expect("sluice serve"));
+        let client = Client::builder()
+            .no_proxy()
+            .timeout(Duration::from_secs(15))
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("client");
+        wait_ready(http).await;
+        let api = format!("http://127.0.0.1:{http}/v1/projects/bench");
+        Sluice { proc, http, rtmp, key, api, client, log, _dir: dir }
+    }
+
+    /// Creates a stream; returns its record.
+    pub async fn create_stream(&self, body: Value) -> Value {
+        self.client
+            .post(format!("{}/streams", self.api))
+            .bearer_auth(&self.key)
+            .json(&body)
+            .send()
+            .await
+            .expect("create stream")
+            .json()
+            .await
+            .expect("stream JSON")
+    }
+}
