@@ -83,7 +83,7 @@ pub fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
 }
 
 pub struct IngestPipeline {
-    pipeline: gst::Pipeline,
+    pipeline: Running,
     src: gst_app::AppSrc,
     dropped: u64,
     /// The LL-HLS channel this push feeds, if any.
@@ -148,7 +148,7 @@ impl IngestPipeline {
             }
             return Err(e);
         }
-        let p = IngestPipeline { pipeline, src, dropped: 0, live: channel, wall, drained };
+        let p = IngestPipeline { pipeline: Running(pipeline), src, dropped: 0, live: channel, wall, drained };
         p.push_bytes(flv_header());
         Ok((p, rx))
     }
@@ -167,7 +167,7 @@ impl IngestPipeline {
         if full || !self.push_bytes(flv_tag(tag, timestamp_ms, data)) {
             self.dropped += 1;
             if self.dropped.is_power_of_two() {
-                tracing::warn!(pipeline = %self.pipeline.name(), dropped = self.dropped, "ingest pipeline is behind; dropping input");
+                tracing::warn!(pipeline = %self.pipeline.0.name(), dropped = self.dropped, "ingest pipeline is behind; dropping input");
             }
         }
     }
@@ -187,7 +187,7 @@ impl IngestPipeline {
                 let done = lock.lock().unwrap_or_else(|p| p.into_inner());
                 let _ = cvar.wait_timeout_while(done, DRAIN, |d| !*d);
             }
-            let _ = pipeline.set_state(gst::State::Null);
+            drop(pipeline);
             if let Some((channel, generation)) = live {
                 channel.push_ended(generation);
                 if let Some(rt) = timers {
@@ -204,6 +204,18 @@ impl IngestPipeline {
             Some(rt) => drop(rt.spawn_blocking(release)),
             None => release(),
         }
+    }
+}
+
+/// A started pipeline, set to NULL when it goes: GStreamer must never dispose of a PLAYING
+/// pipeline. `stop` drops it on a blocking thread once the muxers drained; a push whose task was
+/// cancelled (the runtime shutting down under a failed test) drops it where it stands, which is
+/// the last resort that keeps the process alive.
+struct Running(gst::Pipeline);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.set_state(gst::State::Null);
     }
 }
 
@@ -303,5 +315,14 @@ mod tests {
             .await
             .expect("GStreamer plugins of scripts/deps.sh are installed");
         p.stop();
+    }
+
+    #[tokio::test]
+    async fn a_pipeline_dropped_without_stop_is_set_to_null() {
+        let (p, _rx) = IngestPipeline::start("test", None).await.expect("GStreamer plugins are installed");
+        let pipeline = p.pipeline.0.clone();
+        assert_ne!(pipeline.current_state(), gst::State::Null, "started");
+        drop(p);
+        assert_eq!(pipeline.current_state(), gst::State::Null, "no PLAYING pipeline is left to dispose");
     }
 }
