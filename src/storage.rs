@@ -111,10 +111,6 @@ impl Storage {
         }
     }
 
-    pub fn is_local(&self) -> bool {
-        matches!(self.kind, Kind::Local(_))
-    }
-
     /// The store's own presigned URL (S3 only; the local store's upload target is Sluice).
     pub async fn presigned(
         &self,

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::live_hls;
 use super::live_hls::channel::{Channel, RECONNECT_GRACE};
 use super::live_hls::pipeline::{LiveOutput, WallBase, DRAIN};
+use super::StopOnDrop;
 
 const DESCRIPTION: &str = include_str!("../../pipelines/ingest.txt");
 
@@ -83,7 +84,7 @@ pub fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
 }
 
 pub struct IngestPipeline {
-    pipeline: Running,
+    pipeline: StopOnDrop,
     src: gst_app::AppSrc,
     dropped: u64,
     /// The LL-HLS channel this push feeds, if any.
@@ -148,7 +149,8 @@ impl IngestPipeline {
             }
             return Err(e);
         }
-        let p = IngestPipeline { pipeline: Running(pipeline), src, dropped: 0, live: channel, wall, drained };
+        let p =
+            IngestPipeline { pipeline: StopOnDrop(pipeline), src, dropped: 0, live: channel, wall, drained };
         p.push_bytes(flv_header());
         Ok((p, rx))
     }
@@ -204,18 +206,6 @@ impl IngestPipeline {
             Some(rt) => drop(rt.spawn_blocking(release)),
             None => release(),
         }
-    }
-}
-
-/// A started pipeline, set to NULL when it goes: GStreamer must never dispose of a PLAYING
-/// pipeline. `stop` drops it on a blocking thread once the muxers drained; a push whose task was
-/// cancelled (the runtime shutting down under a failed test) drops it where it stands, which is
-/// the last resort that keeps the process alive.
-struct Running(gst::Pipeline);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.set_state(gst::State::Null);
     }
 }
 

@@ -122,10 +122,12 @@ impl Streams {
             (Err(e), Refusal::Fail) => return Err(e.into()),
         };
         row.set_state(after);
-        row.updated_at = now_ms();
         match write {
             Write::Insert => Db::insert_stream(&mut tx, row).await?,
-            Write::Update => Db::update_stream(&mut tx, row).await?,
+            Write::Update => {
+                row.updated_at = now_ms();
+                Db::update_stream(&mut tx, row).await?
+            }
         }
         match mv {
             StreamMove::PushStarted => {

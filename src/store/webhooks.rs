@@ -354,21 +354,4 @@ impl Db {
         }
         q.fetch_all(self.pool()).await
     }
-
-    /// Queues a finished delivery again, same id and bytes, with a fresh set of attempts.
-    /// `Ok(false)` when it is still pending.
-    pub async fn requeue_delivery(&self, project_id: &str, id: &str) -> Result<bool, DbError> {
-        let changed = sqlx::query(
-            "UPDATE webhook_deliveries SET status = 'pending', attempts = 0, response_code = NULL, error = NULL, \
-             next_attempt_at = $1, lease_owner = NULL, lease_until = NULL \
-             WHERE project_id = $2 AND id = $3 AND status <> 'pending'",
-        )
-        .bind(now_ms())
-        .bind(project_id)
-        .bind(id)
-        .execute(self.pool())
-        .await?
-        .rows_affected();
-        Ok(changed == 1)
-    }
 }

@@ -30,6 +30,7 @@ use super::hls::Segment;
 use super::probe::SourceInfo;
 use crate::domain::vod::PlannedRung;
 use crate::media::live_hls::ladder;
+use crate::media::StopOnDrop;
 
 const RUNG: &str = include_str!("../../../pipelines/vod-rung.txt");
 const AUDIO: &str = include_str!("../../../pipelines/vod-audio.txt");
@@ -340,7 +341,7 @@ pub async fn run(
         blocking(move || build(&job)).await??
     };
     // Stopped however `run` ends, also when its future is dropped (the process stops).
-    let stopper = Stopper(Some(pipeline.clone()));
+    let stopper = Stopper(Some(StopOnDrop(pipeline.clone())));
     let bus = pipeline.bus().ok_or(Failure::Media("pipeline has no bus".into()))?;
     let mut messages = bus.stream();
     let playing = pipeline.clone();
@@ -409,13 +410,15 @@ pub async fn run(
 
 /// Takes the pipeline to NULL, which GStreamer needs before its last reference goes: by
 /// [`Stopper::stop`], or when dropped (`run` returned early or its future was dropped), on a
-/// blocking thread either way since the change waits for the streaming threads to stop.
-struct Stopper(Option<gst::Pipeline>);
+/// blocking thread either way since the change waits for the streaming threads to stop. The
+/// pipeline travels in a [`StopOnDrop`], so a blocking job that never runs (the runtime shutting
+/// down) still stops it as the job is dropped.
+struct Stopper(Option<StopOnDrop>);
 
 impl Stopper {
     async fn stop(mut self) {
         if let Some(pipeline) = self.0.take() {
-            let _ = blocking(move || pipeline.set_state(gst::State::Null)).await;
+            let _ = blocking(move || drop(pipeline)).await;
         }
     }
 }
@@ -423,12 +426,9 @@ impl Stopper {
 impl Drop for Stopper {
     fn drop(&mut self) {
         let Some(pipeline) = self.0.take() else { return };
-        let stop = move || {
-            let _ = pipeline.set_state(gst::State::Null);
-        };
         match tokio::runtime::Handle::try_current() {
-            Ok(rt) => drop(rt.spawn_blocking(stop)),
-            Err(_) => stop(),
+            Ok(rt) => drop(rt.spawn_blocking(move || drop(pipeline))),
+            Err(_) => drop(pipeline),
         }
     }
 }
@@ -533,6 +533,31 @@ fn first_error(bus: &gst::Bus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A job running as the runtime shuts down (the process stops, a test ends) still leaves its
+    /// pipeline in NULL: the Stopper's blocking job may never run then.
+    #[test]
+    fn a_pipeline_left_running_at_shutdown_is_stopped() {
+        gst::init().expect("GStreamer");
+        for _ in 0..5 {
+            let pipeline = gst::parse::launch("videotestsrc is-live=true ! fakesink")
+                .expect("builds")
+                .downcast::<gst::Pipeline>()
+                .expect("a pipeline");
+            pipeline.set_state(gst::State::Playing).expect("plays");
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().expect("runtime");
+            let stopper = Stopper(Some(StopOnDrop(pipeline.clone())));
+            let (held_tx, held_rx) = std::sync::mpsc::channel();
+            rt.spawn(async move {
+                let _stopper = stopper;
+                let _ = held_tx.send(());
+                std::future::pending::<()>().await;
+            });
+            held_rx.recv().expect("the task holds the stopper");
+            drop(rt);
+            assert_eq!(pipeline.current_state(), gst::State::Null, "left PLAYING at shutdown");
+        }
+    }
 
     fn rung(width: u32, height: u32, sw: u32, sh: u32, x: u32, y: u32) -> PlannedRung {
         PlannedRung {
