@@ -354,8 +354,9 @@ impl VodApi {
         };
 
         // Two writes, so that `uploaded` is stored (and seen by a client polling) before
-        // `queued`. The job is inserted with the first: a crash between the two leaves a job
-        // whose worker takes the VOD on from `uploaded`.
+        // `queued`. The job is inserted with the first, held back until the second releases it
+        // (so no worker moves the VOD on before it shows `queued`); after a crash between the
+        // two, a worker takes the VOD on from `uploaded` once the hold lapses.
         let mut tx = app.db.begin_write().await?;
         let mut row = Db::vod_in(&mut tx, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
         row.source_size = Some(size as i64);

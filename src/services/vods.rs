@@ -28,6 +28,9 @@ pub enum VodError {
     Db(#[from] DbError),
 }
 
+/// How long a job inserted with `uploaded` waits for `queue` before a worker may take it anyway.
+const QUEUE_HOLD: Duration = Duration::from_secs(10);
+
 pub struct Vods {
     db: Db,
     outbox: Outbox,
@@ -62,7 +65,13 @@ impl Vods {
         row.updated_at = now;
         Db::update_vod(&mut tx, row).await?;
         match mv {
-            VodMove::Probed => Db::insert_job(&mut tx, &row.id, &row.project_id, now).await?,
+            // Held back until `queue`, so no worker moves the VOD on before it shows `queued`;
+            // after a crash between the two steps a worker takes it from `uploaded` once the
+            // hold lapses.
+            VodMove::Probed => {
+                let not_before = now + QUEUE_HOLD.as_millis() as i64;
+                Db::insert_job(&mut tx, &row.id, &row.project_id, now, not_before).await?
+            }
             VodMove::Finished | VodMove::Errored | VodMove::Cancel => {
                 Db::delete_job(&mut tx, &row.id).await?
             }

@@ -241,22 +241,35 @@ impl Db {
             .map(|_| ())
     }
 
+    /// Queues a job that no worker takes before `not_before` (ms) unless [`Db::release_job`]
+    /// makes it available sooner.
     pub async fn insert_job(
         conn: &mut AnyConnection,
         vod_id: &str,
         project_id: &str,
         now: i64,
+        not_before: i64,
     ) -> Result<(), DbError> {
         sqlx::query(
             "INSERT INTO transcode_jobs (vod_id, project_id, attempts, lease_owner, lease_until, created_at) \
-             VALUES ($1, $2, 0, NULL, NULL, $3)",
+             VALUES ($1, $2, 0, NULL, $4, $3)",
         )
         .bind(vod_id)
         .bind(project_id)
         .bind(now)
+        .bind(not_before)
         .execute(conn)
         .await
         .map(|_| ())
+    }
+
+    /// Makes a job that no worker holds available now.
+    pub async fn release_job(conn: &mut AnyConnection, vod_id: &str) -> Result<(), DbError> {
+        sqlx::query("UPDATE transcode_jobs SET lease_until = NULL WHERE vod_id = $1 AND lease_owner IS NULL")
+            .bind(vod_id)
+            .execute(conn)
+            .await
+            .map(|_| ())
     }
 
     pub async fn delete_job(conn: &mut AnyConnection, vod_id: &str) -> Result<(), DbError> {

@@ -58,3 +58,27 @@ async fn a_worker_that_lost_its_lease_deletes_nothing() {
     let thumb = app.client.get(v["thumbnailUrl"].as_str().unwrap()).send().await.unwrap();
     assert_eq!(thumb.status(), 200);
 }
+
+/// The job `uploaded` inserts is held back until the VOD is `queued` (the second write releases
+/// it), so no worker moves the VOD on before the client's answer shows `queued`; a held job is
+/// taken anyway once its hold lapses (a crash between the two writes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_is_held_until_the_vod_is_queued() {
+    use sluice::domain::time::now_ms;
+    use sluice::store::Db;
+    let app = crate::support::spawn_app_with(Backend::Sqlite, |a| a.transcode_workers = Some(0)).await;
+    let (vod, _url) = create(&app, json!({"name": "held", "filename": "src.mp4"})).await;
+    let id = vod["_id"].as_str().unwrap().to_string();
+    let now = now_ms();
+    let mut conn = app.db.pool().acquire().await.unwrap();
+    Db::insert_job(&mut conn, &id, &app.project_id, now, now + 60_000).await.unwrap();
+    assert!(app.db.claim_job("w", now, now + 30_000).await.unwrap().is_none(), "held");
+    assert!(
+        app.db.claim_job("w", now + 60_001, now + 90_000).await.unwrap().is_some(),
+        "taken once the hold lapses"
+    );
+    sqlx::query("DELETE FROM transcode_jobs").execute(app.db.pool()).await.unwrap();
+    Db::insert_job(&mut conn, &id, &app.project_id, now, now + 60_000).await.unwrap();
+    Db::release_job(&mut conn, &id).await.unwrap();
+    assert!(app.db.claim_job("w", now, now + 30_000).await.unwrap().is_some(), "released");
+}
