@@ -248,22 +248,22 @@ async fn retries_follow_the_schedule_with_identical_ids_and_bytes_then_fail(app:
     // ping queued now arrives after any attempt of the failed delivery still due: once the ping
     // is in, the failed delivery has had its chance to show a sixth one.
     rx.answer(204, Duration::ZERO);
-    let marker = ping(&app, &hook_id).await;
+    let marker = ping(&app, &hook_id).await["_id"].as_str().unwrap().to_string();
     let got = rx.wait_for(6, Duration::from_secs(10)).await;
     assert_eq!(got[5].id(), marker, "the ping is the next request after the fifth attempt");
     let got: Vec<_> = got.into_iter().filter(|r| r.id() != marker).collect();
     assert_eq!(got.len(), 5);
 }
 
-/// Queues a test ping to `hook_id`; returns its delivery id.
-async fn ping(app: &TestApp, hook_id: &str) -> String {
+/// Queues a test ping to `hook_id` (201); returns the queued delivery.
+async fn ping(app: &TestApp, hook_id: &str) -> Value {
     let resp = app
         .with_key(Method::POST, &app.project_url(&format!("/webhooks/{hook_id}/test")), &app.key)
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 201);
-    resp.json::<Value>().await.unwrap()["_id"].as_str().unwrap().to_string()
+    resp.json::<Value>().await.unwrap()
 }
 
 async fn consecutive_failures_count_and_reset(app: TestApp) {
@@ -369,13 +369,7 @@ async fn delivery_log_filters_and_limits(app: TestApp) {
 async fn redeliver_and_test_ping(app: TestApp) {
     let rx = Receiver::start().await;
     let (hook_id, secret) = create_webhook(&app, &rx.url(), json!(["vod.complete"])).await;
-    let resp = app
-        .with_key(Method::POST, &app.project_url(&format!("/webhooks/{hook_id}/test")), &app.key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 201);
-    let queued: Value = resp.json().await.unwrap();
+    let queued = ping(&app, &hook_id).await;
     assert_eq!(queued["event"], "webhook.test");
     let got = rx.wait_for(1, Duration::from_secs(10)).await;
     assert_eq!(got[0].id(), queued["_id"].as_str().unwrap());
