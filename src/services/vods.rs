@@ -86,21 +86,22 @@ impl Vods {
         if event.is_some() {
             self.outbox.wake();
         }
-        // Idle workers are woken by `queue`, the step after `Probed`: woken sooner, one could
-        // take the job before the VOD shows `queued` to the client that marked it uploaded.
+        // Idle workers are woken by `queue`, the step after `Probed`, which releases the job.
         if matches!(mv, VodMove::Finished | VodMove::Cancel) {
             self.policies.forget(&Resource::Vod(&row.id));
         }
         Ok(())
     }
 
-    /// `uploaded → queued`, as a compare-and-set: a worker that took the job on already keeps
-    /// its move (this step fires no event). Wakes idle workers.
+    /// `uploaded → queued`, as a compare-and-set (a worker that took the job on already, after
+    /// a crash, keeps its move; this step fires no event), and the job `Probed` held back becomes
+    /// available in the same transaction. Wakes idle workers.
     pub async fn queue(&self, vod_id: &str) -> Result<(), VodError> {
         let queued = VodStatus::Uploaded.apply(VodMove::Queued)?;
-        let mut conn = self.db.pool().acquire().await?;
-        Db::move_vod_status(&mut conn, vod_id, VodStatus::Uploaded.as_str(), queued.as_str(), now_ms())
-            .await?;
+        let mut tx = self.db.begin_write().await?;
+        Db::move_vod_status(&mut tx, vod_id, VodStatus::Uploaded.as_str(), queued.as_str(), now_ms()).await?;
+        Db::release_job(&mut tx, vod_id).await?;
+        tx.commit().await?;
         self.wake.notify_waiters();
         Ok(())
     }

@@ -82,3 +82,19 @@ async fn a_job_is_held_until_the_vod_is_queued() {
     Db::release_job(&mut conn, &id).await.unwrap();
     assert!(app.db.claim_job("w", now, now + 30_000).await.unwrap().is_some(), "released");
 }
+
+/// `queued` releases the held job at once: a worker takes it well within the hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_job_is_taken_without_waiting_for_the_hold() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = make_file(dir.path(), "src.mp4", Some("testsrc=size=640x360:rate=25"), 4);
+    let (vod, url) = create(&app, json!({"name": "prompt", "filename": "src.mp4"})).await;
+    let id = vod["_id"].as_str().unwrap().to_string();
+    assert!(put_file(&app, &url, &file).await.status().is_success());
+    assert!(uploaded(&app, &id).await.status().is_success());
+    eventually("a worker to take the job (the hold is 10 s)", Duration::from_secs(5), || async {
+        (crate::vod::get_vod(&app, &id).await["status"] != "queued").then_some(())
+    })
+    .await;
+}
