@@ -24,6 +24,10 @@ use crate::events::{Event, Outbox};
 use crate::media::live::LiveOutputs;
 use crate::media::live_hls::channel::Channels;
 use crate::media::rtmp::server::Ingest;
+use crate::media::taps::Taps;
+use crate::media::webrtc::whep::Whep;
+use crate::media::webrtc::whip::Whip;
+use crate::media::webrtc::WebrtcConfig;
 use crate::media::vod::worker::Transcoder;
 use crate::metrics::Metrics;
 use crate::password_gate::PasswordGate;
@@ -66,6 +70,12 @@ pub struct App {
     origin: Arc<Origin>,
     /// The transcode workers hold it weakly: they stop when the App goes (tests run many).
     transcoder: Arc<Transcoder>,
+    /// Live outputs of pushes (RTMP and WHIP): LL-HLS channels and the taps of WHEP and RTSP.
+    outputs: Arc<LiveOutputs>,
+    pub whep: Arc<Whep>,
+    pub whip: Arc<Whip>,
+    /// RTSP playback, once started; stopped when the App goes.
+    rtsp: std::sync::Mutex<Option<crate::media::rtsp::RtspServer>>,
 }
 
 impl App {
@@ -90,6 +100,30 @@ impl App {
             Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), settings.stream_idle_disable));
         let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
         let channels = Arc::new(Channels::default());
+        let taps = Arc::new(Taps::default());
+        let webrtc = WebrtcConfig {
+            ports: settings.webrtc_udp_ports,
+            public_ip: settings.webrtc_public_ip,
+            ice_servers: settings.ice_servers.clone(),
+        };
+        let whep = Arc::new(Whep::new(taps.clone(), webrtc.clone()));
+        let outputs = Arc::new(LiveOutputs {
+            channels: channels.clone(),
+            taps,
+            policies: policies.clone(),
+            live_dir: settings.data_dir.join("live"),
+            part_ms: settings.llhls_part_ms,
+            segment_ms: settings.llhls_segment_ms,
+            pipelines_dir: settings.pipelines_dir.clone(),
+        });
+        let whip = Arc::new(Whip {
+            db: db.clone(),
+            master_key: master_key.clone(),
+            streams: streams.clone(),
+            outputs: outputs.clone(),
+            config: webrtc,
+            publishers: Default::default(),
+        });
         let uploads = Arc::new(Uploads {
             db: db.clone(),
             storage: storage.clone(),
@@ -133,8 +167,13 @@ impl App {
             work_dir: settings.data_dir.join("work"),
             pipelines_dir: settings.pipelines_dir.clone(),
         });
-        let origin =
-            Arc::new(Origin { policies, keys, channels: channels.clone(), storage: storage.clone() });
+        let origin = Arc::new(Origin {
+            policies,
+            keys,
+            channels: channels.clone(),
+            storage: storage.clone(),
+            whep: whep.clone(),
+        });
         Ok(Arc::new(App {
             storage,
             master_key,
@@ -149,6 +188,10 @@ impl App {
             api,
             origin,
             transcoder,
+            outputs,
+            whep,
+            whip,
+            rtsp: Default::default(),
             settings,
             db,
         }))
@@ -217,6 +260,7 @@ impl App {
         let allow = Arc::new(crate::api::allow::AllowTable::from_spec(&spec));
         Route::new()
             .nest("/", service)
+            .nest("/v1/whip", crate::api::whip::routes(self.whip.clone()))
             .at("/v1/openapi.json", get(openapi_json).data(Arc::new(spec)))
             .nest("/docs", docs)
             .at("/healthz", get(healthz))
@@ -283,26 +327,34 @@ impl App {
             db: self.db.clone(),
             master_key: self.master_key.clone(),
             streams: self.streams.clone(),
-            outputs: LiveOutputs {
-                channels: self.channels.clone(),
-                policies: self.origin.policies.clone(),
-                live_dir: self.settings.data_dir.join("live"),
-                part_ms: self.settings.llhls_part_ms,
-                segment_ms: self.settings.llhls_segment_ms,
-                pipelines_dir: self.settings.pipelines_dir.clone(),
-            },
+            outputs: self.outputs.clone(),
             challenges: Default::default(),
         };
         let rtmp = crate::media::rtmp::server::start(Arc::new(ingest))
             .await
             .with_context(|| format!("binding RTMP on {}", self.settings.rtmp_addr))?;
         self.endpoints.rtmp_bound(rtmp);
+        self.start_rtsp().await?;
         let server = tokio::spawn(async move {
             poem::Server::new_with_acceptor(acceptor)
                 .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
                 .await
         });
         Ok((addr, server))
+    }
+
+    /// Starts RTSP playback on `SLUICE_RTSP_ADDR`.
+    async fn start_rtsp(self: &Arc<Self>) -> anyhow::Result<()> {
+        let (addr, taps) = (self.settings.rtsp_addr, self.outputs.taps.clone());
+        let authorize = crate::playback::rtsp_authorize(self.origin.clone());
+        let runtime = tokio::runtime::Handle::current();
+        let server = tokio::task::spawn_blocking(move || crate::media::rtsp::start(addr, taps, authorize, runtime))
+            .await?
+            .map_err(|e| anyhow::anyhow!(e))
+            .with_context(|| format!("binding RTSP on {addr}"))?;
+        self.endpoints.rtsp_bound(server.addr);
+        *self.rtsp.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
+        Ok(())
     }
 
     fn spawn_sender(self: &Arc<Self>) -> anyhow::Result<()> {
@@ -552,5 +604,12 @@ async fn readyz(app: Data<&Arc<App>>) -> Response {
 
 #[handler]
 fn metrics(app: Data<&Arc<App>>) -> Response {
-    Response::builder().content_type("text/plain; version=0.0.4").body(app.metrics.render())
+    let mut text = app.metrics.render();
+    text.push_str(&format!(
+        "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
+         # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n",
+        app.whep.viewers.count(),
+        app.whip.publishers.count()
+    ));
+    Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }

@@ -5,7 +5,7 @@
 //! `Debug` goes through [`redact_url`].
 
 use std::fmt;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -40,6 +40,15 @@ pub struct ConfigArgs {
     /// RTSP egress.
     #[arg(long, global = true, env = "SLUICE_RTSP_ADDR")]
     pub rtsp_addr: Option<SocketAddr>,
+    /// UDP ports for WebRTC media, `first-last` (default 40000-40999).
+    #[arg(long, global = true, env = "SLUICE_WEBRTC_UDP_PORTS")]
+    pub webrtc_udp_ports: Option<String>,
+    /// Address announced in ICE candidates when behind NAT.
+    #[arg(long, global = true, env = "SLUICE_WEBRTC_PUBLIC_IP")]
+    pub webrtc_public_ip: Option<IpAddr>,
+    /// Comma-separated `stun:host:port` / `turn:user:pass@host:port` URLs.
+    #[arg(long, global = true, env = "SLUICE_ICE_SERVERS", hide_env_values = true)]
+    pub ice_servers: Option<String>,
     /// `{base_url}`: the address clients use to reach the API.
     #[arg(long, global = true, env = "SLUICE_PUBLIC_URL")]
     pub public_url: Option<String>,
@@ -123,6 +132,9 @@ struct FileConfig {
     rtmp_addr: Option<SocketAddr>,
     rtmp_max_per_ip: Option<u32>,
     rtsp_addr: Option<SocketAddr>,
+    webrtc_udp_ports: Option<String>,
+    webrtc_public_ip: Option<IpAddr>,
+    ice_servers: Option<String>,
     public_url: Option<String>,
     playback_base: Option<String>,
     mode: Option<Mode>,
@@ -157,6 +169,11 @@ pub struct Settings {
     /// RTMP connections one client IP may hold at once.
     pub rtmp_max_per_ip: u32,
     pub rtsp_addr: SocketAddr,
+    /// UDP ports WebRTC media may use, inclusive.
+    pub webrtc_udp_ports: (u16, u16),
+    pub webrtc_public_ip: Option<IpAddr>,
+    /// STUN and TURN servers (TURN ones carry credentials: never logged).
+    pub ice_servers: Vec<String>,
     pub public_url: String,
     pub playback_base: String,
     pub mode: Mode,
@@ -188,6 +205,9 @@ impl fmt::Debug for Settings {
             .field("rtmp_addr", &self.rtmp_addr)
             .field("rtmp_max_per_ip", &self.rtmp_max_per_ip)
             .field("rtsp_addr", &self.rtsp_addr)
+            .field("webrtc_udp_ports", &self.webrtc_udp_ports)
+            .field("webrtc_public_ip", &self.webrtc_public_ip)
+            .field("ice_servers", &self.ice_servers.iter().map(|s| redact_ice(s)).collect::<Vec<_>>())
             .field("public_url", &self.public_url)
             .field("playback_base", &self.playback_base)
             .field("mode", &self.mode)
@@ -240,6 +260,11 @@ impl Settings {
             rtmp_addr: pick(args.rtmp_addr, file.rtmp_addr, ([127, 0, 0, 1], 1935).into()),
             rtmp_max_per_ip: pick(args.rtmp_max_per_ip, file.rtmp_max_per_ip, 16),
             rtsp_addr: pick(args.rtsp_addr, file.rtsp_addr, ([127, 0, 0, 1], 8554).into()),
+            webrtc_udp_ports: parse_ports(
+                &args.webrtc_udp_ports.clone().or(file.webrtc_udp_ports).unwrap_or_else(|| "40000-40999".into()),
+            )?,
+            webrtc_public_ip: args.webrtc_public_ip.or(file.webrtc_public_ip),
+            ice_servers: parse_ice_servers(&args.ice_servers.clone().or(file.ice_servers).unwrap_or_default())?,
             public_url,
             playback_base,
             mode: pick(args.mode, file.mode, Mode::Production),
@@ -327,6 +352,39 @@ impl Settings {
     }
 }
 
+/// `first-last`, both in 1..=65535, first <= last.
+fn parse_ports(text: &str) -> Result<(u16, u16), ConfigError> {
+    let bad = || ConfigError(format!("WebRTC UDP ports must be first-last (e.g. 40000-40999), not {text:?}"));
+    let (first, last) = text.trim().split_once('-').ok_or_else(bad)?;
+    let first: u16 = first.trim().parse().map_err(|_| bad())?;
+    let last: u16 = last.trim().parse().map_err(|_| bad())?;
+    if first == 0 || first > last {
+        return Err(bad());
+    }
+    Ok((first, last))
+}
+
+/// Comma-separated `stun:`/`turn:`/`turns:` URLs.
+fn parse_ice_servers(text: &str) -> Result<Vec<String>, ConfigError> {
+    let servers: Vec<String> =
+        text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+    for s in &servers {
+        let ok = ["stun:", "turn:", "turns:"].iter().any(|p| s.starts_with(p)) && !s.contains(char::is_whitespace);
+        if !ok {
+            return Err(ConfigError(format!("ICE servers must be stun:/turn: URLs, not {:?}", redact_ice(s))));
+        }
+    }
+    Ok(servers)
+}
+
+/// An ICE server URL without its credentials (`turn:user:pass@host` → `turn:***@host`).
+fn redact_ice(url: &str) -> String {
+    match (url.find(':'), url.rfind('@')) {
+        (Some(colon), Some(at)) if at > colon => format!("{}***{}", &url[..=colon], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
 fn pick<T>(flag_or_env: Option<T>, file: Option<T>, default: T) -> T {
     flag_or_env.or(file).unwrap_or(default)
 }
@@ -366,6 +424,17 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn webrtc_settings() {
+        assert_eq!(parse_ports("40000-40999").ok(), Some((40000, 40999)));
+        assert!(parse_ports("5-4").is_err() && parse_ports("0-4").is_err() && parse_ports("x").is_err());
+        let servers = parse_ice_servers("stun:stun.example:3478, turn:u:p@turn.example:3478").expect("valid");
+        assert_eq!(servers.len(), 2);
+        assert!(parse_ice_servers("http://x").is_err());
+        assert_eq!(redact_ice("turn:u:secret@h:3478"), "turn:***@h:3478");
+        assert_eq!(redact_ice("stun:h:3478"), "stun:h:3478");
+    }
 
     #[test]
     fn redacts_passwords_and_queries() {

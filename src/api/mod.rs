@@ -20,6 +20,7 @@ mod state;
 pub mod streams;
 pub mod vod;
 pub mod webhooks;
+pub mod whip;
 
 use poem_openapi::{OpenApiService, Tags};
 

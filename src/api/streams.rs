@@ -234,7 +234,7 @@ impl Stream {
                 hls: protocols.contains(&Protocol::Llhls).then(|| format!("{play}/master.m3u8")),
                 webrtc: protocols.contains(&Protocol::Webrtc).then(|| format!("{play}/whep")),
                 rtsp: protocols.contains(&Protocol::Rtsp).then(|| {
-                    format!("rtsp://{}:{}/live/{}", settings.public_host(), settings.rtsp_addr.port(), row.id)
+                    format!("rtsp://{}:{}/live/{}", settings.public_host(), app.endpoints.rtsp_port(), row.id)
                 }),
             },
             protocols,

@@ -13,9 +13,11 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use tokio::sync::mpsc;
 
+use super::live::Outputs;
 use super::live_hls;
 use super::live_hls::channel::{Channel, RECONNECT_GRACE};
-use super::live_hls::pipeline::{LiveOutput, WallBase, DRAIN};
+use super::live_hls::pipeline::{WallBase, DRAIN};
+use super::taps::TapGuard;
 use super::StopOnDrop;
 
 const DESCRIPTION: &str = include_str!("../../pipelines/ingest.txt");
@@ -85,8 +87,13 @@ pub fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
 
 pub struct IngestPipeline {
     pipeline: StopOnDrop,
-    src: gst_app::AppSrc,
+    /// The FLV front's source (RTMP); `None` for WHIP, whose source is `webrtcbin`.
+    src: Option<gst_app::AppSrc>,
     dropped: u64,
+    /// What WHEP viewers and RTSP sessions take from this push; closed when it stops.
+    tap: Option<TapGuard>,
+    /// Media bytes that reached the tees (the no-media watchdog and the input bitrate).
+    pub media_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// The LL-HLS channel this push feeds, if any.
     live: Option<(Arc<Channel>, u32)>,
     /// Wall-clock time of media timestamp zero (set by the first media).
@@ -102,17 +109,17 @@ impl IngestPipeline {
     /// on the elements' state changes.
     pub async fn start(
         stream_id: &str,
-        live: Option<LiveOutput>,
+        outputs: Outputs,
     ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
         let stream_id = stream_id.to_string();
-        tokio::task::spawn_blocking(move || IngestPipeline::start_blocking(&stream_id, live))
+        tokio::task::spawn_blocking(move || IngestPipeline::start_blocking(&stream_id, outputs))
             .await
             .map_err(|e| format!("ingest pipeline: {e}"))?
     }
 
     fn start_blocking(
         stream_id: &str,
-        live: Option<LiveOutput>,
+        outputs: Outputs,
     ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
         init()?;
         let pipeline = gst::parse::launch(DESCRIPTION)
@@ -124,17 +131,42 @@ impl IngestPipeline {
             .by_name("src")
             .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
             .ok_or("ingest pipeline has no appsrc named src")?;
+        let p = IngestPipeline::assemble(pipeline, Some(src), outputs, false)?;
+        p.0.push_bytes(flv_header());
+        Ok(p)
+    }
+
+    /// Attaches the outputs to a pipeline whose front (FLV or WHIP) feeds the `video` and
+    /// `audio` tees, and starts it. `wall_from_first`: the front's timestamps are running times
+    /// (WHIP), so the wall-clock base is taken at the first media buffer; the FLV front sets it
+    /// from RTMP timestamps in [`IngestPipeline::push`]. Blocking.
+    pub(crate) fn assemble(
+        pipeline: gst::Pipeline,
+        src: Option<gst_app::AppSrc>,
+        outputs: Outputs,
+        wall_from_first: bool,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
         let (tx, rx) = mpsc::channel(16);
-        probe_caps(&pipeline, "vparse", tx.clone(), video_report)?;
-        probe_caps(&pipeline, "aparse", tx.clone(), audio_report)?;
+        probe_caps(&pipeline, "video", tx.clone(), video_report)?;
+        probe_caps(&pipeline, "audio", tx.clone(), audio_report)?;
+        let media_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        count_media(&pipeline, &media_bytes)?;
         let drained = Arc::new((Mutex::new(false), Condvar::new()));
         watch_bus(&pipeline, tx, drained.clone())?;
         let wall = WallBase::default();
+        if wall_from_first {
+            wall_at_first_buffer(&pipeline, wall.clone())?;
+        }
+        let Outputs { live, tap } = outputs;
         let channel = live.as_ref().map(|l| (l.channel.clone(), l.generation));
         let started = match live {
             Some(live) => live_hls::pipeline::attach(&pipeline, live, wall.clone()),
             None => Ok(()),
         }
+        .and_then(|()| match &tap {
+            Some(t) => super::taps::attach(&pipeline, t.tap.clone()),
+            None => Ok(()),
+        })
         .and_then(|()| {
             pipeline
                 .set_state(gst::State::Playing)
@@ -149,23 +181,31 @@ impl IngestPipeline {
             }
             return Err(e);
         }
-        let p =
-            IngestPipeline { pipeline: StopOnDrop(pipeline), src, dropped: 0, live: channel, wall, drained };
-        p.push_bytes(flv_header());
+        let p = IngestPipeline {
+            pipeline: StopOnDrop(pipeline),
+            src,
+            dropped: 0,
+            tap,
+            media_bytes,
+            live: channel,
+            wall,
+            drained,
+        };
         Ok((p, rx))
     }
 
     fn push_bytes(&self, bytes: Vec<u8>) -> bool {
-        self.src.push_buffer(gst::Buffer::from_mut_slice(bytes)).is_ok()
+        self.src.as_ref().is_some_and(|src| src.push_buffer(gst::Buffer::from_mut_slice(bytes)).is_ok())
     }
 
     /// Feeds one RTMP audio or video payload. Never blocks; a full source drops it.
     pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) {
+        let Some(src) = &self.src else { return };
         if self.wall.get().is_none() {
             let base = chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(timestamp_ms));
             let _ = self.wall.set(base);
         }
-        let full = self.src.current_level_bytes() >= self.src.max_bytes();
+        let full = src.current_level_bytes() >= src.max_bytes();
         if full || !self.push_bytes(flv_tag(tag, timestamp_ms, data)) {
             self.dropped += 1;
             if self.dropped.is_power_of_two() {
@@ -179,7 +219,12 @@ impl IngestPipeline {
     /// segments close, and its playlists end unless a push continues them within
     /// [`RECONNECT_GRACE`].
     pub fn stop(self) {
-        let _ = self.src.end_of_stream();
+        // Viewers and RTSP sessions end now, not after the drain.
+        drop(self.tap);
+        match &self.src {
+            Some(src) => drop(src.end_of_stream()),
+            None => drop(self.pipeline.0.send_event(gst::event::Eos::new())),
+        }
         let (pipeline, live, drained) = (self.pipeline, self.live, self.drained);
         let rt = tokio::runtime::Handle::try_current().ok();
         let timers = rt.clone();
@@ -217,8 +262,8 @@ fn probe_caps(
 ) -> Result<(), String> {
     let pad = pipeline
         .by_name(element)
-        .and_then(|e| e.static_pad("src"))
-        .ok_or_else(|| format!("ingest pipeline has no {element} src pad"))?;
+        .and_then(|e| e.static_pad("sink"))
+        .ok_or_else(|| format!("ingest pipeline has no {element} tee"))?;
     pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
         if let Some(gst::PadProbeData::Event(ev)) = &info.data {
             if let gst::EventView::Caps(c) = ev.view() {
@@ -256,6 +301,53 @@ fn audio_report(s: &gst::StructureRef) -> Option<PipelineReport> {
         sample_rate: s.get::<i32>("rate").ok()?,
         channels: s.get::<i32>("channels").ok()?,
     })
+}
+
+/// Counts the media bytes reaching the tees.
+fn count_media(pipeline: &gst::Pipeline, bytes: &Arc<std::sync::atomic::AtomicU64>) -> Result<(), String> {
+    for tee in ["video", "audio"] {
+        let pad = pipeline
+            .by_name(tee)
+            .and_then(|e| e.static_pad("sink"))
+            .ok_or_else(|| format!("ingest pipeline has no {tee} tee"))?;
+        let bytes = bytes.clone();
+        pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
+                bytes.fetch_add(b.size() as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+            gst::PadProbeReturn::Ok
+        });
+    }
+    Ok(())
+}
+
+/// Sets the wall-clock base at the first media buffer: now, less its running time.
+fn wall_at_first_buffer(pipeline: &gst::Pipeline, wall: WallBase) -> Result<(), String> {
+    for tee in ["video", "audio"] {
+        let pad = pipeline
+            .by_name(tee)
+            .and_then(|e| e.static_pad("sink"))
+            .ok_or_else(|| format!("ingest pipeline has no {tee} tee"))?;
+        let wall = wall.clone();
+        pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+            if wall.get().is_some() {
+                return gst::PadProbeReturn::Remove;
+            }
+            if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
+                let running = b.pts().and_then(|pts| {
+                    pad.sticky_event::<gst::event::Segment>(0).and_then(|s| {
+                        s.segment().downcast_ref::<gst::ClockTime>().and_then(|s| s.to_running_time(pts))
+                    })
+                });
+                if let Some(running) = running {
+                    let base = chrono::Utc::now() - chrono::Duration::nanoseconds(running.nseconds() as i64);
+                    let _ = wall.set(base);
+                }
+            }
+            gst::PadProbeReturn::Ok
+        });
+    }
+    Ok(())
 }
 
 /// Turns bus errors into reports naming the element, and notes the end of the drain.
@@ -301,7 +393,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_pipeline_description_builds() {
-        let (p, _rx) = IngestPipeline::start("test", None)
+        let (p, _rx) = IngestPipeline::start("test", Outputs::default())
             .await
             .expect("GStreamer plugins of scripts/deps.sh are installed");
         p.stop();
@@ -309,7 +401,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_pipeline_dropped_without_stop_is_set_to_null() {
-        let (p, _rx) = IngestPipeline::start("test", None).await.expect("GStreamer plugins are installed");
+        let (p, _rx) = IngestPipeline::start("test", Outputs::default()).await.expect("GStreamer plugins are installed");
         let pipeline = p.pipeline.0.clone();
         assert_ne!(pipeline.current_state(), gst::State::Null, "started");
         drop(p);

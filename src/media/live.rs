@@ -1,5 +1,5 @@
 //! The live outputs of pushes: the LL-HLS packaging of each push that offers it, continued
-//! after a reconnect within the grace period. The push session itself (the stream's status and
+//! after a reconnect within the grace period, and the tap of WHEP viewers and RTSP sessions. The push session itself (the stream's status and
 //! events) is the stream lifecycle's, in [`crate::services::streams`].
 
 use std::path::PathBuf;
@@ -8,12 +8,22 @@ use std::sync::Arc;
 use crate::domain::stream::Protocol;
 use crate::media::live_hls::channel::{ChannelConfig, Channels};
 use crate::media::live_hls::pipeline::{Descriptions, LiveOutput};
+use crate::media::taps::{TapGuard, Taps};
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::store::streams::StreamRow;
+
+/// What a push feeds: LL-HLS packaging (streams that list `llhls`) and the tap that WHEP
+/// viewers and RTSP sessions take from (streams that list `webrtc` or `rtsp`).
+#[derive(Default)]
+pub struct Outputs {
+    pub live: Option<LiveOutput>,
+    pub tap: Option<TapGuard>,
+}
 
 /// What the live outputs are made with.
 pub struct LiveOutputs {
     pub channels: Arc<Channels>,
+    pub taps: Arc<Taps>,
     pub policies: Arc<Policies>,
     /// Where DVR segments are kept: `<data dir>/live`.
     pub live_dir: PathBuf,
@@ -29,10 +39,16 @@ impl LiveOutputs {
     /// does not offer LL-HLS. With `drmEnabled` the media is encrypted with the stream's content
     /// key (created on its first encrypted push); a key that cannot be had fails the push rather
     /// than sending the media clear.
-    pub async fn start(&self, stream: &StreamRow) -> Result<Option<LiveOutput>, KeyError> {
-        if !stream.protocols().contains(&Protocol::Llhls) {
-            return Ok(None);
-        }
+    pub async fn start(&self, stream: &StreamRow) -> Result<Outputs, KeyError> {
+        let protocols = stream.protocols();
+        let (webrtc, rtsp) = (protocols.contains(&Protocol::Webrtc), protocols.contains(&Protocol::Rtsp));
+        let tap = (webrtc || rtsp)
+            .then(|| TapGuard { taps: self.taps.clone(), tap: self.taps.open(&stream.id, webrtc, rtsp) });
+        let live = if protocols.contains(&Protocol::Llhls) { self.hls(stream).await? } else { None };
+        Ok(Outputs { live, tap })
+    }
+
+    async fn hls(&self, stream: &StreamRow) -> Result<Option<LiveOutput>, KeyError> {
         let key = if stream.drm_enabled == 1 {
             self.policies.content_key(&Resource::Stream(&stream.id), true).await?
         } else {

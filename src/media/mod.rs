@@ -6,7 +6,10 @@ pub mod ingest;
 pub mod live;
 pub mod live_hls;
 pub mod rtmp;
+pub mod rtsp;
+pub mod taps;
 pub mod vod;
+pub mod webrtc;
 
 /// A started pipeline that is set to NULL when this goes: GStreamer must never dispose of a
 /// PLAYING pipeline (its streaming threads would run on freed elements). Owners stop pipelines

@@ -6,10 +6,12 @@
 //! `?token=` (see [`token`]). Playlists are rewritten so that every URI they list carries the
 //! session's token, so a stock player needs only the master URL.
 
+pub mod demo;
 pub mod origin;
 pub mod rewrite;
 pub mod token;
 pub mod vod;
+pub mod whep;
 
 use poem::Request;
 
@@ -33,6 +35,24 @@ pub struct Origin {
     pub channels: Arc<Channels>,
     /// VOD outputs.
     pub storage: Storage,
+    /// WHEP viewers.
+    pub whep: Arc<crate::media::webrtc::whep::Whep>,
+}
+
+/// The check RTSP playback runs on DESCRIBE and SETUP: the same as every HLS request.
+pub fn rtsp_authorize(origin: Arc<Origin>) -> crate::media::rtsp::Authorize {
+    use crate::media::rtsp::Verdict;
+    Arc::new(move |stream: String, token: Option<String>, client: Option<std::net::IpAddr>| {
+        let origin = origin.clone();
+        Box::pin(async move {
+            match authorize_token(&origin, token, client, &Resource::Stream(&stream)).await {
+                Ok(_) => Verdict::Allowed,
+                Err(Refused::Denied(_)) => Verdict::Unauthorized,
+                Err(Refused::NotFound | Refused::NotLive) => Verdict::NotFound,
+                Err(Refused::Internal) => Verdict::Unavailable,
+            }
+        })
+    })
 }
 
 /// Why playback was refused (401 with `X-Deny-Reason`, CONTRACT: Signed playback).
@@ -82,19 +102,28 @@ pub(crate) async fn authorize(
     req: &Request,
     resource: &Resource<'_>,
 ) -> Result<Grant, Refused> {
+    authorize_token(app, token_of(req), client_ip::of_request(req), resource).await
+}
+
+/// [`authorize`] of a request that is not HTTP (RTSP): its token and client address.
+pub(crate) async fn authorize_token(
+    app: &Origin,
+    token: Option<String>,
+    client: Option<std::net::IpAddr>,
+    resource: &Resource<'_>,
+) -> Result<Grant, Refused> {
     let policy = app.policies.policy(resource).await.map_err(|e| {
         tracing::error!(error = %e, "playback: reading the playback policy");
         Refused::Internal
     })?;
     let Some(policy) = policy else { return Err(Refused::NotFound) };
-    let token = token_of(req);
     let now = chrono::Utc::now().timestamp();
     // No token and nothing to enforce: no key ring is needed (the common unsigned request).
     let child_token = if token.is_none() && !policy.signed {
         None
     } else {
         let keys = app.keys.ring_for(token.as_deref().and_then(token::kid)).await;
-        match token::verify(&keys, token.as_deref(), &resource.name(), client_ip::of_request(req), now) {
+        match token::verify(&keys, token.as_deref(), &resource.name(), client, now) {
             // A ticket starts a session; a session token is passed on as it is.
             Ok(claims) => claims.session_token(&keys, now).or(token),
             Err(deny) if policy.signed => return Err(Refused::Denied(deny)),

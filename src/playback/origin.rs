@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use poem::http::{header, HeaderMap, Method, StatusCode};
 use poem::web::{Data, Path};
-use poem::{get, handler, Body, IntoResponse, Request, Response, Route};
+use poem::{get, handler, patch, post, Body, IntoResponse, Request, Response, Route};
 
 use super::rewrite::sign_playlist;
 use super::{authorize, Grant, Origin, Resource};
@@ -39,6 +39,12 @@ pub fn routes() -> Route {
     Route::new()
         .at("/live/:id/master.m3u8", get(master).options(preflight))
         .at("/live/:id/key", get(live_key).options(preflight))
+        .at("/live/:id/", get(super::demo::page))
+        .at("/live/:id/whep", post(super::whep::offer).options(super::whep::preflight))
+        .at(
+            "/live/:id/whep/:session",
+            patch(super::whep::trickle).delete(super::whep::end).options(super::whep::preflight),
+        )
         .at("/live/:id/:session/:rendition/:file", get(media).options(preflight))
         .at("/vod/:id/:file", get(super::vod::top).options(preflight))
         .at("/vod/:id/:rendition/:file", get(super::vod::media).options(preflight))

@@ -14,6 +14,8 @@ pub struct Endpoints {
     rtmp_addr: SocketAddr,
     http_bound: OnceLock<SocketAddr>,
     rtmp_bound: OnceLock<SocketAddr>,
+    rtsp_addr: SocketAddr,
+    rtsp_bound: OnceLock<SocketAddr>,
 }
 
 impl Endpoints {
@@ -25,6 +27,8 @@ impl Endpoints {
             rtmp_addr: settings.rtmp_addr,
             http_bound: OnceLock::new(),
             rtmp_bound: OnceLock::new(),
+            rtsp_addr: settings.rtsp_addr,
+            rtsp_bound: OnceLock::new(),
         }
     }
 
@@ -36,6 +40,16 @@ impl Endpoints {
     /// Records where RTMP ingest listens (once).
     pub fn rtmp_bound(&self, addr: SocketAddr) {
         let _ = self.rtmp_bound.set(addr);
+    }
+
+    /// Records where RTSP playback listens (once).
+    pub fn rtsp_bound(&self, addr: SocketAddr) {
+        let _ = self.rtsp_bound.set(addr);
+    }
+
+    /// The RTSP port handed out in playback URLs: the bound one once started.
+    pub fn rtsp_port(&self) -> u16 {
+        self.rtsp_bound.get().map_or(self.rtsp_addr.port(), |a| a.port())
     }
 
     /// Where RTMP ingest listens (after it started).

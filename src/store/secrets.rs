@@ -28,6 +28,25 @@ pub fn open(master: &MasterKey, stored: &str, context: &str) -> Result<String, U
     }
 }
 
+/// The stream's push verifier, opened from its sealed form; `None` (no push is authorised) when
+/// it does not open, e.g. under another master key.
+pub fn push_verifier(master: &MasterKey, stream: &super::streams::StreamRow) -> Option<String> {
+    match open(master, &stream.push_verifier, &push_context(&stream.id)) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::error!(stream = %stream.id, error = %e, "the push verifier does not open");
+            None
+        }
+    }
+}
+
+/// Whether `password` is the stream's current push password (constant time).
+pub fn push_password_ok(master: &MasterKey, stream: &super::streams::StreamRow, password: &str) -> bool {
+    push_verifier(master, stream).is_some_and(|verifier| {
+        crate::domain::stream::push_password_matches(&stream.push_username, &stream.push_salt, password, &verifier)
+    })
+}
+
 /// Where secrets are sealed: a table, its key column, the column holding the secret, and the
 /// secret's context.
 pub struct SealedColumn {

@@ -30,3 +30,4 @@ mod webhook_guide;
 mod webhooks;
 mod webhooks_fair;
 mod webhooks_restart;
+mod webrtc;

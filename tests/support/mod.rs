@@ -14,6 +14,7 @@ pub mod media;
 pub mod player;
 pub mod process;
 pub mod receiver;
+pub mod webrtc;
 
 pub use app::*;
 pub use media::*;

@@ -18,7 +18,7 @@ use super::auth::{self, AdobeStage};
 use super::session::{Action, IngestSession, SessionError};
 use crate::domain::content_key::MasterKey;
 use crate::domain::random_token;
-use crate::domain::stream::{push_password_matches, InputInfo};
+use crate::domain::stream::InputInfo;
 use crate::media::ingest::{IngestPipeline, PipelineReport, Tag};
 use crate::media::live::LiveOutputs;
 use crate::media::rtmp::challenges::Challenges;
@@ -58,7 +58,7 @@ pub struct Ingest {
     /// Opens the sealed push verifiers.
     pub master_key: MasterKey,
     pub streams: Arc<Streams>,
-    pub outputs: LiveOutputs,
+    pub outputs: Arc<LiveOutputs>,
     /// Adobe RTMP challenges handed out and not yet answered.
     pub challenges: Challenges,
 }
@@ -370,17 +370,8 @@ impl Connection {
         }
     }
 
-    /// The stream's push verifier, opened from its sealed form; `None` (no push is authorised)
-    /// when it does not open, e.g. under another master key.
     fn verifier_of(&self, stream: &crate::store::streams::StreamRow) -> Option<String> {
-        let context = crate::store::secrets::push_context(&stream.id);
-        match crate::store::secrets::open(&self.app.master_key, &stream.push_verifier, &context) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::error!(stream = %stream.id, error = %e, "the push verifier does not open");
-                None
-            }
-        }
+        crate::store::secrets::push_verifier(&self.app.master_key, stream)
     }
 
     /// Publish: the stream key names the stream; the credentials are those that passed the
@@ -405,9 +396,7 @@ impl Connection {
                     let user_ok: bool =
                         subtle::ConstantTimeEq::ct_eq(user.as_bytes(), stream.push_username.as_bytes())
                             .into();
-                    let pass_ok = self.verifier_of(&stream).is_some_and(|verifier| {
-                        push_password_matches(&stream.push_username, &stream.push_salt, pass, &verifier)
-                    });
+                    let pass_ok = crate::store::secrets::push_password_ok(&self.app.master_key, &stream, pass);
                     user_ok & pass_ok
                 }
                 _ => false,
@@ -428,8 +417,8 @@ impl Connection {
                 return Err("ingest is unavailable".into());
             }
         };
-        let live = match self.app.outputs.start(&stream).await {
-            Ok(live) => live,
+        let outputs = match self.app.outputs.start(&stream).await {
+            Ok(outputs) => outputs,
             Err(e) => {
                 tracing::error!(stream = %stream.id, error = %e, "preparing the live output (content key)");
                 self.app
@@ -439,7 +428,7 @@ impl Connection {
                 return Err("ingest is unavailable".to_string());
             }
         };
-        let (pipeline, reports) = match IngestPipeline::start(&stream.id, live).await {
+        let (pipeline, reports) = match IngestPipeline::start(&stream.id, outputs).await {
             Ok(started) => started,
             Err(e) => {
                 tracing::error!(stream = %stream.id, error = %e, "starting the ingest pipeline");
