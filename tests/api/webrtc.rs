@@ -270,3 +270,31 @@ async fn signed_streams_refuse_whep_and_rtsp_without_a_token() {
     let streams = probe_until(ticket["rtsp"].as_str().expect("an RTSP URL in the ticket"), &["-rtsp_transport", "tcp"]).await;
     assert!(streams.contains(&"video:h264".to_string()), "{streams:?}");
 }
+
+#[tokio::test]
+async fn chromium_plays_whep_on_the_demo_page() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let stream = create(&t, json!({"name": "browser", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
+    let id = stream["_id"].as_str().expect("id");
+    let whep = stream["playbackUrls"]["webrtc"].as_str().expect("webrtc").to_string();
+    let hls = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+
+    // Sluice serves the page at {playback_base}/live/<id>/, naming both players' URLs.
+    let page = t.client.get(format!("{}/play/live/{id}/", t.base)).send().await.expect("page");
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.expect("text").contains("RTCPeerConnection"));
+
+    let _push = push(&stream);
+    viewer(&whep).await; // live, and the rung is up
+    let player = crate::support::player::Player::start_demo(&whep, &hls).await;
+    let last = player
+        .wait_demo("WHEP frames decoded in <video>", Duration::from_secs(40), |r| {
+            r["whep"]["frames"].as_u64().unwrap_or(0) >= 60 && r["whep"]["width"].as_u64() == Some(640)
+        })
+        .await;
+    assert_eq!(last["whep"]["errors"], json!([]), "{last}");
+    // The LL-HLS side of the same page plays too.
+    player
+        .wait_demo("LL-HLS frames beside it", Duration::from_secs(40), |r| r["hls"]["frames"].as_u64().unwrap_or(0) > 30)
+        .await;
+}

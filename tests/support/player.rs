@@ -23,6 +23,9 @@ use serde::Deserialize;
 
 /// The page, compiled in so it always matches this module.
 const PAGE: &str = include_str!("../player/player.html");
+/// Sluice's own live demo page (WHEP and LL-HLS side by side), played from the harness's origin
+/// with `?whep=&hls=&hlsjs=&report=`.
+const DEMO: &str = include_str!("../../src/playback/demo.html");
 /// How long `start` waits for the page's first report.
 const FIRST_REPORT: Duration = Duration::from_secs(30);
 /// Reports kept (4 a second: over 15 minutes of playback).
@@ -108,6 +111,8 @@ pub fn played(reports: &[Report]) -> f64 {
 #[derive(Default)]
 struct State {
     reports: Mutex<Vec<Report>>,
+    /// The demo page's reports (`{t, whep: {...}, hls: {...}}`).
+    demo: Mutex<Vec<serde_json::Value>>,
     /// Report bodies the harness could not read.
     bad_reports: Mutex<Vec<String>>,
     hls_js: Vec<u8>,
@@ -140,7 +145,18 @@ fn script(state: Data<&Arc<State>>) -> Response {
 }
 
 #[handler]
+fn demo() -> Response {
+    Response::builder().content_type("text/html; charset=utf-8").header("cache-control", "no-store").body(DEMO)
+}
+
+#[handler]
 fn report(body: Vec<u8>, state: Data<&Arc<State>>) -> StatusCode {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+        if v.get("whep").is_some() {
+            state.demo.lock().unwrap().push(v);
+            return StatusCode::NO_CONTENT;
+        }
+    }
     match serde_json::from_slice::<Report>(&body) {
         Ok(r) => {
             let mut reports = state.reports.lock().unwrap();
@@ -262,7 +278,56 @@ impl Player {
         Player::start_opts(hls_url, true, true).await
     }
 
+    /// Sluice's live demo page playing `whep_url` and `hls_url` side by side.
+    pub async fn start_demo(whep_url: &str, hls_url: &str) -> Player {
+        Player::open(|addr| {
+            format!(
+                "http://{addr}/demo.html?whep={}&hls={}&hlsjs=/hls.min.js&report=/report",
+                encode(whep_url),
+                encode(hls_url)
+            )
+        })
+        .await
+    }
+
+    /// The demo page's reports so far.
+    pub fn demo_reports(&self) -> Vec<serde_json::Value> {
+        self.state.demo.lock().unwrap().clone()
+    }
+
+    /// Polls the demo page's reports until `cond` holds on the last one; panics on `timeout`.
+    pub async fn wait_demo(&self, what: &str, timeout: Duration, cond: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(last) = self.demo_reports().last() {
+                if cond(last) {
+                    return last.clone();
+                }
+            }
+            if Instant::now() >= until {
+                let last = self.demo_reports().last().cloned();
+                let stderr = self.stderr();
+                panic!("demo page: timed out waiting for {what}; last report {last:?}; chromium stderr: {:?}", &stderr[stderr.len().saturating_sub(30)..]);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     async fn start_opts(hls_url: &str, low_latency: bool, catch_up: bool) -> Player {
+        let player = Player::open(|addr| {
+            format!(
+                "http://{addr}/player.html?src={}&lowLatency={}&catchUp={}",
+                encode(hls_url),
+                if low_latency { 1 } else { 0 },
+                if catch_up { 1 } else { 0 }
+            )
+        })
+        .await;
+        player.wait_until("the player page's first report", FIRST_REPORT, |r| !r.is_empty()).await;
+        player
+    }
+
+    async fn open(page_of: impl FnOnce(std::net::SocketAddr) -> String) -> Player {
         let js = tokio::task::spawn_blocking(ensure_hls_js)
             .await
             .expect("npm ci task")
@@ -273,17 +338,13 @@ impl Player {
         let routes = Route::new()
             .at("/", get(page))
             .at("/player.html", get(page))
+            .at("/demo.html", get(demo))
             .at("/hls.min.js", get(script))
             .at("/report", post(report))
             .data(state.clone());
         let (addr, tx) = super::serve_loopback(routes).await;
 
-        let page_url = format!(
-            "http://{addr}/player.html?src={}&lowLatency={}&catchUp={}",
-            encode(hls_url),
-            if low_latency { 1 } else { 0 },
-            if catch_up { 1 } else { 0 }
-        );
+        let page_url = page_of(addr);
         let profile = tempfile::tempdir().expect("chromium profile dir");
         let bin = std::env::var("SLUICE_TEST_CHROMIUM").unwrap_or_else(|_| "chromium".into());
         let mut child = Command::new(&bin)
@@ -341,16 +402,14 @@ impl Player {
             }
         });
 
-        let player = Player {
+        Player {
             page_url,
             state,
             chromium: Mutex::new(Some(child)),
             stderr,
             _profile: profile,
             _shutdown: Some(tx),
-        };
-        player.wait_until("the player page's first report", FIRST_REPORT, |r| !r.is_empty()).await;
-        player
+        }
     }
 
     /// Every report received so far, oldest first.
