@@ -7,14 +7,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use poem::endpoint::BoxEndpoint;
-use poem::http::{Method, StatusCode};
+use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
 use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
 
 use crate::api::error::{to_json_error, ApiError};
-use crate::api::security::SESSION_COOKIE;
 use crate::api::ApiState;
 use crate::client_ip::{self, ClientIp};
 use crate::config::{Mode, Settings};
@@ -25,10 +24,10 @@ use crate::media::live::LiveOutputs;
 use crate::media::live_hls::channel::Channels;
 use crate::media::rtmp::server::Ingest;
 use crate::media::taps::Taps;
+use crate::media::vod::worker::Transcoder;
 use crate::media::webrtc::whep::Whep;
 use crate::media::webrtc::whip::Whip;
 use crate::media::webrtc::WebrtcConfig;
-use crate::media::vod::worker::Transcoder;
 use crate::metrics::Metrics;
 use crate::password_gate::PasswordGate;
 use crate::playback::Origin;
@@ -41,6 +40,9 @@ use crate::storage::Storage;
 use crate::store::keys::SigningKeys;
 use crate::store::Db;
 use crate::upload::Uploads;
+
+mod csrf;
+use csrf::csrf_refusal;
 
 /// Failed sign-ins allowed per e-mail address within [`LOGIN_FAILURE_WINDOW`] (CONTRACT: Conventions).
 pub const LOGIN_FAILURES_PER_EMAIL: u32 = 10;
@@ -105,6 +107,7 @@ impl App {
             ports: settings.webrtc_udp_ports,
             public_ip: settings.webrtc_public_ip,
             ice_servers: settings.ice_servers.clone(),
+            max_per_ip: settings.webrtc_max_per_ip as usize,
         };
         let whep = Arc::new(Whep::new(taps.clone(), webrtc.clone()));
         let outputs = Arc::new(LiveOutputs {
@@ -348,10 +351,11 @@ impl App {
         let (addr, taps) = (self.settings.rtsp_addr, self.outputs.taps.clone());
         let authorize = crate::playback::rtsp_authorize(self.origin.clone());
         let runtime = tokio::runtime::Handle::current();
-        let server = tokio::task::spawn_blocking(move || crate::media::rtsp::start(addr, taps, authorize, runtime))
-            .await?
-            .map_err(|e| anyhow::anyhow!(e))
-            .with_context(|| format!("binding RTSP on {addr}"))?;
+        let server =
+            tokio::task::spawn_blocking(move || crate::media::rtsp::start(addr, taps, authorize, runtime))
+                .await?
+                .map_err(|e| anyhow::anyhow!(e))
+                .with_context(|| format!("binding RTSP on {addr}"))?;
         self.endpoints.rtsp_bound(server.addr);
         *self.rtsp.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
         Ok(())
@@ -491,58 +495,6 @@ async fn guard<E: Endpoint<Output = Response>>(
         }
     }
     Ok(resp)
-}
-
-/// Why a request must be refused as possibly cross-site, if it must.
-fn csrf_refusal(settings: &Settings, req: &Request) -> Option<&'static str> {
-    let mutating = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    let has_bearer = req
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.len() > 7 && v[..7].eq_ignore_ascii_case("bearer "));
-    let has_session = req
-        .headers()
-        .get_all("cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.split(';').any(|c| c.trim().starts_with(&format!("{SESSION_COOKIE}="))));
-    let login = req.uri().path() == "/v1/auth/login";
-    if !mutating || has_bearer || !(has_session || login) {
-        return None;
-    }
-    let origin =
-        req.headers().get("origin").or_else(|| req.headers().get("referer")).and_then(|v| v.to_str().ok());
-    match origin {
-        Some(origin) if same_origin(settings, req, origin) => None,
-        Some(_) => Some("cross-site request refused: Origin does not match this service"),
-        // A first sign-in from a tool (curl) sends no Origin and carries no cookie to abuse.
-        None if login && !has_session => None,
-        None => Some("cookie-authenticated writes need an Origin header"),
-    }
-}
-
-fn same_origin(settings: &Settings, req: &Request, origin: &str) -> bool {
-    let origin_of = |url: &str| -> String {
-        match url.split_once("://") {
-            Some((scheme, rest)) => {
-                let host = rest.split('/').next().unwrap_or_default();
-                format!("{}://{}", scheme.to_ascii_lowercase(), host.to_ascii_lowercase())
-            }
-            None => String::new(),
-        }
-    };
-    let origin = origin_of(origin);
-    if origin.is_empty() {
-        return false;
-    }
-    if origin == origin_of(&settings.public_url) {
-        return true;
-    }
-    let host = req.headers().get("host").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    !host.is_empty()
-        && (origin == format!("http://{}", host.to_ascii_lowercase())
-            || origin == format!("https://{}", host.to_ascii_lowercase()))
 }
 
 /// The outermost layer: resolves the client address once (proxy-aware) for every layer and

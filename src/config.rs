@@ -49,6 +49,9 @@ pub struct ConfigArgs {
     /// Comma-separated `stun:host:port` / `turn:user:pass@host:port` URLs.
     #[arg(long, global = true, env = "SLUICE_ICE_SERVERS", hide_env_values = true)]
     pub ice_servers: Option<String>,
+    /// WHEP viewers one client IP may hold at once (default 10).
+    #[arg(long, global = true, env = "SLUICE_WEBRTC_MAX_PER_IP")]
+    pub webrtc_max_per_ip: Option<u32>,
     /// `{base_url}`: the address clients use to reach the API.
     #[arg(long, global = true, env = "SLUICE_PUBLIC_URL")]
     pub public_url: Option<String>,
@@ -135,6 +138,7 @@ struct FileConfig {
     webrtc_udp_ports: Option<String>,
     webrtc_public_ip: Option<IpAddr>,
     ice_servers: Option<String>,
+    webrtc_max_per_ip: Option<u32>,
     public_url: Option<String>,
     playback_base: Option<String>,
     mode: Option<Mode>,
@@ -174,6 +178,8 @@ pub struct Settings {
     pub webrtc_public_ip: Option<IpAddr>,
     /// STUN and TURN servers (TURN ones carry credentials: never logged).
     pub ice_servers: Vec<String>,
+    /// WHEP viewers one client IP may hold at once.
+    pub webrtc_max_per_ip: u32,
     pub public_url: String,
     pub playback_base: String,
     pub mode: Mode,
@@ -207,6 +213,7 @@ impl fmt::Debug for Settings {
             .field("rtsp_addr", &self.rtsp_addr)
             .field("webrtc_udp_ports", &self.webrtc_udp_ports)
             .field("webrtc_public_ip", &self.webrtc_public_ip)
+            .field("webrtc_max_per_ip", &self.webrtc_max_per_ip)
             .field("ice_servers", &self.ice_servers.iter().map(|s| redact_ice(s)).collect::<Vec<_>>())
             .field("public_url", &self.public_url)
             .field("playback_base", &self.playback_base)
@@ -261,10 +268,17 @@ impl Settings {
             rtmp_max_per_ip: pick(args.rtmp_max_per_ip, file.rtmp_max_per_ip, 16),
             rtsp_addr: pick(args.rtsp_addr, file.rtsp_addr, ([127, 0, 0, 1], 8554).into()),
             webrtc_udp_ports: parse_ports(
-                &args.webrtc_udp_ports.clone().or(file.webrtc_udp_ports).unwrap_or_else(|| "40000-40999".into()),
+                &args
+                    .webrtc_udp_ports
+                    .clone()
+                    .or(file.webrtc_udp_ports)
+                    .unwrap_or_else(|| "40000-40999".into()),
             )?,
             webrtc_public_ip: args.webrtc_public_ip.or(file.webrtc_public_ip),
-            ice_servers: parse_ice_servers(&args.ice_servers.clone().or(file.ice_servers).unwrap_or_default())?,
+            ice_servers: parse_ice_servers(
+                &args.ice_servers.clone().or(file.ice_servers).unwrap_or_default(),
+            )?,
+            webrtc_max_per_ip: pick(args.webrtc_max_per_ip, file.webrtc_max_per_ip, 10),
             public_url,
             playback_base,
             mode: pick(args.mode, file.mode, Mode::Production),
@@ -299,6 +313,9 @@ impl Settings {
         }
         if !(self.rate_limit_per_key.is_finite() && self.rate_limit_per_key > 0.0) {
             return Err(ConfigError("rate limit per key must be a number > 0".into()));
+        }
+        if self.webrtc_max_per_ip == 0 {
+            return Err(ConfigError("WebRTC viewers per IP must be at least 1".into()));
         }
         if self.rtmp_max_per_ip == 0 {
             return Err(ConfigError("RTMP connections per IP must be at least 1".into()));
@@ -369,9 +386,13 @@ fn parse_ice_servers(text: &str) -> Result<Vec<String>, ConfigError> {
     let servers: Vec<String> =
         text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
     for s in &servers {
-        let ok = ["stun:", "turn:", "turns:"].iter().any(|p| s.starts_with(p)) && !s.contains(char::is_whitespace);
+        let ok =
+            ["stun:", "turn:", "turns:"].iter().any(|p| s.starts_with(p)) && !s.contains(char::is_whitespace);
         if !ok {
-            return Err(ConfigError(format!("ICE servers must be stun:/turn: URLs, not {:?}", redact_ice(s))));
+            return Err(ConfigError(format!(
+                "ICE servers must be stun:/turn: URLs, not {:?}",
+                redact_ice(s)
+            )));
         }
     }
     Ok(servers)

@@ -97,10 +97,10 @@ pub struct StreamTicket {
     /// The LL-HLS master playlist; the playlists it leads to carry the session's token.
     #[oai(skip_serializing_if_is_none)]
     pub hls: Option<String>,
-    /// WHEP. **Not served yet**: WebRTC playback is not built.
+    /// WHEP: `POST` an SDP offer (`application/sdp`) here; the token is checked on the offer.
     #[oai(skip_serializing_if_is_none)]
     pub webrtc: Option<String>,
-    /// **Not served yet**: RTSP playback is not built.
+    /// RTSP (`rtsp://…/live/<id>?token=…`), over UDP or TCP.
     #[oai(skip_serializing_if_is_none)]
     pub rtsp: Option<String>,
     /// When the URLs stop starting playback.

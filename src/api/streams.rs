@@ -42,12 +42,11 @@ pub struct PlaybackUrls {
     /// The LL-HLS master playlist.
     #[oai(skip_serializing_if_is_none)]
     pub hls: Option<String>,
-    /// WHEP endpoint. **Not served yet**: WebRTC playback is not built; the address is where
-    /// it will be.
+    /// WHEP endpoint: `POST` an SDP offer (`application/sdp`) while the stream is live; 201 with
+    /// the answer and the session's `Location`.
     #[oai(skip_serializing_if_is_none)]
     pub webrtc: Option<String>,
-    /// RTSP address. **Not served yet**: RTSP playback is not built; the address is where it
-    /// will be.
+    /// RTSP address (RTP over UDP or TCP), playing while the stream is live.
     #[oai(skip_serializing_if_is_none)]
     pub rtsp: Option<String>,
 }
@@ -85,9 +84,8 @@ pub struct Stream {
     pub push_username: String,
     pub rtmp_port: u16,
     pub obs: ObsSettings,
-    /// WHIP ingest; send `Authorization: Bearer <pushPassword>`. **Not served yet**: WHIP
-    /// ingest is not built (push over RTMP with `ingestUrl` or `obs`); the address is where it
-    /// will be.
+    /// WHIP ingest (RFC 9725): `POST` an SDP offer with H.264 and Opus here, with
+    /// `Authorization: Bearer <pushPassword>`.
     pub whip_url: String,
     pub playback_urls: PlaybackUrls,
     pub created_at: String,

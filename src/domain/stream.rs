@@ -38,16 +38,15 @@ closed_string_set!(
     Quality::parse
 );
 
-/// How viewers play a stream. Only `llhls` is served so far: `webrtc` and `rtsp` are
-/// accepted and their addresses handed out, but nothing answers there yet.
+/// How viewers play a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Enum)]
 #[oai(rename_all = "lowercase")]
 pub enum Protocol {
     /// LL-HLS from the playback origin.
     Llhls,
-    /// WebRTC over WHEP (not built yet).
+    /// WebRTC over WHEP.
     Webrtc,
-    /// RTSP (not built yet).
+    /// RTSP.
     Rtsp,
 }
 

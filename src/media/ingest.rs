@@ -401,7 +401,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_pipeline_dropped_without_stop_is_set_to_null() {
-        let (p, _rx) = IngestPipeline::start("test", Outputs::default()).await.expect("GStreamer plugins are installed");
+        let (p, _rx) =
+            IngestPipeline::start("test", Outputs::default()).await.expect("GStreamer plugins are installed");
         let pipeline = p.pipeline.0.clone();
         assert_ne!(pipeline.current_state(), gst::State::Null, "started");
         drop(p);

@@ -28,6 +28,9 @@ use crate::media::taps::{consumer_src, Tap, Taps};
 /// RTSP clients served at once, and per client IP.
 pub const MAX_CLIENTS: usize = 256;
 pub const MAX_CLIENTS_PER_IP: usize = 16;
+/// What an RTSP client's queue may hold: the source's bitrate is the publisher's (a second of
+/// 8 Mbit/s and a keyframe).
+const SOURCE_MAX_BYTES: u64 = 2 * 1024 * 1024;
 /// How long an authorisation may take before the request is refused.
 const AUTHORIZE_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -43,8 +46,11 @@ pub enum Verdict {
 }
 
 /// Authorises playback of a stream: `(stream id, token, client IP)`.
-pub type Authorize =
-    Arc<dyn Fn(String, Option<String>, Option<IpAddr>) -> Pin<Box<dyn Future<Output = Verdict> + Send>> + Send + Sync>;
+pub type Authorize = Arc<
+    dyn Fn(String, Option<String>, Option<IpAddr>) -> Pin<Box<dyn Future<Output = Verdict> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The running server; dropping it stops the main loop.
 pub struct RtspServer {
@@ -162,11 +168,15 @@ fn admit(
                 return gst_rtsp::RTSPStatusCode::NotFound;
             };
             let known = authorised.lock().unwrap_or_else(|p| p.into_inner()).contains(&stream);
-            let verdict = if known { Verdict::Allowed } else { runtime.block_on(async {
-                tokio::time::timeout(AUTHORIZE_DEADLINE, authorize(stream.clone(), token, ip))
-                    .await
-                    .unwrap_or(Verdict::Unavailable)
-            }) };
+            let verdict = if known {
+                Verdict::Allowed
+            } else {
+                runtime.block_on(async {
+                    tokio::time::timeout(AUTHORIZE_DEADLINE, authorize(stream.clone(), token, ip))
+                        .await
+                        .unwrap_or(Verdict::Unavailable)
+                })
+            };
             match verdict {
                 Verdict::Allowed => {}
                 Verdict::Unauthorized => return gst_rtsp::RTSPStatusCode::Unauthorized,
@@ -176,17 +186,22 @@ fn admit(
             let Some(tap) = taps.get(&stream).filter(|t| t.rtsp && !t.is_closed()) else {
                 return gst_rtsp::RTSPStatusCode::NotFound;
             };
-            {
+            let first = {
                 let mut authorised = authorised.lock().unwrap_or_else(|p| p.into_inner());
-                if !authorised.contains(&stream) {
+                let first = !authorised.contains(&stream);
+                if first {
                     if authorised.len() >= 16 {
                         authorised.remove(0);
                     }
                     authorised.push(stream.clone());
                 }
+                first
+            };
+            // Once per client and stream, however many requests it sends.
+            if first {
+                mounts.ensure(&stream, &tap, &runtime);
+                close_with_push(client, &tap, &runtime, &context);
             }
-            mounts.ensure(&stream, &tap, &runtime);
-            close_with_push(client, &tap, &runtime, &context);
             gst_rtsp::RTSPStatusCode::Ok
         }
     };
@@ -230,7 +245,12 @@ impl Mounts {
 }
 
 /// Closes the client when the push it plays ends (DELETE, disable, the publisher leaving).
-fn close_with_push(client: &rtsp::RTSPClient, tap: &Arc<Tap>, runtime: &tokio::runtime::Handle, context: &glib::MainContext) {
+fn close_with_push(
+    client: &rtsp::RTSPClient,
+    tap: &Arc<Tap>,
+    runtime: &tokio::runtime::Handle,
+    context: &glib::MainContext,
+) {
     let mut closed = tap.closed();
     let (weak, context) = (client.downgrade(), context.clone());
     runtime.spawn(async move {
@@ -320,20 +340,25 @@ glib::wrapper! {
 fn media_bin(tap: &Tap) -> Result<gst::Bin, String> {
     let video = tap.source_video.caps().ok_or("the push has sent no video yet")?;
     let bin = gst::Bin::new();
-    let add = |src: &gstreamer_app::AppSrc, parse: &str, pay: &str, name: &str, pt: u32| -> Result<(), String> {
-        let parse = gst::ElementFactory::make(parse).build().map_err(|e| e.to_string())?;
-        let pay = gst::ElementFactory::make(pay).name(name).property("pt", pt).build().map_err(|e| e.to_string())?;
-        if pay.has_property("config-interval") {
-            pay.set_property("config-interval", -1i32);
-        }
-        bin.add_many([src.upcast_ref(), &parse, &pay]).map_err(|e| e.to_string())?;
-        gst::Element::link_many([src.upcast_ref(), &parse, &pay]).map_err(|e| e.to_string())
-    };
-    let v = consumer_src("v", &video)?;
+    let add =
+        |src: &gstreamer_app::AppSrc, parse: &str, pay: &str, name: &str, pt: u32| -> Result<(), String> {
+            let parse = gst::ElementFactory::make(parse).build().map_err(|e| e.to_string())?;
+            let pay = gst::ElementFactory::make(pay)
+                .name(name)
+                .property("pt", pt)
+                .build()
+                .map_err(|e| e.to_string())?;
+            if pay.has_property("config-interval") {
+                pay.set_property("config-interval", -1i32);
+            }
+            bin.add_many([src.upcast_ref(), &parse, &pay]).map_err(|e| e.to_string())?;
+            gst::Element::link_many([src.upcast_ref(), &parse, &pay]).map_err(|e| e.to_string())
+        };
+    let v = consumer_src("v", &video, SOURCE_MAX_BYTES)?;
     add(&v, "h264parse", "rtph264pay", "pay0", 96)?;
     let a = match tap.source_audio.caps() {
         Some(audio) => {
-            let a = consumer_src("a", &audio)?;
+            let a = consumer_src("a", &audio, SOURCE_MAX_BYTES / 8)?;
             add(&a, "aacparse", "rtpmp4gpay", "pay1", 97)?;
             Some(a)
         }

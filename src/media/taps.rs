@@ -25,7 +25,7 @@ pub const WEBRTC_HEIGHT: u32 = 480;
 /// joins between the keyframes it asks for still starts within a second or two.
 const WEBRTC_KBPS: u32 = 1200;
 const WEBRTC_KEYINT: u32 = 60;
-/// What a consumer's `appsrc` may hold before it drops: about a second of the WebRTC rung.
+/// What a WHEP viewer's `appsrc` may hold before it drops: a few seconds of the WebRTC rung.
 pub const CONSUMER_MAX_BYTES: u64 = 512 * 1024;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -255,13 +255,13 @@ impl Feed {
 }
 
 /// The appsrc of a consumer's pipeline: live, in TIME, bounded and dropping when full.
-pub fn consumer_src(name: &str, caps: &gst::Caps) -> Result<gst_app::AppSrc, String> {
+pub fn consumer_src(name: &str, caps: &gst::Caps, max_bytes: u64) -> Result<gst_app::AppSrc, String> {
     let src = gst_app::AppSrc::builder()
         .name(name)
         .is_live(true)
         .format(gst::Format::Time)
         .caps(caps)
-        .max_bytes(CONSUMER_MAX_BYTES)
+        .max_bytes(max_bytes)
         .block(false)
         .build();
     src.set_property_from_str("leaky-type", "upstream");
@@ -334,7 +334,9 @@ pub fn attach(pipeline: &gst::Pipeline, tap: Arc<Tap>) -> Result<(), String> {
 pub fn webrtc_size(width: i32, height: i32) -> (u32, u32) {
     let (width, height) = (width.max(2) as u32, height.max(2) as u32);
     let h = height.min(WEBRTC_HEIGHT) & !1;
-    let w = ((u64::from(width) * u64::from(h) / u64::from(height)) as u32).max(2) & !1;
+    // The nearest even width.
+    let w = ((u64::from(width) * u64::from(h) + u64::from(height)) / (2 * u64::from(height))) as u32 * 2;
+    let w = w.max(2);
     (w, h)
 }
 
@@ -387,7 +389,7 @@ mod tests {
 
     #[test]
     fn webrtc_size_keeps_the_aspect_and_evenness() {
-        assert_eq!(webrtc_size(1280, 720), (852, 480));
+        assert_eq!(webrtc_size(1280, 720), (854, 480));
         assert_eq!(webrtc_size(640, 360), (640, 360));
         assert_eq!(webrtc_size(321, 241), (320, 240));
         assert_eq!(webrtc_size(0, 0), (2, 2));
@@ -398,7 +400,7 @@ mod tests {
         crate::media::ingest::init().expect("GStreamer");
         let feed = Feed::new(true);
         let caps = gst::Caps::builder("video/x-h264").build();
-        let src = consumer_src("v", &caps).expect("appsrc");
+        let src = consumer_src("v", &caps, CONSUMER_MAX_BYTES).expect("appsrc");
         let pipeline = gst::Pipeline::new();
         let sink = gst::ElementFactory::make("fakesink").build().expect("fakesink");
         // A sink that never takes anything: the appsrc fills up.

@@ -49,7 +49,9 @@ pub async fn read_bounded(body: Body) -> Result<Vec<u8>, Response> {
     .await;
     match read {
         Ok(Ok(_)) if buf.len() <= MAX_SDP_BYTES => Ok(buf),
-        Ok(Ok(_)) => Err(text(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {MAX_SDP_BYTES} bytes"))),
+        Ok(Ok(_)) => {
+            Err(text(StatusCode::PAYLOAD_TOO_LARGE, format!("the body is larger than {MAX_SDP_BYTES} bytes")))
+        }
         _ => Err(text(StatusCode::BAD_REQUEST, "the body could not be read")),
     }
 }
@@ -66,9 +68,10 @@ pub async fn offer(req: &Request, body: Body, app: Data<&Arc<Origin>>, Path(id):
         Ok(b) => b,
         Err(r) => return r,
     };
-    match app.whep.play(&id, &offer).await {
+    match app.whep.play(&id, crate::client_ip::of_request(req), &offer).await {
         Ok(admitted) => {
-            let location = format!("{}/{}", req.original_uri().path().trim_end_matches('/'), admitted.peer.id);
+            let location =
+                format!("{}/{}", req.original_uri().path().trim_end_matches('/'), admitted.peer.id);
             Response::builder()
                 .status(StatusCode::CREATED)
                 .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
@@ -81,6 +84,7 @@ pub async fn offer(req: &Request, body: Body, app: Data<&Arc<Origin>>, Path(id):
         }
         Err(WhepError::NotLive) => text(StatusCode::CONFLICT, "stream is not live"),
         Err(WhepError::Full) => text(StatusCode::SERVICE_UNAVAILABLE, "too many viewers"),
+        Err(e @ WhepError::TooManyFromHere) => text(StatusCode::TOO_MANY_REQUESTS, e.to_string()),
         Err(WhepError::Webrtc(WebrtcError::BadOffer(e))) => text(StatusCode::BAD_REQUEST, e),
         Err(WhepError::Webrtc(WebrtcError::Media(e))) => {
             tracing::error!(stream = %id, error = %e, "WHEP: setting up a viewer");
@@ -106,7 +110,10 @@ pub async fn trickle(
 /// another media type, 400 for a body that has no valid candidate lines.
 pub async fn patch(req: &Request, body: Body, peer: &crate::media::webrtc::Peer) -> Response {
     if media_type(req) != TRICKLE {
-        return text(StatusCode::UNSUPPORTED_MEDIA_TYPE, "send candidates as application/trickle-ice-sdpfrag");
+        return text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send candidates as application/trickle-ice-sdpfrag",
+        );
     }
     let fragment = match read_bounded(body).await {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),

@@ -43,7 +43,12 @@ pub fn push_verifier(master: &MasterKey, stream: &super::streams::StreamRow) -> 
 /// Whether `password` is the stream's current push password (constant time).
 pub fn push_password_ok(master: &MasterKey, stream: &super::streams::StreamRow, password: &str) -> bool {
     push_verifier(master, stream).is_some_and(|verifier| {
-        crate::domain::stream::push_password_matches(&stream.push_username, &stream.push_salt, password, &verifier)
+        crate::domain::stream::push_password_matches(
+            &stream.push_username,
+            &stream.push_salt,
+            password,
+            &verifier,
+        )
     })
 }
 

@@ -27,7 +27,12 @@ async fn create(t: &TestApp, body: Value) -> Value {
 
 /// A real-time 640×360 30 fps H.264 push with AAC, a keyframe a second.
 fn push(stream: &Value) -> Killed {
-    ffmpeg_push(stream["ingestUrl"].as_str().expect("ingestUrl"), "testsrc2=size=640x360:rate=30", 30, &["-b:v", "800k"])
+    ffmpeg_push(
+        stream["ingestUrl"].as_str().expect("ingestUrl"),
+        "testsrc2=size=640x360:rate=30",
+        30,
+        &["-b:v", "800k"],
+    )
 }
 
 async fn status_of(t: &TestApp, id: &str) -> String {
@@ -71,7 +76,13 @@ fn probe(url: &str, extra: &[&str]) -> Result<Vec<String>, String> {
         .as_array()
         .map(|s| {
             s.iter()
-                .map(|s| format!("{}:{}", s["codec_type"].as_str().unwrap_or(""), s["codec_name"].as_str().unwrap_or("")))
+                .map(|s| {
+                    format!(
+                        "{}:{}",
+                        s["codec_type"].as_str().unwrap_or(""),
+                        s["codec_name"].as_str().unwrap_or("")
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default())
@@ -97,7 +108,8 @@ async fn probe_until(url: &str, extra: &'static [&'static str]) -> Vec<String> {
 async fn whep_viewer_decodes_an_rtmp_push_and_delete_stops_it() {
     log();
     let t = spawn_app(Backend::Sqlite).await;
-    let stream = create(&t, json!({"name": "webrtc", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
+    let stream =
+        create(&t, json!({"name": "webrtc", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
     let id = stream["_id"].as_str().expect("id").to_string();
     let whep = stream["playbackUrls"]["webrtc"].as_str().expect("a WHEP URL").to_string();
 
@@ -108,7 +120,9 @@ async fn whep_viewer_decodes_an_rtmp_push_and_delete_stops_it() {
     let _push = push(&stream);
     let v = viewer(&whep).await;
     let r = v
-        .wait_for("decoded video and audio", Duration::from_secs(30), |r| r.video_frames >= 60 && r.audio_buffers >= 50)
+        .wait_for("decoded video and audio", Duration::from_secs(30), |r| {
+            r.video_frames >= 60 && r.audio_buffers >= 50
+        })
         .await;
     assert_eq!((r.width, r.height), (640, 360), "the WebRTC rung keeps a source below 480p as it is");
     assert_eq!(metric(&t, "sluice_whep_viewers").await, Some(1));
@@ -134,7 +148,11 @@ async fn whep_viewer_decodes_an_rtmp_push_and_delete_stops_it() {
     // DELETE of the stream ends the viewer within 3 s.
     let frames_before = v.received().video_frames;
     let deleted = Instant::now();
-    let resp = t.with_key(Method::DELETE, &t.project_url(&format!("/streams/{id}")), &t.key).send().await.expect("delete");
+    let resp = t
+        .with_key(Method::DELETE, &t.project_url(&format!("/streams/{id}")), &t.key)
+        .send()
+        .await
+        .expect("delete");
     assert_eq!(resp.status(), 200);
     let r = v
         .wait_for("the frames to stop", Duration::from_secs(10), |r| {
@@ -142,7 +160,11 @@ async fn whep_viewer_decodes_an_rtmp_push_and_delete_stops_it() {
         })
         .await;
     let last = r.last_video.expect("frames came");
-    assert!(last < deleted + Duration::from_secs(3), "frames went on {:?} after DELETE", last.duration_since(deleted));
+    assert!(
+        last < deleted + Duration::from_secs(3),
+        "frames went on {:?} after DELETE",
+        last.duration_since(deleted)
+    );
     assert!(r.video_frames > frames_before || last <= deleted + Duration::from_millis(100));
     eventually("no WHEP viewer left", Duration::from_secs(5), || async {
         (metric(&t, "sluice_whep_viewers").await == Some(0)).then_some(())
@@ -154,7 +176,8 @@ async fn whep_viewer_decodes_an_rtmp_push_and_delete_stops_it() {
 async fn whip_publisher_goes_live_plays_in_hls_and_whep_and_ends_on_delete() {
     log();
     let t = spawn_app(Backend::Sqlite).await;
-    let stream = create(&t, json!({"name": "whip", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
+    let stream =
+        create(&t, json!({"name": "whip", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
     let id = stream["_id"].as_str().expect("id").to_string();
     let whip = stream["whipUrl"].as_str().expect("whipUrl").to_string();
     let password = stream["pushPassword"].as_str().expect("pushPassword").to_string();
@@ -199,8 +222,10 @@ async fn whip_publisher_goes_live_plays_in_hls_and_whep_and_ends_on_delete() {
     assert!(with_audio.iter().any(|s| s == "video:h264"), "{with_audio:?}");
 
     let v = viewer(stream["playbackUrls"]["webrtc"].as_str().expect("webrtc")).await;
-    v.wait_for("WHEP of the WHIP push", Duration::from_secs(30), |r| r.video_frames >= 30 && r.audio_buffers >= 20)
-        .await;
+    v.wait_for("WHEP of the WHIP push", Duration::from_secs(30), |r| {
+        r.video_frames >= 30 && r.audio_buffers >= 20
+    })
+    .await;
     assert_eq!(metric(&t, "sluice_whip_sessions").await, Some(1));
 
     let resp = t.client.delete(&publisher.location).send().await.expect("delete");
@@ -219,7 +244,10 @@ async fn rtsp_plays_the_push_over_tcp_and_udp() {
     let url = stream["playbackUrls"]["rtsp"].as_str().expect("an RTSP URL").to_string();
     let _push = push(&stream);
     let streams = probe_until(&url, &["-rtsp_transport", "tcp"]).await;
-    assert!(streams.contains(&"video:h264".to_string()) && streams.contains(&"audio:aac".to_string()), "{streams:?}");
+    assert!(
+        streams.contains(&"video:h264".to_string()) && streams.contains(&"audio:aac".to_string()),
+        "{streams:?}"
+    );
     let udp = probe_until(&url, &["-rtsp_transport", "udp"]).await;
     assert!(udp.contains(&"video:h264".to_string()), "{udp:?}");
     let decoded = tokio::task::spawn_blocking(move || {
@@ -262,19 +290,23 @@ async fn signed_streams_refuse_whep_and_rtsp_without_a_token() {
     let why = refused.expect_err("RTSP without a token is refused");
     assert!(why.contains("401"), "{why}");
 
-    let resp = t.post_json_with(&t.project_url(&format!("/streams/{id}/playback-ticket")), &t.key, &json!({})).await;
+    let resp =
+        t.post_json_with(&t.project_url(&format!("/streams/{id}/playback-ticket")), &t.key, &json!({})).await;
     assert_eq!(resp.status(), 200);
     let ticket: Value = resp.json().await.expect("json");
     let v = viewer(ticket["webrtc"].as_str().expect("a WHEP URL in the ticket")).await;
     v.wait_for("signed WHEP frames", Duration::from_secs(30), |r| r.video_frames >= 30).await;
-    let streams = probe_until(ticket["rtsp"].as_str().expect("an RTSP URL in the ticket"), &["-rtsp_transport", "tcp"]).await;
+    let streams =
+        probe_until(ticket["rtsp"].as_str().expect("an RTSP URL in the ticket"), &["-rtsp_transport", "tcp"])
+            .await;
     assert!(streams.contains(&"video:h264".to_string()), "{streams:?}");
 }
 
 #[tokio::test]
 async fn chromium_plays_whep_on_the_demo_page() {
     let t = spawn_app(Backend::Sqlite).await;
-    let stream = create(&t, json!({"name": "browser", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
+    let stream =
+        create(&t, json!({"name": "browser", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
     let id = stream["_id"].as_str().expect("id");
     let whep = stream["playbackUrls"]["webrtc"].as_str().expect("webrtc").to_string();
     let hls = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
@@ -295,6 +327,104 @@ async fn chromium_plays_whep_on_the_demo_page() {
     assert_eq!(last["whep"]["errors"], json!([]), "{last}");
     // The LL-HLS side of the same page plays too.
     player
-        .wait_demo("LL-HLS frames beside it", Duration::from_secs(40), |r| r["hls"]["frames"].as_u64().unwrap_or(0) > 30)
+        .wait_demo("LL-HLS frames beside it", Duration::from_secs(40), |r| {
+            r["hls"]["frames"].as_u64().unwrap_or(0) > 30
+        })
         .await;
+}
+
+#[tokio::test]
+async fn hostile_offers_and_rtsp_garbage_leave_playback_serving() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let t = spawn_app(Backend::Sqlite).await;
+    let stream = create(&t, json!({"name": "hostile", "protocols": ["webrtc", "rtsp"]})).await;
+    let id = stream["_id"].as_str().expect("id").to_string();
+    let whep = stream["playbackUrls"]["webrtc"].as_str().expect("webrtc").to_string();
+    let rtsp = stream["playbackUrls"]["rtsp"].as_str().expect("rtsp").to_string();
+    let _push = push(&stream);
+    let _first = viewer(&whep).await;
+
+    let post =
+        |ct: &'static str, body: Vec<u8>| t.client.post(&whep).header("content-type", ct).body(body).send();
+    assert_eq!(post("application/sdp", b"v=0\r\nm=bogus\r\n".to_vec()).await.expect("post").status(), 400);
+    assert_eq!(post("application/sdp", vec![0xff; 5000]).await.expect("post").status(), 400);
+    assert_eq!(post("application/sdp", vec![b'a'; 100_000]).await.expect("post").status(), 413);
+    assert_eq!(post("text/plain", b"v=0".to_vec()).await.expect("post").status(), 415);
+    let vp8_only = "v=0\r\no=- 1 1 IN IP4 0.0.0.0\r\ns=-\r\nt=0 0\r\nm=video 9 UDP/TLS/RTP/SAVPF 96\r\n\
+                    c=IN IP4 0.0.0.0\r\na=mid:0\r\na=recvonly\r\na=rtpmap:96 VP8/90000\r\n";
+    let r = post("application/sdp", vp8_only.as_bytes().to_vec()).await.expect("post");
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.expect("text").contains("H.264"));
+    // Ten viewers from one address at most (SLUICE_WEBRTC_MAX_PER_IP); the first is `viewer`'s.
+    let mut held = Vec::new();
+    for _ in 0..9 {
+        held.push(WhepViewer::play_counting(&whep).await.expect("within the per-IP cap"));
+    }
+    let over = WhepViewer::play_counting(&whep).await.err().expect("past the per-IP cap");
+    assert_eq!(over.status, 429, "{over:?}");
+    drop(held);
+    let missing = format!("{whep}/nosuchsession");
+    assert_eq!(t.client.delete(&missing).send().await.expect("delete").status(), 404);
+    let whip_missing =
+        format!("{}/v1/whip/{}/nosuchsession", t.base, stream["obs"]["streamKey"].as_str().expect("key"));
+    assert_eq!(t.client.delete(&whip_missing).send().await.expect("delete").status(), 404);
+
+    // RTSP: garbage, a half request left open, and more connections from one address than it
+    // may hold; the server answers the next real client all the same.
+    let addr = rtsp.trim_start_matches("rtsp://").split('/').next().expect("host:port").to_string();
+    let mut garbage = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    garbage.write_all(&[0u8, 0xff, b'\r', b'\n'].repeat(4096)).await.ok();
+    let mut buf = [0u8; 1024];
+    let _ = tokio::time::timeout(Duration::from_secs(5), garbage.read(&mut buf)).await;
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        if let Ok(mut c) = tokio::net::TcpStream::connect(&addr).await {
+            let _ = c.write_all(b"OPTIONS rtsp://x/live/").await;
+            held.push(c);
+        }
+    }
+    // Past the per-IP cap the server closes new connections at once.
+    let mut refused = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let _ = refused.write_all(b"OPTIONS * RTSP/1.0\r\nCSeq: 1\r\n\r\n").await;
+    let n =
+        tokio::time::timeout(Duration::from_secs(5), refused.read(&mut buf)).await.expect("closed in time");
+    // Closed (EOF) or reset, with no answer either way.
+    assert!(matches!(n, Ok(0) | Err(_)), "a connection past the per-IP cap is closed unanswered: {n:?}");
+    drop(held);
+    let streams = probe_until(&rtsp, &["-rtsp_transport", "tcp"]).await;
+    assert!(streams.contains(&"video:h264".to_string()), "{streams:?}");
+    // Dropped viewers leave (their ICE closes or times out); a new one plays.
+    drop(_first);
+    let v = eventually("a viewer admitted again", Duration::from_secs(40), || async {
+        WhepViewer::try_play(&whep).await.ok()
+    })
+    .await;
+    v.wait_for("frames after the garbage", Duration::from_secs(20), |r| r.video_frames >= 30).await;
+    assert_eq!(status_of(&t, &id).await, "live");
+}
+
+#[tokio::test]
+async fn answers_announce_the_public_ip_within_the_port_range() {
+    let t = crate::support::spawn_app_with(Backend::Sqlite, |a| {
+        a.webrtc_public_ip = Some("203.0.113.7".parse().expect("ip"));
+        a.webrtc_udp_ports = Some("41000-41019".into());
+    })
+    .await;
+    let stream = create(&t, json!({"name": "nat", "protocols": ["webrtc"]})).await;
+    let _push = push(&stream);
+    let v = viewer(stream["playbackUrls"]["webrtc"].as_str().expect("webrtc")).await;
+    let udp: Vec<Vec<&str>> = v
+        .answer
+        .lines()
+        .filter_map(|l| l.strip_prefix("a=candidate:"))
+        .map(|c| c.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() > 7 && f[2].eq_ignore_ascii_case("udp"))
+        .collect();
+    assert!(!udp.is_empty(), "{}", v.answer);
+    for f in &udp {
+        let port: u16 = f[5].parse().expect("port");
+        assert!((41000..=41019).contains(&port), "UDP candidate outside the range: {f:?}");
+    }
+    assert!(udp.iter().any(|f| f[4] == "203.0.113.7"), "the public IP is announced: {}", v.answer);
+    v.wait_for("frames over the local candidates", Duration::from_secs(20), |r| r.video_frames >= 10).await;
 }

@@ -146,7 +146,10 @@ fn script(state: Data<&Arc<State>>) -> Response {
 
 #[handler]
 fn demo() -> Response {
-    Response::builder().content_type("text/html; charset=utf-8").header("cache-control", "no-store").body(DEMO)
+    Response::builder()
+        .content_type("text/html; charset=utf-8")
+        .header("cache-control", "no-store")
+        .body(DEMO)
 }
 
 #[handler]
@@ -296,7 +299,12 @@ impl Player {
     }
 
     /// Polls the demo page's reports until `cond` holds on the last one; panics on `timeout`.
-    pub async fn wait_demo(&self, what: &str, timeout: Duration, cond: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    pub async fn wait_demo(
+        &self,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         let until = Instant::now() + timeout;
         loop {
             if let Some(last) = self.demo_reports().last() {
@@ -307,7 +315,10 @@ impl Player {
             if Instant::now() >= until {
                 let last = self.demo_reports().last().cloned();
                 let stderr = self.stderr();
-                panic!("demo page: timed out waiting for {what}; last report {last:?}; chromium stderr: {:?}", &stderr[stderr.len().saturating_sub(30)..]);
+                panic!(
+                    "demo page: timed out waiting for {what}; last report {last:?}; chromium stderr: {:?}",
+                    &stderr[stderr.len().saturating_sub(30)..]
+                );
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

@@ -37,11 +37,25 @@ pub struct WhepViewer {
     /// The session's URL (`Location` of the 201), absolute.
     pub location: String,
     pub etag: String,
+    /// The server's SDP answer.
+    pub answer: String,
 }
 
 impl Drop for WhepViewer {
+    /// Ends the session as a good client does (DELETE of its location), then the pipeline.
     fn drop(&mut self) {
+        hang_up(&self.location);
         let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+/// DELETEs a session's location in the background, when a runtime is there to run it.
+fn hang_up(location: &str) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        let location = location.to_string();
+        rt.spawn(async move {
+            let _ = reqwest::Client::new().delete(location).send().await;
+        });
     }
 }
 
@@ -67,7 +81,8 @@ fn settle(what: &str, emit: impl FnOnce(&gst::Promise)) -> gst::Structure {
 
 /// Creates the offer, sets it and waits for ICE gathering; returns its SDP text.
 fn offer(webrtc: &gst::Element) -> String {
-    let reply = settle("create-offer", |p| webrtc.emit_by_name::<()>("create-offer", &[&None::<gst::Structure>, p]));
+    let reply =
+        settle("create-offer", |p| webrtc.emit_by_name::<()>("create-offer", &[&None::<gst::Structure>, p]));
     let offer = reply.get::<gst_webrtc::WebRTCSessionDescription>("offer").expect("an offer");
     settle("set-local-description", |p| webrtc.emit_by_name::<()>("set-local-description", &[&offer, p]));
     let until = Instant::now() + Duration::from_secs(5);
@@ -88,7 +103,11 @@ fn set_answer(webrtc: &gst::Element, answer: &str) {
 }
 
 /// POSTs an offer; the answer, `Location` (absolute) and `ETag` of a 201.
-async fn exchange(url: &str, bearer: Option<&str>, offer: String) -> Result<(String, String, String), Refused> {
+async fn exchange(
+    url: &str,
+    bearer: Option<&str>,
+    offer: String,
+) -> Result<(String, String, String), Refused> {
     let client = reqwest::Client::new();
     let mut req = client.post(url).header("content-type", "application/sdp").body(offer);
     if let Some(b) = bearer {
@@ -105,7 +124,8 @@ async fn exchange(url: &str, bearer: Option<&str>, offer: String) -> Result<(Str
     if status != 201 {
         return Err(Refused { status, deny_reason, body });
     }
-    let location = url::Url::parse(url).expect("url").join(&location.expect("Location")).expect("location").to_string();
+    let location =
+        url::Url::parse(url).expect("url").join(&location.expect("Location")).expect("location").to_string();
     Ok((body, location, etag.expect("ETag")))
 }
 
@@ -119,6 +139,16 @@ impl WhepViewer {
     }
 
     pub async fn try_play(url: &str) -> Result<WhepViewer, Refused> {
+        WhepViewer::start(url, true).await
+    }
+
+    /// A viewer that depayloads but does not decode (a load generator: it counts access units as
+    /// frames, and audio packets).
+    pub async fn play_counting(url: &str) -> Result<WhepViewer, Refused> {
+        WhepViewer::start(url, false).await
+    }
+
+    async fn start(url: &str, decoding: bool) -> Result<WhepViewer, Refused> {
         sluice::media::ingest::init().expect("GStreamer");
         let received = Arc::new(Mutex::new(Received::default()));
         let r = received.clone();
@@ -147,7 +177,11 @@ impl WhepViewer {
             let weak = pipeline.downgrade();
             webrtc.connect_pad_added(move |_, pad| {
                 let Some(pipeline) = weak.upgrade() else { return };
-                decode(&pipeline, pad, r.clone());
+                if decoding {
+                    decode(&pipeline, pad, r.clone());
+                } else {
+                    count(&pipeline, pad, r.clone());
+                }
             });
             pipeline.set_state(gst::State::Playing).expect("play");
             let offer = offer(&webrtc);
@@ -162,9 +196,9 @@ impl WhepViewer {
                 return Err(r);
             }
         };
-        let w = webrtc.clone();
-        tokio::task::spawn_blocking(move || set_answer(&w, &answer)).await.expect("answer");
-        Ok(WhepViewer { pipeline, received, location, etag })
+        let (w, sdp) = (webrtc.clone(), answer.clone());
+        tokio::task::spawn_blocking(move || set_answer(&w, &sdp)).await.expect("answer");
+        Ok(WhepViewer { pipeline, received, location, etag, answer })
     }
 
     pub fn received(&self) -> Received {
@@ -172,7 +206,12 @@ impl WhepViewer {
     }
 
     /// Polls until `cond` holds on what was received; panics after `timeout`.
-    pub async fn wait_for(&self, what: &str, timeout: Duration, cond: impl Fn(&Received) -> bool) -> Received {
+    pub async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&Received) -> bool,
+    ) -> Received {
         let until = Instant::now() + timeout;
         loop {
             let r = self.received();
@@ -183,6 +222,37 @@ impl WhepViewer {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Counts what a received stream carries without decoding it: H.264 access units, Opus packets.
+fn count(pipeline: &gst::Pipeline, pad: &gst::Pad, received: Arc<Mutex<Received>>) {
+    let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+    let video = caps.structure(0).and_then(|s| s.get::<&str>("media").ok()) == Some("video");
+    let description = if video {
+        "rtph264depay ! video/x-h264,alignment=au ! appsink name=out sync=false"
+    } else {
+        "appsink name=out sync=false"
+    };
+    let bin = gst::parse::bin_from_description(description, true).expect("bin");
+    let sink = bin.by_name("out").and_then(|e| e.downcast::<gst_app::AppSink>().ok()).expect("appsink");
+    sink.set_callbacks(
+        gst_app::AppSinkCallbacks::builder()
+            .new_sample(move |sink| {
+                let _ = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let mut r = received.lock().unwrap();
+                if video {
+                    r.video_frames += 1;
+                    r.last_video = Some(Instant::now());
+                } else {
+                    r.audio_buffers += 1;
+                }
+                Ok(gst::FlowSuccess::Ok)
+            })
+            .build(),
+    );
+    pipeline.add(&bin).expect("add");
+    bin.sync_state_with_parent().expect("sync");
+    let _ = pad.link(&bin.static_pad("sink").expect("sink"));
 }
 
 /// `decodebin` behind a received stream, counting what comes out; video is read for a stamp.
@@ -245,6 +315,7 @@ pub struct WhipPublisher {
 
 impl Drop for WhipPublisher {
     fn drop(&mut self) {
+        hang_up(&self.location);
         let _ = self.pipeline.set_state(gst::State::Null);
     }
 }

@@ -396,7 +396,8 @@ impl Connection {
                     let user_ok: bool =
                         subtle::ConstantTimeEq::ct_eq(user.as_bytes(), stream.push_username.as_bytes())
                             .into();
-                    let pass_ok = crate::store::secrets::push_password_ok(&self.app.master_key, &stream, pass);
+                    let pass_ok =
+                        crate::store::secrets::push_password_ok(&self.app.master_key, &stream, pass);
                     user_ok & pass_ok
                 }
                 _ => false,

@@ -37,6 +37,8 @@ pub struct WebrtcConfig {
     pub public_ip: Option<IpAddr>,
     /// `stun:host:port` / `turn:user:pass@host:port` URLs.
     pub ice_servers: Vec<String>,
+    /// WHEP viewers one client IP may hold at once.
+    pub max_per_ip: usize,
 }
 
 /// Why a WebRTC session could not be set up.
@@ -84,7 +86,11 @@ impl WebrtcConfig {
 
 /// Sets the client's offer, creates and sets the answer, gathers candidates (up to
 /// [`GATHERING`]) and returns the answer's SDP with them (and the public IP's).
-pub fn answer(webrtc: &gst::Element, offer: gst_sdp::SDPMessage, config: &WebrtcConfig) -> Result<String, String> {
+pub fn answer(
+    webrtc: &gst::Element,
+    offer: gst_sdp::SDPMessage,
+    config: &WebrtcConfig,
+) -> Result<String, String> {
     let candidates = Arc::new(Mutex::new(Vec::<(u32, String)>::new()));
     let found = candidates.clone();
     webrtc.connect("on-ice-candidate", false, move |values| {
@@ -173,6 +179,8 @@ pub fn ice_ended(state: gst_webrtc::WebRTCICEConnectionState) -> bool {
 pub struct Peer {
     pub id: String,
     pub stream_id: String,
+    /// The client's address, for the per-IP limit.
+    pub ip: Option<std::net::IpAddr>,
     /// The `ETag` of the 201; a trickle PATCH must send it as `If-Match`.
     pub etag: String,
     webrtc: gst::Element,
@@ -180,9 +188,10 @@ pub struct Peer {
 }
 
 impl Peer {
-    fn new(stream_id: &str, webrtc: gst::Element) -> Peer {
+    fn new(stream_id: &str, ip: Option<std::net::IpAddr>, webrtc: gst::Element) -> Peer {
         let id = crate::domain::new_id();
         Peer {
+            ip,
             etag: format!("\"{}\"", &id[..id.len().min(16)]),
             id,
             stream_id: stream_id.to_string(),
@@ -208,7 +217,9 @@ impl Peer {
     /// Resolves when the session's ICE fails or closes, or when it has not connected within
     /// [`CONNECT_DEADLINE`].
     async fn lost(&self) {
-        let (tx, mut rx) = tokio::sync::watch::channel(self.webrtc.property::<gst_webrtc::WebRTCICEConnectionState>("ice-connection-state"));
+        let (tx, mut rx) = tokio::sync::watch::channel(
+            self.webrtc.property::<gst_webrtc::WebRTCICEConnectionState>("ice-connection-state"),
+        );
         let id = self.webrtc.connect_notify(Some("ice-connection-state"), move |w, _| {
             tx.send_replace(w.property::<gst_webrtc::WebRTCICEConnectionState>("ice-connection-state"));
         });
@@ -220,7 +231,8 @@ impl Peer {
                 }
                 if matches!(
                     state,
-                    gst_webrtc::WebRTCICEConnectionState::Connected | gst_webrtc::WebRTCICEConnectionState::Completed
+                    gst_webrtc::WebRTCICEConnectionState::Connected
+                        | gst_webrtc::WebRTCICEConnectionState::Completed
                 ) {
                     return true;
                 }
@@ -267,6 +279,11 @@ impl Peers {
 
     pub fn count(&self) -> usize {
         self.lock().len()
+    }
+
+    /// The sessions opened from one client address.
+    pub fn of_ip(&self, ip: std::net::IpAddr) -> usize {
+        self.lock().values().filter(|p| p.ip == Some(ip)).count()
     }
 
     /// The sessions of one stream.

@@ -57,14 +57,12 @@ pub fn codecs(sdp: &gst_sdp::SDPMessageRef, receiving: bool) -> (Option<Offered>
                 if !(mode == "1" || receiving && mode == "0") {
                     continue;
                 }
-                let profile = s.get::<&str>("profile-level-id").unwrap_or_default().to_ascii_lowercase();
-                // Constrained baseline (42e0.., 4200..) first, then any other profile.
-                let rank = if profile.starts_with("42e0") {
-                    3
-                } else if profile.starts_with("42") {
-                    2
-                } else {
-                    1
+                // `caps_from_media` reads profile-level-id into `profile`. Constrained baseline
+                // first, then baseline, then any other profile.
+                let rank = match s.get::<&str>("profile").unwrap_or_default() {
+                    "constrained-baseline" => 3,
+                    "baseline" => 2,
+                    _ => 1,
                 };
                 if video.as_ref().is_none_or(|(r, _)| rank > *r) {
                     video = Some((rank, Offered { mline, pt, caps: rtp_caps(&caps, "video") }));
@@ -107,16 +105,21 @@ fn rtp_caps(caps: &gst::Caps, media: &str) -> gst::Caps {
     let mut out = gst::Caps::new_empty_simple("application/x-rtp");
     if let (Some(s), Some(o)) = (caps.structure(0), out.get_mut().and_then(|c| c.structure_mut(0))) {
         o.set("media", media);
-        for field in ["encoding-name", "payload", "clock-rate", "packetization-mode", "profile-level-id",
-            "level-asymmetry-allowed", "encoding-params", "sprop-stereo", "minptime", "useinbandfec"]
-        {
+        for field in [
+            "encoding-name",
+            "payload",
+            "clock-rate",
+            "packetization-mode",
+            "profile-level-id",
+            "level-asymmetry-allowed",
+            "encoding-params",
+            "sprop-stereo",
+            "minptime",
+            "useinbandfec",
+        ] {
             if let Ok(v) = s.value(field) {
                 o.set_value(field, v.clone());
             }
-        }
-        if media == "video" && o.has_field("profile-level-id") {
-            // What the rung sends, whatever level the offer names.
-            o.set("profile-level-id", "42e01f");
         }
     }
     out
@@ -257,7 +260,8 @@ mod tests {
         assert_eq!(c[0], (0, "candidate:1 1 udp 2130706431 192.0.2.1 5000 typ host".to_string()));
         assert_eq!(c[1].0, 1);
         assert!(fragment_candidates("a=candidate:1 2\r\n").is_err());
-        let flood: String = (0..100).map(|i| format!("a=candidate:{i} 1 udp 1 192.0.2.1 5 typ host\r\n")).collect();
+        let flood: String =
+            (0..100).map(|i| format!("a=candidate:{i} 1 udp 1 192.0.2.1 5 typ host\r\n")).collect();
         assert!(fragment_candidates(&flood).is_err());
     }
 }

@@ -12,7 +12,7 @@ use gstreamer_webrtc as gst_webrtc;
 
 use super::sdp::{self, Offered};
 use super::{Peer, Peers, WebrtcConfig, WebrtcError};
-use crate::media::taps::{consumer_src, Tap, Taps};
+use crate::media::taps::{consumer_src, Tap, Taps, CONSUMER_MAX_BYTES};
 use crate::media::StopOnDrop;
 
 /// Most WHEP viewers this process serves at once (beyond: 503).
@@ -25,6 +25,8 @@ pub enum WhepError {
     NotLive,
     #[error("too many viewers")]
     Full,
+    #[error("too many viewers from this address")]
+    TooManyFromHere,
     #[error(transparent)]
     Webrtc(#[from] WebrtcError),
 }
@@ -46,11 +48,20 @@ impl Whep {
         Whep { taps, config, viewers: Peers::default() }
     }
 
-    /// Admits a viewer of `stream_id` with its SDP offer.
-    pub async fn play(self: &Arc<Self>, stream_id: &str, offer: &[u8]) -> Result<Admitted, WhepError> {
-        let tap = self.taps.get(stream_id).filter(|t| t.webrtc && !t.is_closed()).ok_or(WhepError::NotLive)?;
+    /// Admits a viewer of `stream_id` from `ip` with its SDP offer.
+    pub async fn play(
+        self: &Arc<Self>,
+        stream_id: &str,
+        ip: Option<std::net::IpAddr>,
+        offer: &[u8],
+    ) -> Result<Admitted, WhepError> {
+        let tap =
+            self.taps.get(stream_id).filter(|t| t.webrtc && !t.is_closed()).ok_or(WhepError::NotLive)?;
         if self.viewers.count() >= MAX_VIEWERS {
             return Err(WhepError::Full);
+        }
+        if ip.is_some_and(|ip| self.viewers.of_ip(ip) >= self.config.max_per_ip) {
+            return Err(WhepError::TooManyFromHere);
         }
         crate::media::ingest::init().map_err(WebrtcError::Media)?;
         let mut offer = sdp::parse_offer(offer).map_err(WebrtcError::BadOffer)?;
@@ -72,7 +83,7 @@ impl Whep {
             Ok(v) => v,
             Err(e) => return Err(e.into()),
         };
-        let peer = Arc::new(Peer::new(stream_id, viewer.webrtc.clone()));
+        let peer = Arc::new(Peer::new(stream_id, ip, viewer.webrtc.clone()));
         let ids = (
             viewer.video.as_ref().map(|v| tap.webrtc_video.add(v.clone())),
             viewer.audio.as_ref().map(|a| tap.webrtc_audio.add(a.clone())),
@@ -155,7 +166,10 @@ fn build(
     }
     if let Some(a) = &audio {
         let caps = known.1.clone().unwrap_or_else(|| {
-            gst::Caps::builder("audio/x-opus").field("channel-mapping-family", 0i32).field("channels", 2i32).build()
+            gst::Caps::builder("audio/x-opus")
+                .field("channel-mapping-family", 0i32)
+                .field("channels", 2i32)
+                .build()
         });
         let pay = gst::ElementFactory::make("rtpopuspay")
             .property("pt", a.pt)
@@ -163,7 +177,10 @@ fn build(
             .map_err(|e| media(e.to_string()))?;
         srcs.1 = Some(send(&pipeline.0, &webrtc, "audio", &caps, pay, a)?);
     }
-    pipeline.0.set_state(gst::State::Playing).map_err(|e| media(format!("WHEP pipeline cannot play: {e}")))?;
+    pipeline
+        .0
+        .set_state(gst::State::Playing)
+        .map_err(|e| media(format!("WHEP pipeline cannot play: {e}")))?;
     let answer = super::answer(&webrtc, offer, config).map_err(media)?;
     Ok(Viewer { pipeline, webrtc, video: srcs.0, audio: srcs.1, answer })
 }
@@ -178,14 +195,15 @@ fn send(
     offered: &Offered,
 ) -> Result<gstreamer_app::AppSrc, WebrtcError> {
     let media = |e: String| WebrtcError::Media(e);
-    let src = consumer_src(name, caps).map_err(media)?;
+    let src = consumer_src(name, caps, CONSUMER_MAX_BYTES).map_err(media)?;
     let filter = gst::ElementFactory::make("capsfilter")
         .property("caps", &offered.caps)
         .build()
         .map_err(|e| media(e.to_string()))?;
     pipeline.add_many([src.upcast_ref(), &pay, &filter]).map_err(|e| media(e.to_string()))?;
     gst::Element::link_many([src.upcast_ref(), &pay, &filter]).map_err(|e| media(e.to_string()))?;
-    let template = webrtc.pad_template("sink_%u").ok_or_else(|| media("webrtcbin has no sink template".into()))?;
+    let template =
+        webrtc.pad_template("sink_%u").ok_or_else(|| media("webrtcbin has no sink template".into()))?;
     let pad = webrtc
         .request_pad(&template, Some(&format!("sink_{}", offered.mline)), Some(&offered.caps))
         .ok_or_else(|| media(format!("webrtcbin gave no {name} pad")))?;

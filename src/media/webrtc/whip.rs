@@ -122,7 +122,7 @@ impl Whip {
                 return Err(e.into());
             }
         };
-        let peer = Arc::new(Peer::new(&stream.id, webrtc));
+        let peer = Arc::new(Peer::new(&stream.id, None, webrtc));
         self.publishers.insert(peer.clone());
         tracing::info!(stream = %stream.id, session = %peer.id, "WHIP push started");
         let this = self.clone();
@@ -193,7 +193,12 @@ impl Whip {
 type Built = (IngestPipeline, mpsc::Receiver<PipelineReport>, gst::Element, String);
 
 /// The WHIP pipeline (`pipelines/whip.txt` with the outputs attached), playing, and the answer.
-fn build(stream_id: &str, offer: gstreamer_sdp::SDPMessage, outputs: Outputs, config: &WebrtcConfig) -> Result<Built, WebrtcError> {
+fn build(
+    stream_id: &str,
+    offer: gstreamer_sdp::SDPMessage,
+    outputs: Outputs,
+    config: &WebrtcConfig,
+) -> Result<Built, WebrtcError> {
     let media = |e: String| WebrtcError::Media(e);
     let pipeline = gst::parse::launch(DESCRIPTION)
         .map_err(|e| media(format!("WHIP pipeline: {e}")))?
@@ -231,8 +236,11 @@ fn link_received(pipeline: &gst::Pipeline, pad: &gst::Pad) -> Result<(), String>
         .unwrap_or_default()
         .to_ascii_uppercase();
     let (description, tee) = match name.as_str() {
-        "H264" => ("rtph264depay ! h264parse config-interval=-1 \
-             ! capsfilter caps=video/x-h264,stream-format=avc,alignment=au", "video"),
+        "H264" => (
+            "rtph264depay ! h264parse config-interval=-1 \
+             ! capsfilter caps=video/x-h264,stream-format=avc,alignment=au",
+            "video",
+        ),
         "OPUS" => (
             "rtpopusdepay ! opusdec ! audioconvert ! audioresample ! audio/x-raw,rate=48000 \
              ! avenc_aac bitrate=128000 ! aacparse",
@@ -246,7 +254,8 @@ fn link_received(pipeline: &gst::Pipeline, pad: &gst::Pad) -> Result<(), String>
             return Err(format!("codec {other}"));
         }
     };
-    let bin = gst::parse::bin_from_description(description, true).map_err(|e| format!("{description}: {e}"))?;
+    let bin =
+        gst::parse::bin_from_description(description, true).map_err(|e| format!("{description}: {e}"))?;
     if tee == "video" {
         // RTP carries no decoding time; the muxers need one. WebRTC H.264 has no B-frames
         // (browsers send constrained baseline), so it is the presentation time.
