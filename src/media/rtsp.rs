@@ -90,7 +90,7 @@ pub fn start(
     let main_loop = glib::MainLoop::new(Some(&context), false);
     let per_ip: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     let (ctx, clients) = (context.clone(), per_ip.clone());
-    server.connect_client_connected(move |_, client| {
+    let handler = server.connect_client_connected(move |_, client| {
         admit(client, &clients, &taps, &mounts, &authorize, &runtime, &ctx);
     });
     let (tx, rx) = std::sync::mpsc::channel();
@@ -98,17 +98,24 @@ pub fn start(
     std::thread::Builder::new()
         .name("rtsp".into())
         .spawn(move || {
-            let attached = context.with_thread_default(|| server.attach(Some(&context)));
-            let bound = match attached {
-                Ok(Ok(_source)) => Ok(server.bound_port()),
-                Ok(Err(e)) => Err(format!("RTSP: {e}")),
-                Err(e) => Err(format!("RTSP: {e}")),
+            let source = match context.with_thread_default(|| server.attach(Some(&context))) {
+                Ok(Ok(source)) => source,
+                Ok(Err(e)) | Err(e) => {
+                    let _ = tx.send(Err(format!("RTSP: {e}")));
+                    return;
+                }
             };
-            let ok = bound.is_ok();
-            let _ = tx.send(bound);
-            if ok {
-                context.with_thread_default(|| run_loop.run()).ok();
+            let _ = tx.send(Ok(server.bound_port()));
+            context.with_thread_default(|| run_loop.run()).ok();
+            // Stopped: the listener's source, the handler (which holds the context, the
+            // authorisation and through it the database pool) and every client go, so nothing
+            // keeps the server alive in a cycle.
+            if let Some(source) = context.find_source_by_id(&source) {
+                source.destroy();
             }
+            server.disconnect(handler);
+            server.client_filter(Some(&mut |_, _| rtsp::RTSPFilterResult::Remove));
+            while context.iteration(false) {}
         })
         .map_err(|e| format!("RTSP thread: {e}"))?;
     let port = rx.recv_timeout(Duration::from_secs(10)).map_err(|_| "RTSP server did not start")??;

@@ -160,6 +160,7 @@ async fn whep_viewer_decodes_an_rtmp_push_and_delete_stops_it() {
         })
         .await;
     let last = r.last_video.expect("frames came");
+    eprintln!("WHEP frames stopped {:?} after the stream's DELETE", last.saturating_duration_since(deleted));
     assert!(
         last < deleted + Duration::from_secs(3),
         "frames went on {:?} after DELETE",
