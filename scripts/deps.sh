@@ -42,7 +42,8 @@ build_packages=(
 # Media tests push real streams with ffmpeg (and GStreamer's gst-launch-1.0, a runtime package);
 # the Postgres tests need a server and psql; the webhook guide's receiver runs on python3;
 # playback tests play in headless Chromium with hls.js, installed by npm (tests/player); the S3
-# tests run moto's server from a Python venv (scripts/moto.sh).
+# tests run moto's server from a Python venv (scripts/moto.sh); the TLS tests make self-signed
+# certificates with openssl.
 test_packages=(
     ffmpeg
     postgresql
@@ -51,6 +52,7 @@ test_packages=(
     python3-venv
     chromium
     nodejs
+    openssl
 )
 
 # The benchmarks drive load with wrk and compare RTMP ingest with nginx's rtmp module. Kept out of

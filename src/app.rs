@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use poem::endpoint::BoxEndpoint;
 use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::listener::{Acceptor, AcceptorExt, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
 use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
@@ -220,6 +220,11 @@ impl App {
         self.endpoints.rtmp_addr()
     }
 
+    /// Where RTMPS ingest listens (after `start`, with TLS configured).
+    pub fn rtmps_addr(&self) -> Option<SocketAddr> {
+        self.endpoints.rtmps_addr()
+    }
+
     /// This process's identity (owner of its leases).
     pub fn node_id(&self) -> &str {
         &self.node_id
@@ -304,10 +309,20 @@ impl App {
         shutdown: impl Future<Output = ()> + Send + 'static,
         wrap: impl FnOnce(BoxEndpoint<'static, Response>) -> BoxEndpoint<'static, Response>,
     ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>)> {
+        let tls = match &self.settings.tls {
+            Some(files) => {
+                Some(crate::tls::Tls::load(&files.cert, &files.key).await.context("TLS certificate")?)
+            }
+            None => None,
+        };
         let acceptor = TcpListener::bind(self.settings.http_addr)
             .into_acceptor()
             .await
             .with_context(|| format!("binding {}", self.settings.http_addr))?;
+        let acceptor = match &tls {
+            Some(tls) => tls.https(acceptor).boxed(),
+            None => acceptor.boxed(),
+        };
         let addr = acceptor
             .local_addr()
             .first()
@@ -324,19 +339,25 @@ impl App {
         }
         self.spawn_sender()?;
         crate::media::vod::worker::spawn(&self.transcoder);
-        let ingest = Ingest {
-            addr: self.settings.rtmp_addr,
-            max_per_ip: self.settings.rtmp_max_per_ip as usize,
+        let ingest = Arc::new(Ingest {
+            limits: crate::media::rtmp::server::Limits::new(self.settings.rtmp_max_per_ip as usize),
             db: self.db.clone(),
             master_key: self.master_key.clone(),
             streams: self.streams.clone(),
             outputs: self.outputs.clone(),
             challenges: Default::default(),
-        };
-        let rtmp = crate::media::rtmp::server::start(Arc::new(ingest))
+        });
+        let rtmp = crate::media::rtmp::server::start(ingest.clone(), self.settings.rtmp_addr, None)
             .await
             .with_context(|| format!("binding RTMP on {}", self.settings.rtmp_addr))?;
         self.endpoints.rtmp_bound(rtmp);
+        if let Some(tls) = tls {
+            let addr = self.settings.rtmps_addr;
+            let rtmps = crate::media::rtmp::server::start(ingest, addr, Some(tls))
+                .await
+                .with_context(|| format!("binding RTMPS on {addr}"))?;
+            self.endpoints.rtmps_bound(rtmps);
+        }
         self.start_rtsp().await?;
         let server = tokio::spawn(async move {
             poem::Server::new_with_acceptor(acceptor)

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 
 use crate::app::App;
-use crate::config::{ConfigArgs, LogFormat, Settings};
+use crate::config::{ConfigArgs, LogFormat, Mode, Settings};
 use crate::domain::{password, random_token, Email, ProjectSlug, RawApiKey, Scope, ScopeSet};
 use crate::store::{is_unique_violation, Db};
 
@@ -120,6 +120,13 @@ fn init_logging(format: LogFormat) {
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     tracing::info!(?settings, "starting");
+    if settings.mode == Mode::Production && settings.plaintext() {
+        tracing::warn!(
+            "NO TLS: API keys, push passwords and session cookies cross the network in clear. Set \
+             SLUICE_TLS_CERT and SLUICE_TLS_KEY to serve HTTPS and RTMPS here, or, when TLS ends at a \
+             reverse proxy, set SLUICE_PUBLIC_URL=https://… (and SLUICE_TRUSTED_PROXIES) — see docs/tls.md"
+        );
+    }
     let app = App::build(settings).await?;
     let drain = app.clone();
     let (addr, server) = app
@@ -131,6 +138,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         })
         .await?;
     tracing::info!(%addr, public_url = %app.settings.public_url, rtmp = ?app.rtmp_addr(), "serving HTTP and RTMP");
+    if let Some(rtmps) = app.rtmps_addr() {
+        tracing::info!(%rtmps, "serving RTMPS");
+    }
     server.await.context("server task")?.context("HTTP server")?;
     app.db.close().await;
     tracing::info!("stopped");

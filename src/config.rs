@@ -34,6 +34,16 @@ pub struct ConfigArgs {
     /// RTMP ingest.
     #[arg(long, global = true, env = "SLUICE_RTMP_ADDR")]
     pub rtmp_addr: Option<SocketAddr>,
+    /// RTMPS ingest (served only with a TLS certificate).
+    #[arg(long, global = true, env = "SLUICE_RTMPS_ADDR")]
+    pub rtmps_addr: Option<SocketAddr>,
+    /// TLS certificate chain (PEM): the HTTP address serves HTTPS and RTMPS listens. Reloaded
+    /// when the file changes.
+    #[arg(long, global = true, env = "SLUICE_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, global = true, env = "SLUICE_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
     /// Connections one client IP may hold open to RTMP ingest at once, publishing ones included.
     #[arg(long, global = true, env = "SLUICE_RTMP_MAX_PER_IP")]
     pub rtmp_max_per_ip: Option<u32>,
@@ -134,6 +144,9 @@ struct FileConfig {
     http_addr: Option<SocketAddr>,
     rtmp_addr: Option<SocketAddr>,
     rtmp_max_per_ip: Option<u32>,
+    rtmps_addr: Option<SocketAddr>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     rtsp_addr: Option<SocketAddr>,
     webrtc_udp_ports: Option<String>,
     webrtc_public_ip: Option<IpAddr>,
@@ -172,6 +185,10 @@ pub struct Settings {
     pub rtmp_addr: SocketAddr,
     /// RTMP connections one client IP may hold at once.
     pub rtmp_max_per_ip: u32,
+    /// RTMPS ingest; listens only when TLS is configured.
+    pub rtmps_addr: SocketAddr,
+    /// `SLUICE_TLS_CERT` and `SLUICE_TLS_KEY` (both or neither).
+    pub tls: Option<TlsFiles>,
     pub rtsp_addr: SocketAddr,
     /// UDP ports WebRTC media may use, inclusive.
     pub webrtc_udp_ports: (u16, u16),
@@ -210,6 +227,8 @@ impl fmt::Debug for Settings {
             .field("http_addr", &self.http_addr)
             .field("rtmp_addr", &self.rtmp_addr)
             .field("rtmp_max_per_ip", &self.rtmp_max_per_ip)
+            .field("rtmps_addr", &self.rtmps_addr)
+            .field("tls", &self.tls)
             .field("rtsp_addr", &self.rtsp_addr)
             .field("webrtc_udp_ports", &self.webrtc_udp_ports)
             .field("webrtc_public_ip", &self.webrtc_public_ip)
@@ -244,7 +263,13 @@ impl Settings {
         };
         let data_dir = pick(args.data_dir.clone(), file.data_dir, PathBuf::from("./data"));
         let http_addr = pick(args.http_addr, file.http_addr, ([127, 0, 0, 1], 8080).into());
-        let public_url = pick(args.public_url.clone(), file.public_url, format!("http://{http_addr}"));
+        let tls = match (args.tls_cert.clone().or(file.tls_cert), args.tls_key.clone().or(file.tls_key)) {
+            (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+            (None, None) => None,
+            _ => return Err(ConfigError("TLS needs both SLUICE_TLS_CERT and SLUICE_TLS_KEY".into())),
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let public_url = pick(args.public_url.clone(), file.public_url, format!("{scheme}://{http_addr}"));
         let public_url = public_url.trim_end_matches('/').to_string();
         let playback_base =
             pick(args.playback_base.clone(), file.playback_base, format!("{public_url}/play"))
@@ -266,6 +291,8 @@ impl Settings {
             http_addr,
             rtmp_addr: pick(args.rtmp_addr, file.rtmp_addr, ([127, 0, 0, 1], 1935).into()),
             rtmp_max_per_ip: pick(args.rtmp_max_per_ip, file.rtmp_max_per_ip, 16),
+            rtmps_addr: pick(args.rtmps_addr, file.rtmps_addr, ([127, 0, 0, 1], 1936).into()),
+            tls,
             rtsp_addr: pick(args.rtsp_addr, file.rtsp_addr, ([127, 0, 0, 1], 8554).into()),
             webrtc_udp_ports: parse_ports(
                 &args
@@ -363,10 +390,23 @@ impl Settings {
             .unwrap_or_else(|| "localhost".to_string())
     }
 
-    /// Whether cookies must carry `Secure`: only when the public address is https.
-    pub fn secure_cookies(&self) -> bool {
-        self.public_url.starts_with("https://")
+    /// Whether clients reach Sluice in clear: no TLS here and a public URL that is not https
+    /// (no TLS at a proxy either). Production warns about it at start.
+    pub fn plaintext(&self) -> bool {
+        self.tls.is_none() && !self.public_url.starts_with("https://")
     }
+
+    /// Whether cookies must carry `Secure`: when served over TLS here or at a proxy.
+    pub fn secure_cookies(&self) -> bool {
+        self.tls.is_some() || self.public_url.starts_with("https://")
+    }
+}
+
+/// The PEM files of the TLS certificate chain and its key.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// `first-last`, both in 1..=65535, first <= last.

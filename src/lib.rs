@@ -15,4 +15,5 @@ pub mod ratelimit;
 pub mod services;
 pub mod storage;
 pub mod store;
+pub mod tls;
 pub mod upload;

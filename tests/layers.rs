@@ -14,6 +14,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("password_gate", 1),
     ("ratelimit", 1),
     ("metrics", 1),
+    ("tls", 1),
     ("config", 2),
     ("store", 3),
     ("storage", 3),

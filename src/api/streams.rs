@@ -82,6 +82,8 @@ pub struct Stream {
     /// Whether playback needs a signed URL from a playback ticket.
     pub signed_playback: bool,
     pub push_username: String,
+    /// The port of `ingestUrl` and `obs.server`: the RTMPS port when TLS is configured (plain
+    /// RTMP keeps listening on its own port), else the RTMP port.
     pub rtmp_port: u16,
     pub obs: ObsSettings,
     /// WHIP ingest (RFC 9725): `POST` an SDP offer with H.264 and Opus here, with
@@ -198,9 +200,10 @@ fn flag(b: bool) -> i64 {
     i64::from(b)
 }
 
-/// `rtmp://<public host>:<rtmp port>`
+/// `rtmp://<public host>:<rtmp port>`, or `rtmps://…:<rtmps port>` when TLS is configured.
 fn rtmp_base(app: &ApiState) -> String {
-    format!("rtmp://{}:{}", app.settings.public_host(), app.endpoints.rtmp_port())
+    let (scheme, port) = app.endpoints.ingest_scheme_port();
+    format!("{scheme}://{}:{port}", app.settings.public_host())
 }
 
 impl Stream {
@@ -222,7 +225,7 @@ impl Stream {
             drm_enabled: row.drm_enabled == 1,
             signed_playback: row.signed_playback == 1,
             push_username: row.push_username.clone(),
-            rtmp_port: app.endpoints.rtmp_port(),
+            rtmp_port: app.endpoints.ingest_scheme_port().1,
             obs: ObsSettings {
                 server: format!("{}/live", rtmp_base(app)),
                 stream_key: row.stream_key.clone(),

@@ -14,6 +14,8 @@ pub struct Endpoints {
     rtmp_addr: SocketAddr,
     http_bound: OnceLock<SocketAddr>,
     rtmp_bound: OnceLock<SocketAddr>,
+    /// Set when RTMPS listens (TLS configured).
+    rtmps_bound: OnceLock<SocketAddr>,
     rtsp_addr: SocketAddr,
     rtsp_bound: OnceLock<SocketAddr>,
 }
@@ -27,6 +29,7 @@ impl Endpoints {
             rtmp_addr: settings.rtmp_addr,
             http_bound: OnceLock::new(),
             rtmp_bound: OnceLock::new(),
+            rtmps_bound: OnceLock::new(),
             rtsp_addr: settings.rtsp_addr,
             rtsp_bound: OnceLock::new(),
         }
@@ -40,6 +43,25 @@ impl Endpoints {
     /// Records where RTMP ingest listens (once).
     pub fn rtmp_bound(&self, addr: SocketAddr) {
         let _ = self.rtmp_bound.set(addr);
+    }
+
+    /// Records where RTMPS ingest listens (once).
+    pub fn rtmps_bound(&self, addr: SocketAddr) {
+        let _ = self.rtmps_bound.set(addr);
+    }
+
+    /// Where RTMPS ingest listens, when it does.
+    pub fn rtmps_addr(&self) -> Option<SocketAddr> {
+        self.rtmps_bound.get().copied()
+    }
+
+    /// The ingest URL's scheme and port: `rtmps` and the RTMPS port when RTMPS listens (TLS is
+    /// configured), else `rtmp` and the RTMP port (CONTRACT: Live media, RTMPS).
+    pub fn ingest_scheme_port(&self) -> (&'static str, u16) {
+        match self.rtmps_addr() {
+            Some(a) => ("rtmps", a.port()),
+            None => ("rtmp", self.rtmp_port()),
+        }
     }
 
     /// Records where RTSP playback listens (once).

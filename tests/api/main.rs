@@ -22,6 +22,7 @@ mod secrets;
 mod signed;
 mod store;
 mod streams;
+mod tls;
 mod vod;
 mod vod_lease;
 mod vod_restart;

@@ -1,5 +1,6 @@
-//! The tokio shell around [`IngestSession`]: accepts TCP connections on `SLUICE_RTMP_ADDR`,
-//! reads and writes bytes, decides connect and publish requests (credentials, stream state) off
+//! The tokio shell around [`IngestSession`]: accepts TCP connections on `SLUICE_RTMP_ADDR` (and,
+//! with a TLS certificate, on `SLUICE_RTMPS_ADDR`, where TLS is a transport under the same
+//! session), reads and writes bytes, decides connect and publish requests (credentials, stream state) off
 //! the session, and ends pushes. Every peer is bounded (CONTRACT: Live media): connections in
 //! all and per client IP (`SLUICE_RTMP_MAX_PER_IP`), one `connect` per connection, the time a
 //! write may take (a peer that stops reading is cut off), bytes per read; the session bounds
@@ -10,8 +11,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
 use super::auth::{self, AdobeStage};
@@ -24,6 +25,7 @@ use crate::media::live::LiveOutputs;
 use crate::media::rtmp::challenges::Challenges;
 use crate::services::streams::{StreamError, Streams};
 use crate::store::Db;
+use crate::tls::Tls;
 
 /// Connections served at once; more are closed on accept.
 const MAX_CONNECTIONS: usize = 512;
@@ -50,10 +52,9 @@ pub enum ConnectionError {
 
 /// What RTMP ingest decides pushes with, and where their media goes.
 pub struct Ingest {
-    /// `SLUICE_RTMP_ADDR`.
-    pub addr: SocketAddr,
-    /// `SLUICE_RTMP_MAX_PER_IP`.
-    pub max_per_ip: usize,
+    /// Connections at once and per client IP (`SLUICE_RTMP_MAX_PER_IP`), over RTMP and RTMPS
+    /// together.
+    pub limits: Limits,
     pub db: Db,
     /// Opens the sealed push verifiers.
     pub master_key: MasterKey,
@@ -63,12 +64,25 @@ pub struct Ingest {
     pub challenges: Challenges,
 }
 
-/// Binds the RTMP listener and serves until the task is dropped. Returns the bound address.
-pub async fn start(app: Arc<Ingest>) -> std::io::Result<std::net::SocketAddr> {
-    let listener = TcpListener::bind(app.addr).await?;
+/// The connection caps every listener of one [`Ingest`] shares.
+pub struct Limits {
+    all: Arc<Semaphore>,
+    per_ip: Arc<PerIp>,
+}
+
+impl Limits {
+    /// [`MAX_CONNECTIONS`] in all, `max_per_ip` per client address.
+    pub fn new(max_per_ip: usize) -> Limits {
+        Limits { all: Arc::new(Semaphore::new(MAX_CONNECTIONS)), per_ip: Arc::new(PerIp::new(max_per_ip)) }
+    }
+}
+
+/// Binds an RTMP listener on `addr` — RTMPS when `tls` is given — and serves until the process
+/// ends. Returns the bound address.
+pub async fn start(app: Arc<Ingest>, addr: SocketAddr, tls: Option<Tls>) -> std::io::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let per_ip = Arc::new(PerIp::new(app.max_per_ip));
+    let (limit, per_ip) = (app.limits.all.clone(), app.limits.per_ip.clone());
     tokio::spawn(async move {
         loop {
             let (socket, peer) = match listener.accept().await {
@@ -88,10 +102,18 @@ pub async fn start(app: Arc<Ingest>) -> std::io::Result<std::net::SocketAddr> {
                 tracing::warn!(%peer, "rtmp: too many connections; closing");
                 continue;
             };
-            let app = app.clone();
+            let (app, tls) = (app.clone(), tls.clone());
             tokio::spawn(async move {
                 let _ = socket.set_nodelay(true);
-                if let Err(e) = Connection::new(app, peer).run(socket).await {
+                let result = match tls {
+                    None => Connection::new(app, peer).run(socket).await,
+                    // The handshake has its deadline; plain RTMP on this port fails it.
+                    Some(tls) => match tls.accept(socket).await {
+                        Ok(socket) => Connection::new(app, peer).run(socket).await,
+                        Err(e) => Err(e.into()),
+                    },
+                };
+                if let Err(e) = result {
                     tracing::info!(%peer, error = %e, "rtmp connection closed");
                 }
                 drop((permit, slot));
@@ -188,7 +210,7 @@ impl Connection {
         }
     }
 
-    async fn run(mut self, mut socket: TcpStream) -> Result<(), ConnectionError> {
+    async fn run<S: AsyncRead + AsyncWrite + Unpin>(mut self, mut socket: S) -> Result<(), ConnectionError> {
         let result = self.serve(&mut socket).await;
         let _ = socket.shutdown().await;
         if let Some(push) = self.push.take() {
@@ -207,7 +229,10 @@ impl Connection {
     }
 
     /// Returns why the session ended.
-    async fn serve(&mut self, socket: &mut TcpStream) -> Result<String, ConnectionError> {
+    async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        socket: &mut S,
+    ) -> Result<String, ConnectionError> {
         let mut buf = vec![0u8; 64 * 1024];
         let mut tick = tokio::time::interval(TICK);
         loop {
@@ -277,9 +302,9 @@ impl Connection {
     }
 
     /// Performs actions; returns true when the client finished publishing.
-    async fn handle(
+    async fn handle<S: AsyncWrite + Unpin>(
         &mut self,
-        socket: &mut TcpStream,
+        socket: &mut S,
         actions: Vec<Action>,
     ) -> Result<bool, ConnectionError> {
         let mut pending = std::collections::VecDeque::from(actions);
