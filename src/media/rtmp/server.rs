@@ -212,7 +212,8 @@ impl Connection {
 
     async fn run<S: AsyncRead + AsyncWrite + Unpin>(mut self, mut socket: S) -> Result<(), ConnectionError> {
         let result = self.serve(&mut socket).await;
-        let _ = socket.shutdown().await;
+        // Over TLS the shutdown writes close_notify, which a peer that does not read would hold.
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.shutdown()).await;
         if let Some(push) = self.push.take() {
             let why = match &result {
                 Ok(why) => why.clone(),
