@@ -6,7 +6,8 @@
 //! end closes the clients of its stream.
 //!
 //! The server runs on its own GLib main loop thread. Connections are bounded in all and per
-//! client IP, and gst-rtsp-server's session pool times out clients that go silent (60 s).
+//! client IP; sessions are bounded in all, and a watch on the session pool removes sessions
+//! that went silent for their timeout (60 s), which frees their media.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -105,6 +106,18 @@ pub fn start(
                     return;
                 }
             };
+            // gst-rtsp-server only marks silent sessions expired; the pool's watch removes them.
+            let pool = server.session_pool();
+            let pool_watch = pool.as_ref().map(|pool| {
+                pool.set_max_sessions(MAX_CLIENTS as u32);
+                let watch =
+                    pool.create_watch(Some("rtsp-session-timeouts"), glib::Priority::DEFAULT, |pool| {
+                        pool.cleanup();
+                        glib::ControlFlow::Continue
+                    });
+                watch.attach(Some(&context));
+                watch
+            });
             let _ = tx.send(Ok(server.bound_port()));
             context.with_thread_default(|| run_loop.run()).ok();
             // Stopped: the listener's source, the handler (which holds the context, the
@@ -112,6 +125,9 @@ pub fn start(
             // keeps the server alive in a cycle.
             if let Some(source) = context.find_source_by_id(&source) {
                 source.destroy();
+            }
+            if let Some(watch) = pool_watch {
+                watch.destroy();
             }
             server.disconnect(handler);
             server.client_filter(Some(&mut |_, _| rtsp::RTSPFilterResult::Remove));

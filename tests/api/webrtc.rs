@@ -429,3 +429,21 @@ async fn answers_announce_the_public_ip_within_the_port_range() {
     assert!(udp.iter().any(|f| f[4] == "203.0.113.7"), "the public IP is announced: {}", v.answer);
     v.wait_for("frames over the local candidates", Duration::from_secs(20), |r| r.video_frames >= 10).await;
 }
+
+#[tokio::test]
+async fn a_viewer_that_vanishes_without_delete_is_ended() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let stream = create(&t, json!({"name": "vanishing", "protocols": ["webrtc"]})).await;
+    let _push = push(&stream);
+    let v = viewer(stream["playbackUrls"]["webrtc"].as_str().expect("webrtc")).await;
+    v.wait_for("frames", Duration::from_secs(20), |r| r.video_frames >= 10).await;
+    assert_eq!(metric(&t, "sluice_whep_viewers").await, Some(1));
+    let gone = Instant::now();
+    v.vanish();
+    // Its ICE keepalives (connectivity checks) go unanswered and the session fails.
+    eventually("the vanished viewer ended", Duration::from_secs(120), || async {
+        (metric(&t, "sluice_whep_viewers").await == Some(0)).then_some(())
+    })
+    .await;
+    eprintln!("a WHEP viewer that vanished without DELETE ended after {:?}", gone.elapsed());
+}

@@ -49,8 +49,19 @@ impl Drop for WhepViewer {
     }
 }
 
+impl WhepViewer {
+    /// Goes away as a closed tab does: the pipeline stops, no DELETE is sent.
+    pub fn vanish(mut self) {
+        self.location.clear();
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
 /// DELETEs a session's location in the background, when a runtime is there to run it.
 fn hang_up(location: &str) {
+    if location.is_empty() {
+        return;
+    }
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         let location = location.to_string();
         rt.spawn(async move {

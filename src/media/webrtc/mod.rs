@@ -67,6 +67,13 @@ impl WebrtcConfig {
                     if agent.has_property("upnp") {
                         agent.set_property("upnp", false);
                     }
+                    // Keepalives as connectivity checks: a peer that vanishes without a
+                    // DELETE (a closed tab, a lost network) stops answering them and its ICE
+                    // goes failed, which ends the session (without this, libnice 0.1.21 sends
+                    // indications that need no answer and a connected session never fails).
+                    if agent.has_property("keepalive-conncheck") {
+                        agent.set_property("keepalive-conncheck", true);
+                    }
                 }
             }
         }
@@ -266,11 +273,65 @@ pub enum TrickleError {
 #[derive(Default)]
 pub struct Peers {
     peers: Mutex<std::collections::HashMap<String, Arc<Peer>>>,
+    /// Places held by sessions being set up, per client address: counted against the caps
+    /// from the moment a request is admitted, so concurrent offers cannot all pass the check.
+    pending: Mutex<std::collections::HashMap<Option<std::net::IpAddr>, usize>>,
+}
+
+/// Why [`Peers::reserve`] refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `max_total` sessions (open and being set up) already.
+    Full,
+    /// `max_per_ip` sessions from this address already.
+    PerIp,
+}
+
+/// A place held for a session being set up; given back on drop (the session, once inserted,
+/// counts for itself).
+pub struct Reservation<'a> {
+    peers: &'a Peers,
+    ip: Option<std::net::IpAddr>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.peers.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = pending.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                pending.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl Peers {
     fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<Peer>>> {
         self.peers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Holds a place for a new session from `ip` unless that would pass `max_total` sessions in
+    /// all or `max_per_ip` from that address (sessions open and being set up both count).
+    pub fn reserve(
+        &self,
+        ip: Option<std::net::IpAddr>,
+        max_total: usize,
+        max_per_ip: usize,
+    ) -> Result<Reservation<'_>, Refusal> {
+        let peers = self.lock();
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if peers.len() + pending.values().sum::<usize>() >= max_total {
+            return Err(Refusal::Full);
+        }
+        if let Some(addr) = ip {
+            let open = peers.values().filter(|p| p.ip == Some(addr)).count();
+            if open + pending.get(&ip).copied().unwrap_or(0) >= max_per_ip {
+                return Err(Refusal::PerIp);
+            }
+        }
+        *pending.entry(ip).or_default() += 1;
+        Ok(Reservation { peers: self, ip })
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Peer>> {
@@ -297,5 +358,26 @@ impl Peers {
 
     fn remove(&self, id: &str) {
         self.lock().remove(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_count_against_the_caps_until_dropped() {
+        let peers = Peers::default();
+        let (a, b): (std::net::IpAddr, std::net::IpAddr) =
+            ("192.0.2.1".parse().expect("ip"), "192.0.2.2".parse().expect("ip"));
+        // Offers being set up at once from one address: the third is refused before any work.
+        let first = peers.reserve(Some(a), 3, 2).expect("first");
+        let _second = peers.reserve(Some(a), 3, 2).expect("second");
+        assert_eq!(peers.reserve(Some(a), 3, 2).err(), Some(Refusal::PerIp));
+        let _other = peers.reserve(Some(b), 3, 2).expect("another address");
+        assert_eq!(peers.reserve(Some(b), 3, 2).err(), Some(Refusal::Full));
+        assert_eq!(peers.reserve(None, 3, 2).err(), Some(Refusal::Full));
+        drop(first);
+        assert!(peers.reserve(Some(a), 3, 2).is_ok(), "a place given back is free again");
     }
 }

@@ -11,7 +11,7 @@ use gstreamer_sdp as gst_sdp;
 use gstreamer_webrtc as gst_webrtc;
 
 use super::sdp::{self, Offered};
-use super::{Peer, Peers, WebrtcConfig, WebrtcError};
+use super::{Peer, Peers, Refusal, WebrtcConfig, WebrtcError};
 use crate::media::taps::{consumer_src, Tap, Taps, CONSUMER_MAX_BYTES};
 use crate::media::StopOnDrop;
 
@@ -57,12 +57,11 @@ impl Whep {
     ) -> Result<Admitted, WhepError> {
         let tap =
             self.taps.get(stream_id).filter(|t| t.webrtc && !t.is_closed()).ok_or(WhepError::NotLive)?;
-        if self.viewers.count() >= MAX_VIEWERS {
-            return Err(WhepError::Full);
-        }
-        if ip.is_some_and(|ip| self.viewers.of_ip(ip) >= self.config.max_per_ip) {
-            return Err(WhepError::TooManyFromHere);
-        }
+        // Held until the viewer is inserted (or the setup fails): concurrent offers count.
+        let _place = self.viewers.reserve(ip, MAX_VIEWERS, self.config.max_per_ip).map_err(|r| match r {
+            Refusal::Full => WhepError::Full,
+            Refusal::PerIp => WhepError::TooManyFromHere,
+        })?;
         crate::media::ingest::init().map_err(WebrtcError::Media)?;
         let mut offer = sdp::parse_offer(offer).map_err(WebrtcError::BadOffer)?;
         let (video, audio) = sdp::codecs(&offer, false);

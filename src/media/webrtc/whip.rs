@@ -101,6 +101,22 @@ impl Whip {
                 return Err(WhipError::Unavailable);
             }
         };
+        // The push session is open: the rest runs on its own task, so a client that hangs up
+        // mid-setup (this request's future dropped) cannot leave the stream live for good.
+        let this = self.clone();
+        tokio::spawn(async move { this.open(stream, offer, kill).await })
+            .await
+            .map_err(|e| WhipError::from(WebrtcError::Media(e.to_string())))?
+    }
+
+    /// Sets up an opened push session (its live output, then the negotiation) and starts it;
+    /// ends the push if that fails.
+    async fn open(
+        self: Arc<Self>,
+        stream: StreamRow,
+        offer: gstreamer_sdp::SDPMessage,
+        kill: Arc<Notify>,
+    ) -> Result<Published, WhipError> {
         let outputs = match self.outputs.start(&stream).await {
             Ok(outputs) => outputs,
             Err(e) => {
