@@ -170,7 +170,10 @@ fn admit(
         return;
     }
     let counts = per_ip.clone();
+    // Tells this client's watchers (`close_with_push`) that it is gone.
+    let (gone_tx, gone) = tokio::sync::watch::channel(false);
     client.connect_closed(move |_| {
+        gone_tx.send_replace(true);
         let mut counts = counts.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = counts.get_mut(&key) {
             *n = n.saturating_sub(1);
@@ -186,6 +189,7 @@ fn admit(
         let authorised = authorised.clone();
         let (taps, mounts, authorize, runtime, context) =
             (taps.clone(), mounts.clone(), authorize.clone(), runtime.clone(), context.clone());
+        let gone = gone.clone();
         move |client: &rtsp::RTSPClient, ctx: &rtsp::RTSPContext| -> gst_rtsp::RTSPStatusCode {
             let Some((stream, token)) = ctx.uri().and_then(|u| stream_and_token(&u.request_uri())) else {
                 return gst_rtsp::RTSPStatusCode::NotFound;
@@ -223,7 +227,7 @@ fn admit(
             // Once per client and stream, however many requests it sends.
             if first {
                 mounts.ensure(&stream, &tap, &runtime);
-                close_with_push(client, &tap, &runtime, &context);
+                close_with_push(client, &tap, gone.clone(), &runtime, &context);
             }
             gst_rtsp::RTSPStatusCode::Ok
         }
@@ -267,17 +271,22 @@ impl Mounts {
     }
 }
 
-/// Closes the client when the push it plays ends (DELETE, disable, the publisher leaving).
+/// Closes the client when the push it plays ends (DELETE, disable, the publisher leaving); the
+/// watch ends with the client (`gone`) too, so connections that come and go leave nothing.
 fn close_with_push(
     client: &rtsp::RTSPClient,
     tap: &Arc<Tap>,
+    mut gone: tokio::sync::watch::Receiver<bool>,
     runtime: &tokio::runtime::Handle,
     context: &glib::MainContext,
 ) {
     let mut closed = tap.closed();
     let (weak, context) = (client.downgrade(), context.clone());
     runtime.spawn(async move {
-        let _ = closed.wait_for(|c| *c).await;
+        tokio::select! {
+            _ = closed.wait_for(|c| *c) => {}
+            _ = gone.wait_for(|g| *g) => return,
+        }
         context.invoke(move || {
             if let Some(client) = weak.upgrade() {
                 client.close();
