@@ -120,7 +120,7 @@ fn init_logging(format: LogFormat) {
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     tracing::info!(?settings, "starting");
-    if settings.mode == Mode::Production && settings.plaintext() {
+    if settings.mode == Mode::Production && !settings.clients_use_tls() {
         tracing::warn!(
             "NO TLS: API keys, push passwords and session cookies cross the network in clear. Set \
              SLUICE_TLS_CERT and SLUICE_TLS_KEY to serve HTTPS and RTMPS here, or, when TLS ends at a \

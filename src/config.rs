@@ -390,14 +390,9 @@ impl Settings {
             .unwrap_or_else(|| "localhost".to_string())
     }
 
-    /// Whether clients reach Sluice in clear: no TLS here and a public URL that is not https
-    /// (no TLS at a proxy either). Production warns about it at start.
-    pub fn plaintext(&self) -> bool {
-        self.tls.is_none() && !self.public_url.starts_with("https://")
-    }
-
-    /// Whether cookies must carry `Secure`: when served over TLS here or at a proxy.
-    pub fn secure_cookies(&self) -> bool {
+    /// Whether clients reach Sluice over TLS, here or at a proxy (an https public URL): then
+    /// cookies carry `Secure`; without it production warns at start.
+    pub fn clients_use_tls(&self) -> bool {
         self.tls.is_some() || self.public_url.starts_with("https://")
     }
 }

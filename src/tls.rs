@@ -84,16 +84,24 @@ impl Tls {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.current.borrow().plain.clone());
-        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io))
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
+        let config = self.current.borrow().plain.clone();
+        handshake(config, io).await
     }
 
     /// Wraps an HTTP acceptor (poem's `TcpListener`) so that it serves HTTPS.
     pub fn https<A: Acceptor>(&self, inner: A) -> HttpsAcceptor<A> {
         HttpsAcceptor { inner, tls: self.clone() }
     }
+}
+
+/// The server side of a handshake with `config`, within [`HANDSHAKE_TIMEOUT`].
+async fn handshake<IO>(config: Arc<ServerConfig>, io: IO) -> io::Result<tokio_rustls::server::TlsStream<IO>>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    tokio::time::timeout(HANDSHAKE_TIMEOUT, tokio_rustls::TlsAcceptor::from(config).accept(io))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
 }
 
 async fn read_pair(cert: &Path, key: &Path) -> Result<((Vec<u8>, Vec<u8>), [u8; 32]), TlsError> {
@@ -180,13 +188,8 @@ impl<A: Acceptor> Acceptor for HttpsAcceptor<A> {
 
     async fn accept(&mut self) -> io::Result<(Self::Io, LocalAddr, RemoteAddr, Scheme)> {
         let (io, local, remote, _) = self.inner.accept().await?;
-        let acceptor = tokio_rustls::TlsAcceptor::from(self.tls.current.borrow().https.clone());
-        let handshake = async move {
-            tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(io))
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))?
-        };
-        Ok((Handshake::Pending(handshake.boxed()), local, remote, Scheme::HTTPS))
+        let config = self.tls.current.borrow().https.clone();
+        Ok((Handshake::Pending(handshake(config, io).boxed()), local, remote, Scheme::HTTPS))
     }
 }
 

@@ -175,7 +175,7 @@ impl AuthApi {
         app.db
             .create_refresh(&ApiKeyHash::of(&refresh).0, user_id, family_id, REFRESH_TTL.as_millis() as i64)
             .await?;
-        let secure = app.settings.secure_cookies();
+        let secure = app.settings.clients_use_tls();
         for (name, value, ttl) in
             [(SESSION_COOKIE, session, SESSION_TTL), (REFRESH_COOKIE, refresh, REFRESH_TTL)]
         {

@@ -342,11 +342,6 @@ impl Peers {
         self.lock().len()
     }
 
-    /// The sessions opened from one client address.
-    pub fn of_ip(&self, ip: std::net::IpAddr) -> usize {
-        self.lock().values().filter(|p| p.ip == Some(ip)).count()
-    }
-
     /// The sessions of one stream.
     pub fn of_stream(&self, stream_id: &str) -> usize {
         self.lock().values().filter(|p| p.stream_id == stream_id).count()
