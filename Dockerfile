@@ -18,10 +18,11 @@ RUN useradd --system --home-dir /var/lib/sluice --create-home --shell /usr/sbin/
 ENV SLUICE_DATA_DIR=/var/lib/sluice \
     SLUICE_HTTP_ADDR=0.0.0.0:8080 \
     SLUICE_RTMP_ADDR=0.0.0.0:1935 \
-    SLUICE_RTSP_ADDR=0.0.0.0:8554
+    SLUICE_RTSP_ADDR=0.0.0.0:8554 \
+    SLUICE_SRT_ADDR=0.0.0.0:8890
 VOLUME ["/var/lib/sluice"]
 WORKDIR /var/lib/sluice
 USER sluice
-EXPOSE 8080 1935 8554
+EXPOSE 8080 1935 8554 8890/udp
 ENTRYPOINT ["sluice"]
 CMD ["serve"]

@@ -26,6 +26,7 @@ runtime_packages=(
     gstreamer1.0-nice
     gstreamer1.0-tools
     libgstrtspserver-1.0-0
+    libsrt1.5-openssl
 )
 
 build_packages=(
@@ -35,6 +36,7 @@ build_packages=(
     libgstreamer-plugins-base1.0-dev
     libgstreamer-plugins-bad1.0-dev
     libgstrtspserver-1.0-dev
+    libsrt-openssl-dev
     libssl-dev
     curl
 )

@@ -78,6 +78,8 @@ pub struct App {
     pub whip: Arc<Whip>,
     /// RTSP playback, once started; stopped when the App goes.
     rtsp: std::sync::Mutex<Option<crate::media::rtsp::RtspServer>>,
+    /// SRT ingest's listener (closed when the app goes).
+    srt: std::sync::Mutex<Option<crate::media::srt::SrtServer>>,
 }
 
 impl App {
@@ -195,6 +197,7 @@ impl App {
             whep,
             whip,
             rtsp: Default::default(),
+            srt: Default::default(),
             settings,
             db,
         }))
@@ -223,6 +226,11 @@ impl App {
     /// Where RTMPS ingest listens (after `start`, with TLS configured).
     pub fn rtmps_addr(&self) -> Option<SocketAddr> {
         self.endpoints.rtmps_addr()
+    }
+
+    /// Where SRT ingest listens (after start).
+    pub fn srt_addr(&self) -> Option<SocketAddr> {
+        self.endpoints.srt_addr()
     }
 
     /// This process's identity (owner of its leases).
@@ -339,8 +347,9 @@ impl App {
         }
         self.spawn_sender()?;
         crate::media::vod::worker::spawn(&self.transcoder);
+        let limits = Arc::new(crate::media::limits::Limits::new(self.settings.rtmp_max_per_ip as usize));
         let ingest = Arc::new(Ingest {
-            limits: crate::media::rtmp::server::Limits::new(self.settings.rtmp_max_per_ip as usize),
+            limits: limits.clone(),
             db: self.db.clone(),
             master_key: self.master_key.clone(),
             streams: self.streams.clone(),
@@ -358,6 +367,7 @@ impl App {
                 .with_context(|| format!("binding RTMPS on {addr}"))?;
             self.endpoints.rtmps_bound(rtmps);
         }
+        self.start_srt(limits).await?;
         self.start_rtsp().await?;
         let server = tokio::spawn(async move {
             poem::Server::new_with_acceptor(acceptor)
@@ -365,6 +375,24 @@ impl App {
                 .await
         });
         Ok((addr, server))
+    }
+
+    /// Starts SRT ingest on `SLUICE_SRT_ADDR`, under the same connection caps as RTMP.
+    async fn start_srt(self: &Arc<Self>, limits: Arc<crate::media::limits::Limits>) -> anyhow::Result<()> {
+        let srt = Arc::new(crate::media::srt::Srt::new(
+            self.db.clone(),
+            self.master_key.clone(),
+            self.streams.clone(),
+            self.outputs.clone(),
+            limits,
+        ));
+        let (addr, runtime) = (self.settings.srt_addr, tokio::runtime::Handle::current());
+        let server = tokio::task::spawn_blocking(move || crate::media::srt::start(srt, addr, runtime))
+            .await?
+            .with_context(|| format!("binding SRT on {addr}"))?;
+        self.endpoints.srt_bound(server.addr);
+        *self.srt.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
+        Ok(())
     }
 
     /// Starts RTSP playback on `SLUICE_RTSP_ADDR`.

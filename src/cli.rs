@@ -141,6 +141,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     if let Some(rtmps) = app.rtmps_addr() {
         tracing::info!(%rtmps, "serving RTMPS");
     }
+    if let Some(srt) = app.srt_addr() {
+        tracing::info!(%srt, "serving SRT ingest");
+    }
     server.await.context("server task")?.context("HTTP server")?;
     app.db.close().await;
     tracing::info!("stopped");

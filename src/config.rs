@@ -50,6 +50,9 @@ pub struct ConfigArgs {
     /// RTSP egress.
     #[arg(long, global = true, env = "SLUICE_RTSP_ADDR")]
     pub rtsp_addr: Option<SocketAddr>,
+    /// SRT ingest (UDP).
+    #[arg(long, global = true, env = "SLUICE_SRT_ADDR")]
+    pub srt_addr: Option<SocketAddr>,
     /// UDP ports for WebRTC media, `first-last` (default 40000-40999).
     #[arg(long, global = true, env = "SLUICE_WEBRTC_UDP_PORTS")]
     pub webrtc_udp_ports: Option<String>,
@@ -148,6 +151,7 @@ struct FileConfig {
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     rtsp_addr: Option<SocketAddr>,
+    srt_addr: Option<SocketAddr>,
     webrtc_udp_ports: Option<String>,
     webrtc_public_ip: Option<IpAddr>,
     ice_servers: Option<String>,
@@ -190,6 +194,8 @@ pub struct Settings {
     /// `SLUICE_TLS_CERT` and `SLUICE_TLS_KEY` (both or neither).
     pub tls: Option<TlsFiles>,
     pub rtsp_addr: SocketAddr,
+    /// SRT ingest (UDP).
+    pub srt_addr: SocketAddr,
     /// UDP ports WebRTC media may use, inclusive.
     pub webrtc_udp_ports: (u16, u16),
     pub webrtc_public_ip: Option<IpAddr>,
@@ -230,6 +236,7 @@ impl fmt::Debug for Settings {
             .field("rtmps_addr", &self.rtmps_addr)
             .field("tls", &self.tls)
             .field("rtsp_addr", &self.rtsp_addr)
+            .field("srt_addr", &self.srt_addr)
             .field("webrtc_udp_ports", &self.webrtc_udp_ports)
             .field("webrtc_public_ip", &self.webrtc_public_ip)
             .field("webrtc_max_per_ip", &self.webrtc_max_per_ip)
@@ -294,6 +301,7 @@ impl Settings {
             rtmps_addr: pick(args.rtmps_addr, file.rtmps_addr, ([127, 0, 0, 1], 1936).into()),
             tls,
             rtsp_addr: pick(args.rtsp_addr, file.rtsp_addr, ([127, 0, 0, 1], 8554).into()),
+            srt_addr: pick(args.srt_addr, file.srt_addr, ([127, 0, 0, 1], 8890).into()),
             webrtc_udp_ports: parse_ports(
                 &args
                     .webrtc_udp_ports

@@ -65,6 +65,9 @@ impl Example for StreamWithCredentials {
             ingest_url: format!(
                 "rtmp://media.example.com:1935/live/k7f3q9x2m4?user=u_st8w2k4n&pass={password}"
             ),
+            srt_url: format!(
+                "srt://media.example.com:8890?streamid=publish:k7f3q9x2m4&passphrase={password}"
+            ),
             push_password: password.into(),
         }
     }

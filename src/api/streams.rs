@@ -105,6 +105,10 @@ pub struct StreamWithCredentials {
     pub stream: Stream,
     /// The complete publish URL with credentials (ffmpeg takes it as is).
     pub ingest_url: String,
+    /// SRT ingest (caller mode, MPEG-TS with H.264 and AAC): the stream key as
+    /// `streamid=publish:<streamKey>` and the push password as the AES passphrase (OBS and
+    /// ffmpeg take the URL as is). Shown only when created or rotated.
+    pub srt_url: String,
     /// Shown only when created or rotated.
     pub push_password: String,
 }
@@ -254,7 +258,19 @@ impl Stream {
             row.push_username,
             password
         );
-        StreamWithCredentials { stream: Stream::from_row(row, app), ingest_url, push_password: password }
+        let srt_url = format!(
+            "srt://{}:{}?streamid=publish:{}&passphrase={}",
+            app.settings.public_host(),
+            app.endpoints.srt_port(),
+            row.stream_key,
+            password
+        );
+        StreamWithCredentials {
+            stream: Stream::from_row(row, app),
+            ingest_url,
+            srt_url,
+            push_password: password,
+        }
     }
 }
 
@@ -273,15 +289,36 @@ impl From<StreamRow> for StreamListItem {
 }
 
 /// The `data` of a stream event.
-/// New push credentials of stream `id`: (username, salt, verifier sealed under the master key,
-/// password).
-fn new_push_credentials(master: &MasterKey, id: &str) -> (String, String, String, String) {
-    let username = random_token(12).to_lowercase();
-    let salt = random_token(16);
-    let password = random_token(32);
-    let verifier = push_verifier(&username, &salt, &password);
-    let sealed = master.seal(verifier.as_bytes(), &crate::store::secrets::push_context(id));
-    (username, salt, sealed, password)
+/// New push credentials of a stream.
+struct PushCredentials {
+    username: String,
+    salt: String,
+    /// The Adobe verifier, sealed under the master key.
+    verifier: String,
+    /// The password, sealed under the master key (SRT's passphrase).
+    secret: String,
+    password: String,
+}
+
+impl PushCredentials {
+    fn new(master: &MasterKey, id: &str) -> PushCredentials {
+        let username = random_token(12).to_lowercase();
+        let salt = random_token(16);
+        let password = random_token(32);
+        let verifier = push_verifier(&username, &salt, &password);
+        let verifier = master.seal(verifier.as_bytes(), &crate::store::secrets::push_context(id));
+        let secret = master.seal(password.as_bytes(), &crate::store::secrets::push_secret_context(id));
+        PushCredentials { username, salt, verifier, secret, password }
+    }
+
+    /// Puts them on the row; returns the password, shown once.
+    fn set_on(self, row: &mut StreamRow) -> String {
+        row.push_username = self.username;
+        row.push_salt = self.salt;
+        row.push_verifier = self.verifier;
+        row.push_secret = Some(self.secret);
+        self.password
+    }
 }
 
 pub(super) fn move_error(e: MoveError) -> ApiError {
@@ -350,7 +387,7 @@ impl StreamsApi {
     ) -> ApiResult<CreateStreamResponse> {
         let b = body.0;
         let id = new_id();
-        let (push_username, push_salt, push_verifier, password) = new_push_credentials(&app.master_key, &id);
+        let credentials = PushCredentials::new(&app.master_key, &id);
         let now = now_ms();
         // No media resources need preparing before a push yet, so a new stream is ready at once
         // (`create` moves it on from pending).
@@ -359,9 +396,10 @@ impl StreamsApi {
             project_id: p.project.id.clone(),
             name: b.name,
             stream_key: random_token(24),
-            push_username,
-            push_salt,
-            push_verifier,
+            push_username: String::new(),
+            push_salt: String::new(),
+            push_verifier: String::new(),
+            push_secret: None,
             qualities: String::new(),
             protocols: String::new(),
             vod_enabled: flag(b.vod_enabled.unwrap_or(false)),
@@ -376,6 +414,7 @@ impl StreamsApi {
             last_push_at: None,
             input_info: None,
         };
+        let password = credentials.set_on(&mut row);
         row.set_qualities(&b.qualities.unwrap_or_else(|| vec![Quality(720), Quality(480)]));
         row.set_protocols(&b.protocols.unwrap_or_else(|| vec![Protocol::Llhls]));
         match app.streams.create(&mut row).await {
@@ -510,10 +549,7 @@ impl StreamsApi {
         if row.state().reason == Some(DisabledReason::Deleted) {
             return Err(move_error(MoveError::Deleted));
         }
-        let (username, salt, verifier, password) = new_push_credentials(&app.master_key, &row.id);
-        row.push_username = username;
-        row.push_salt = salt;
-        row.push_verifier = verifier;
+        let password = PushCredentials::new(&app.master_key, &row.id).set_on(&mut row);
         row.updated_at = now_ms();
         Db::update_stream(&mut tx, &row).await?;
         tx.commit().await?;

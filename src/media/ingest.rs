@@ -21,6 +21,8 @@ use super::taps::TapGuard;
 use super::StopOnDrop;
 
 const DESCRIPTION: &str = include_str!("../../pipelines/ingest.txt");
+/// The MPEG-TS front (SRT): `tsdemux`'s streams are linked to the `vq`/`aq` queues as they appear.
+const TS_DESCRIPTION: &str = include_str!("../../pipelines/srt.txt");
 
 /// What the caps of the parsed streams say about the input.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -94,6 +96,8 @@ pub struct IngestPipeline {
     tap: Option<TapGuard>,
     /// Media bytes that reached the tees (the no-media watchdog and the input bitrate).
     pub media_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// Video keyframes that reached the `video` tee (the no-keyframe watchdog).
+    pub keyframes: Arc<std::sync::atomic::AtomicU64>,
     /// The LL-HLS channel this push feeds, if any.
     live: Option<(Arc<Channel>, u32)>,
     /// Wall-clock time of media timestamp zero (set by the first media).
@@ -136,6 +140,38 @@ impl IngestPipeline {
         Ok(p)
     }
 
+    /// Builds and starts the MPEG-TS front (`pipelines/srt.txt`): bytes fed through
+    /// [`IngestPipeline::feeder`] are demuxed, H.264 and AAC go to the tees. The wall-clock base
+    /// is taken at the first media buffer (TS timestamps start anywhere). Off the async workers,
+    /// as [`IngestPipeline::start`].
+    pub async fn start_ts(
+        stream_id: &str,
+        outputs: Outputs,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+        let stream_id = stream_id.to_string();
+        tokio::task::spawn_blocking(move || {
+            init()?;
+            let pipeline = gst::parse::launch(TS_DESCRIPTION)
+                .map_err(|e| format!("ingest pipeline: {e}"))?
+                .downcast::<gst::Pipeline>()
+                .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
+            pipeline.set_property("name", format!("ingest-ts-{stream_id}"));
+            let src = pipeline
+                .by_name("src")
+                .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
+                .ok_or("ingest pipeline has no appsrc named src")?;
+            link_ts_streams(&pipeline)?;
+            IngestPipeline::assemble(pipeline, Some(src), outputs, true)
+        })
+        .await
+        .map_err(|e| format!("ingest pipeline: {e}"))?
+    }
+
+    /// What feeds a byte-stream front from another thread (SRT's receive thread).
+    pub fn feeder(&self) -> Option<Feeder> {
+        Some(Feeder { src: self.src.clone()?, dropped: 0 })
+    }
+
     /// Attaches the outputs to a pipeline whose front (FLV or WHIP) feeds the `video` and
     /// `audio` tees, and starts it. `wall_from_first`: the front's timestamps are running times
     /// (WHIP), so the wall-clock base is taken at the first media buffer; the FLV front sets it
@@ -151,6 +187,8 @@ impl IngestPipeline {
         probe_caps(&pipeline, "audio", tx.clone(), audio_report)?;
         let media_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
         count_media(&pipeline, &media_bytes)?;
+        let keyframes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        count_keyframes(&pipeline, &keyframes)?;
         let drained = Arc::new((Mutex::new(false), Condvar::new()));
         watch_bus(&pipeline, tx, drained.clone())?;
         let wall = WallBase::default();
@@ -187,6 +225,7 @@ impl IngestPipeline {
             dropped: 0,
             tap,
             media_bytes,
+            keyframes,
             live: channel,
             wall,
             drained,
@@ -254,6 +293,123 @@ impl IngestPipeline {
     }
 }
 
+/// A push that receives no media for this long ends (CONTRACT: Auto-stop).
+pub const NO_MEDIA: std::time::Duration = std::time::Duration::from_secs(10);
+/// A push whose video has had no keyframe for this long ends (CONTRACT: memory per stream is
+/// bounded whatever the publisher sends).
+pub const NO_KEYFRAME: std::time::Duration = std::time::Duration::from_secs(30);
+/// How often the input bitrate is measured.
+pub const RATE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The deadlines of a push whose front is not RTMP (whose session keeps its own), read from the
+/// pipeline's counters once a second: no media for [`NO_MEDIA`], media but no keyframe for
+/// [`NO_KEYFRAME`] (when asked for); and its input bitrate every [`RATE_EVERY`].
+pub struct Liveness {
+    bytes: (u64, std::time::Instant),
+    /// `None`: keyframes are not watched (WebRTC senders send one when asked, and may not
+    /// for long otherwise).
+    keyframes: Option<(u64, std::time::Instant)>,
+    rate_from: (std::time::Instant, u64),
+}
+
+impl Liveness {
+    pub fn new(watch_keyframes: bool) -> Liveness {
+        let now = std::time::Instant::now();
+        Liveness { bytes: (0, now), keyframes: watch_keyframes.then_some((0, now)), rate_from: (now, 0) }
+    }
+
+    /// `Err(why)` when a deadline passed; `Ok(Some(kbps))` when a new bitrate was measured.
+    pub fn tick(&mut self, pipeline: &IngestPipeline) -> Result<Option<i64>, String> {
+        use std::sync::atomic::Ordering;
+        let now = std::time::Instant::now();
+        let bytes = pipeline.media_bytes.load(Ordering::Relaxed);
+        if bytes != self.bytes.0 {
+            self.bytes = (bytes, now);
+        } else if now.duration_since(self.bytes.1) >= NO_MEDIA {
+            return Err(format!("no media for {} s", NO_MEDIA.as_secs()));
+        }
+        if let Some((seen, at)) = &mut self.keyframes {
+            let keyframes = pipeline.keyframes.load(Ordering::Relaxed);
+            if keyframes != *seen {
+                (*seen, *at) = (keyframes, now);
+            } else if now.duration_since(*at) >= NO_KEYFRAME {
+                return Err(format!("no keyframe for {} s", NO_KEYFRAME.as_secs()));
+            }
+        }
+        let elapsed = now.duration_since(self.rate_from.0);
+        if elapsed < RATE_EVERY {
+            return Ok(None);
+        }
+        let kbps = (bytes - self.rate_from.1) as f64 * 8.0 / 1000.0 / elapsed.as_secs_f64();
+        self.rate_from = (now, bytes);
+        Ok(Some(kbps.round() as i64))
+    }
+}
+
+/// Feeds bytes into a front's `appsrc` without blocking: a full source drops them (the demuxer
+/// resynchronises on the next packet) and says so now and then.
+pub struct Feeder {
+    src: gst_app::AppSrc,
+    dropped: u64,
+}
+
+impl Feeder {
+    /// Pushes `bytes`; false once the pipeline no longer takes anything (stopped or failed).
+    pub fn feed(&mut self, bytes: &[u8]) -> bool {
+        if self.src.current_level_bytes() >= self.src.max_bytes() {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(dropped = self.dropped, "ingest pipeline is behind; dropping input");
+            }
+            return true;
+        }
+        self.src.push_buffer(gst::Buffer::from_slice(bytes.to_vec())).is_ok()
+    }
+}
+
+/// Links each stream `tsdemux` finds: the first H.264 to `vq`, the first AAC to `aq`, anything
+/// else (other codecs, a second program) to a sink of its own, so that it is read and dropped
+/// and never stalls the demuxer.
+fn link_ts_streams(pipeline: &gst::Pipeline) -> Result<(), String> {
+    let demux = pipeline.by_name("demux").ok_or("ingest pipeline has no tsdemux named demux")?;
+    let weak = pipeline.downgrade();
+    demux.connect_pad_added(move |_, pad| {
+        let Some(pipeline) = weak.upgrade() else { return };
+        let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+        let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
+        let queue = match name.as_str() {
+            "video/x-h264" => "vq",
+            "audio/mpeg" => "aq",
+            _ => "",
+        };
+        let sink = pipeline.by_name(queue).and_then(|q| q.static_pad("sink")).filter(|p| !p.is_linked());
+        let linked = match sink {
+            Some(sink) => pad.link(&sink).map_err(|e| e.to_string()),
+            None => drop_stream(&pipeline, pad),
+        };
+        match linked {
+            Ok(_) if queue.is_empty() => {
+                tracing::info!(pipeline = %pipeline.name(), caps = %name, "ingest: a stream that is not H.264 or AAC is dropped")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(pipeline = %pipeline.name(), error = %e, "ingest: a demuxed stream is not used"),
+        }
+    });
+    Ok(())
+}
+
+/// Sends a demuxed stream to a sink of its own.
+fn drop_stream(pipeline: &gst::Pipeline, pad: &gst::Pad) -> Result<gst::PadLinkSuccess, String> {
+    let sink = gst::ElementFactory::make("fakesink")
+        .property("sync", false)
+        .property("async", false)
+        .build()
+        .map_err(|e| e.to_string())?;
+    pipeline.add(&sink).map_err(|e| e.to_string())?;
+    sink.sync_state_with_parent().map_err(|e| e.to_string())?;
+    pad.link(&sink.static_pad("sink").ok_or("fakesink has no pad")?).map_err(|e| e.to_string())
+}
+
 fn probe_caps(
     pipeline: &gst::Pipeline,
     element: &str,
@@ -318,6 +474,27 @@ fn count_media(pipeline: &gst::Pipeline, bytes: &Arc<std::sync::atomic::AtomicU6
             gst::PadProbeReturn::Ok
         });
     }
+    Ok(())
+}
+
+/// Counts the keyframes reaching the `video` tee.
+fn count_keyframes(
+    pipeline: &gst::Pipeline,
+    keyframes: &Arc<std::sync::atomic::AtomicU64>,
+) -> Result<(), String> {
+    let pad = pipeline
+        .by_name("video")
+        .and_then(|e| e.static_pad("sink"))
+        .ok_or("ingest pipeline has no video tee")?;
+    let keyframes = keyframes.clone();
+    pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+        if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
+            if !b.flags().contains(gst::BufferFlags::DELTA_UNIT) {
+                keyframes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        gst::PadProbeReturn::Ok
+    });
     Ok(())
 }
 
@@ -396,6 +573,16 @@ mod tests {
         let (p, _rx) = IngestPipeline::start("test", Outputs::default())
             .await
             .expect("GStreamer plugins of scripts/deps.sh are installed");
+        p.stop();
+    }
+
+    #[tokio::test]
+    async fn the_ts_pipeline_description_builds() {
+        let (p, _rx) = IngestPipeline::start_ts("test", Outputs::default())
+            .await
+            .expect("GStreamer plugins of scripts/deps.sh are installed");
+        let mut feeder = p.feeder().expect("the TS front has a source");
+        assert!(feeder.feed(&[0x47; 188]), "a TS packet is taken");
         p.stop();
     }
 

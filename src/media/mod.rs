@@ -3,10 +3,12 @@
 
 pub mod hls;
 pub mod ingest;
+pub mod limits;
 pub mod live;
 pub mod live_hls;
 pub mod rtmp;
 pub mod rtsp;
+pub mod srt;
 pub mod taps;
 pub mod vod;
 pub mod webrtc;

@@ -18,6 +18,8 @@ pub struct Endpoints {
     rtmps_bound: OnceLock<SocketAddr>,
     rtsp_addr: SocketAddr,
     rtsp_bound: OnceLock<SocketAddr>,
+    srt_addr: SocketAddr,
+    srt_bound: OnceLock<SocketAddr>,
 }
 
 impl Endpoints {
@@ -32,6 +34,8 @@ impl Endpoints {
             rtmps_bound: OnceLock::new(),
             rtsp_addr: settings.rtsp_addr,
             rtsp_bound: OnceLock::new(),
+            srt_addr: settings.srt_addr,
+            srt_bound: OnceLock::new(),
         }
     }
 
@@ -72,6 +76,21 @@ impl Endpoints {
     /// The RTSP port handed out in playback URLs: the bound one once started.
     pub fn rtsp_port(&self) -> u16 {
         self.rtsp_bound.get().map_or(self.rtsp_addr.port(), |a| a.port())
+    }
+
+    /// Records where SRT ingest listens (once).
+    pub fn srt_bound(&self, addr: SocketAddr) {
+        let _ = self.srt_bound.set(addr);
+    }
+
+    /// Where SRT ingest listens (after it started).
+    pub fn srt_addr(&self) -> Option<SocketAddr> {
+        self.srt_bound.get().copied()
+    }
+
+    /// The SRT port handed out in `srtUrl`: the bound one once started.
+    pub fn srt_port(&self) -> u16 {
+        self.srt_addr().map_or(self.srt_addr.port(), |a| a.port())
     }
 
     /// Where RTMP ingest listens (after it started).

@@ -1,5 +1,5 @@
 //! Secrets that must be recoverable (playback signing keys, webhook secrets, the push verifiers
-//! that Adobe authentication needs) are kept sealed under the master key
+//! that Adobe authentication needs, the push passwords that SRT's passphrase needs) are kept sealed under the master key
 //! ([`MasterKey::seal`], `context` naming the row), like content keys: a copy of the database
 //! alone reveals none of them. Databases written before sealing are sealed in place at start.
 
@@ -16,6 +16,10 @@ pub fn webhook_context(webhook_id: &str) -> String {
 
 pub fn push_context(stream_id: &str) -> String {
     format!("push-verifier:{stream_id}")
+}
+
+pub fn push_secret_context(stream_id: &str) -> String {
+    format!("push-secret:{stream_id}")
 }
 
 /// A stored secret in the clear: opened when sealed, as it is when not sealed yet (a row written
@@ -52,6 +56,19 @@ pub fn push_password_ok(master: &MasterKey, stream: &super::streams::StreamRow, 
     })
 }
 
+/// The stream's push password in the clear (SRT's passphrase): `None` when the stream has none
+/// stored (created before SRT ingest; a rotation stores one) or it does not open.
+pub fn push_secret(master: &MasterKey, stream: &super::streams::StreamRow) -> Option<String> {
+    let sealed = stream.push_secret.as_deref()?;
+    match open(master, sealed, &push_secret_context(&stream.id)) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::error!(stream = %stream.id, error = %e, "the push secret does not open");
+            None
+        }
+    }
+}
+
 /// Where secrets are sealed: a table, its key column, the column holding the secret, and the
 /// secret's context.
 pub struct SealedColumn {
@@ -62,10 +79,11 @@ pub struct SealedColumn {
 }
 
 /// Every column of the database that holds a sealed secret.
-pub const SEALED_COLUMNS: [SealedColumn; 3] = [
+pub const SEALED_COLUMNS: [SealedColumn; 4] = [
     SealedColumn { table: "signing_keys", id: "kid", column: "secret", context: signing_context },
     SealedColumn { table: "webhooks", id: "id", column: "secret", context: webhook_context },
     SealedColumn { table: "streams", id: "id", column: "push_verifier", context: push_context },
+    SealedColumn { table: "streams", id: "id", column: "push_secret", context: push_secret_context },
 ];
 
 impl Db {

@@ -14,6 +14,9 @@ pub struct StreamRow {
     pub push_username: String,
     pub push_salt: String,
     pub push_verifier: String,
+    /// The push password sealed under the master key (SRT's passphrase); `None` for streams
+    /// created before SRT ingest, until their credentials are rotated.
+    pub push_secret: Option<String>,
     pub qualities: String,
     pub protocols: String,
     pub vod_enabled: i64,
@@ -74,8 +77,8 @@ pub struct StreamFilter {
     pub to: Option<i64>,
 }
 
-const COLUMNS: &str = "id, project_id, name, stream_key, push_username, push_salt, push_verifier, qualities, \
-     protocols, vod_enabled, dvr_enabled, dvr_duration, drm_enabled, signed_playback, status, disabled_reason, \
+const COLUMNS: &str = "id, project_id, name, stream_key, push_username, push_salt, push_verifier, push_secret, \
+     qualities, protocols, vod_enabled, dvr_enabled, dvr_duration, drm_enabled, signed_playback, status, disabled_reason, \
      created_at, updated_at, last_push_at, input_info";
 
 /// `LIKE` pattern for a substring, with the pattern characters escaped.
@@ -87,7 +90,7 @@ fn like_pattern(q: &str) -> String {
 impl Db {
     pub async fn insert_stream(conn: &mut AnyConnection, s: &StreamRow) -> Result<(), DbError> {
         sqlx::query(&format!(
-            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
         ))
         .bind(&s.id)
         .bind(&s.project_id)
@@ -96,6 +99,7 @@ impl Db {
         .bind(&s.push_username)
         .bind(&s.push_salt)
         .bind(&s.push_verifier)
+        .bind(&s.push_secret)
         .bind(&s.qualities)
         .bind(&s.protocols)
         .bind(s.vod_enabled)
@@ -159,8 +163,8 @@ impl Db {
         sqlx::query(
             "UPDATE streams SET name = $1, push_username = $2, push_salt = $3, push_verifier = $4, qualities = $5, \
              protocols = $6, vod_enabled = $7, dvr_enabled = $8, dvr_duration = $9, drm_enabled = $10, \
-             signed_playback = $11, status = $12, disabled_reason = $13, updated_at = $14, last_push_at = $15 \
-             WHERE id = $16 AND project_id = $17",
+             signed_playback = $11, status = $12, disabled_reason = $13, updated_at = $14, last_push_at = $15, \
+             push_secret = $16 WHERE id = $17 AND project_id = $18",
         )
         .bind(&s.name)
         .bind(&s.push_username)
@@ -177,6 +181,7 @@ impl Db {
         .bind(&s.disabled_reason)
         .bind(s.updated_at)
         .bind(s.last_push_at)
+        .bind(&s.push_secret)
         .bind(&s.id)
         .bind(&s.project_id)
         .execute(conn)

@@ -95,6 +95,7 @@ pub fn test_args(dir: &std::path::Path, database_url: String) -> ConfigArgs {
         http_addr: Some("127.0.0.1:0".parse().expect("addr")),
         rtmp_addr: Some("127.0.0.1:0".parse().expect("addr")),
         rtsp_addr: Some("127.0.0.1:0".parse().expect("addr")),
+        srt_addr: Some("127.0.0.1:0".parse().expect("addr")),
         // Tests receive webhooks on loopback over plain http, with retries 100 times faster.
         mode: Some(sluice::config::Mode::Development),
         webhook_retry_scale: Some(0.01),

@@ -23,6 +23,7 @@ pub fn sluice_command(dir: &std::path::Path, port: u16) -> Command {
         .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
         .env("SLUICE_RTMP_ADDR", "127.0.0.1:0")
         .env("SLUICE_RTSP_ADDR", "127.0.0.1:0")
+        .env("SLUICE_SRT_ADDR", "127.0.0.1:0")
         .env("SLUICE_MODE", "development")
         .env("RUST_LOG", "warn")
         .env_remove("SLUICE_CONFIG");

@@ -6,14 +6,13 @@
 //! write may take (a peer that stops reading is cut off), bytes per read; the session bounds
 //! what it parses and holds and keeps the deadlines, which this shell polls every second.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{mpsc, Notify};
 
 use super::auth::{self, AdobeStage};
 use super::session::{Action, IngestSession, SessionError};
@@ -21,14 +20,13 @@ use crate::domain::content_key::MasterKey;
 use crate::domain::random_token;
 use crate::domain::stream::InputInfo;
 use crate::media::ingest::{IngestPipeline, PipelineReport, Tag};
+use crate::media::limits::Limits;
 use crate::media::live::LiveOutputs;
 use crate::media::rtmp::challenges::Challenges;
 use crate::services::streams::{StreamError, Streams};
 use crate::store::Db;
 use crate::tls::Tls;
 
-/// Connections served at once; more are closed on accept.
-const MAX_CONNECTIONS: usize = 512;
 /// A write to the peer that takes longer than this ends the connection: a peer that does not
 /// read cannot hold a connection (or the deadlines, which wait while a write is pending).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,9 +50,9 @@ pub enum ConnectionError {
 
 /// What RTMP ingest decides pushes with, and where their media goes.
 pub struct Ingest {
-    /// Connections at once and per client IP (`SLUICE_RTMP_MAX_PER_IP`), over RTMP and RTMPS
-    /// together.
-    pub limits: Limits,
+    /// Connections at once and per client IP (`SLUICE_RTMP_MAX_PER_IP`), over RTMP, RTMPS and
+    /// SRT together.
+    pub limits: Arc<Limits>,
     pub db: Db,
     /// Opens the sealed push verifiers.
     pub master_key: MasterKey,
@@ -64,25 +62,11 @@ pub struct Ingest {
     pub challenges: Challenges,
 }
 
-/// The connection caps every listener of one [`Ingest`] shares.
-pub struct Limits {
-    all: Arc<Semaphore>,
-    per_ip: Arc<PerIp>,
-}
-
-impl Limits {
-    /// [`MAX_CONNECTIONS`] in all, `max_per_ip` per client address.
-    pub fn new(max_per_ip: usize) -> Limits {
-        Limits { all: Arc::new(Semaphore::new(MAX_CONNECTIONS)), per_ip: Arc::new(PerIp::new(max_per_ip)) }
-    }
-}
-
 /// Binds an RTMP listener on `addr` — RTMPS when `tls` is given — and serves until the process
 /// ends. Returns the bound address.
 pub async fn start(app: Arc<Ingest>, addr: SocketAddr, tls: Option<Tls>) -> std::io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr).await?;
     let addr = listener.local_addr()?;
-    let (limit, per_ip) = (app.limits.all.clone(), app.limits.per_ip.clone());
     tokio::spawn(async move {
         loop {
             let (socket, peer) = match listener.accept().await {
@@ -93,13 +77,8 @@ pub async fn start(app: Arc<Ingest>, addr: SocketAddr, tls: Option<Tls>) -> std:
                     continue;
                 }
             };
-            // Per address first, so one address at its cap cannot use up the global slots.
-            let Some(slot) = per_ip.take(peer.ip()) else {
-                tracing::debug!(%peer, "rtmp: too many connections from this address; closing");
-                continue;
-            };
-            let Ok(permit) = limit.clone().try_acquire_owned() else {
-                tracing::warn!(%peer, "rtmp: too many connections; closing");
+            let Some(admitted) = app.limits.admit(peer.ip()) else {
+                tracing::debug!(%peer, "rtmp: too many connections (from this address or in all); closing");
                 continue;
             };
             let (app, tls) = (app.clone(), tls.clone());
@@ -116,51 +95,11 @@ pub async fn start(app: Arc<Ingest>, addr: SocketAddr, tls: Option<Tls>) -> std:
                 if let Err(e) = result {
                     tracing::info!(%peer, error = %e, "rtmp connection closed");
                 }
-                drop((permit, slot));
+                drop(admitted);
             });
         }
     });
     Ok(addr)
-}
-
-/// Open connections per client address, against a cap.
-struct PerIp {
-    max: usize,
-    open: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One connection's place in [`PerIp`]; given back on drop.
-struct IpSlot {
-    table: Arc<PerIp>,
-    ip: IpAddr,
-}
-
-impl PerIp {
-    fn new(max: usize) -> Self {
-        PerIp { max, open: Mutex::new(HashMap::new()) }
-    }
-
-    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<IpSlot> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(ip).or_default();
-        if *n >= self.max {
-            return None;
-        }
-        *n += 1;
-        Some(IpSlot { table: self.clone(), ip })
-    }
-}
-
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut open = self.table.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.ip);
-            }
-        }
-    }
 }
 
 /// The push a connection has opened.

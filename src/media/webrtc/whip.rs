@@ -4,11 +4,10 @@
 //! `video` tee as it is, its Opus is decoded and encoded to AAC once for HLS (and, for WHEP,
 //! back to Opus by the tap, like an RTMP push's AAC). The session ends on DELETE of its
 //! location, when the stream is deleted or disabled, when ICE fails, on a pipeline error, and
-//! when no media came for [`NO_MEDIA`].
+//! when no media came for [`ingest::NO_MEDIA`].
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -18,17 +17,14 @@ use super::sdp;
 use super::{Peer, Peers, WebrtcConfig, WebrtcError};
 use crate::domain::content_key::MasterKey;
 use crate::domain::stream::InputInfo;
-use crate::media::ingest::{self, IngestPipeline, PipelineReport};
+use crate::media::ingest::{self, IngestPipeline, Liveness, PipelineReport};
 use crate::media::live::{LiveOutputs, Outputs};
 use crate::services::streams::{StreamError, Streams};
 use crate::store::streams::StreamRow;
 use crate::store::Db;
 
 const DESCRIPTION: &str = include_str!("../../../pipelines/whip.txt");
-/// A WHIP session that receives no media for this long ends (CONTRACT: Auto-stop).
-pub const NO_MEDIA: Duration = Duration::from_secs(10);
 const TICK: Duration = Duration::from_secs(1);
-const RATE_EVERY: Duration = Duration::from_secs(5);
 
 /// Why a publish was refused (CONTRACT: WHIP).
 #[derive(Debug, thiserror::Error)]
@@ -165,8 +161,7 @@ impl Whip {
         let mut tick = tokio::time::interval(TICK);
         let lost = peer.lost();
         tokio::pin!(lost);
-        let (mut last_bytes, mut last_media) = (0u64, Instant::now());
-        let mut rate_from = (Instant::now(), 0u64);
+        let mut liveness = Liveness::new(false);
         loop {
             tokio::select! {
                 _ = kill.notified() => return "ended by the API".into(),
@@ -186,21 +181,14 @@ impl Whip {
                     }
                     None => return "ingest pipeline stopped".into(),
                 },
-                _ = tick.tick() => {
-                    let bytes = pipeline.media_bytes.load(Ordering::Relaxed);
-                    if bytes != last_bytes {
-                        (last_bytes, last_media) = (bytes, Instant::now());
-                    } else if last_media.elapsed() >= NO_MEDIA {
-                        return format!("no media for {} s", NO_MEDIA.as_secs());
-                    }
-                    let elapsed = rate_from.0.elapsed();
-                    if elapsed >= RATE_EVERY {
-                        let kbps = (bytes - rate_from.1) as f64 * 8.0 / 1000.0 / elapsed.as_secs_f64();
-                        input.bitrate_kbps = Some(kbps.round() as i64);
-                        rate_from = (Instant::now(), bytes);
+                _ = tick.tick() => match liveness.tick(pipeline) {
+                    Err(why) => return why,
+                    Ok(Some(kbps)) => {
+                        input.bitrate_kbps = Some(kbps);
                         self.streams.record_input(&stream.id, &input);
                     }
-                }
+                    Ok(None) => {}
+                },
             }
         }
     }
