@@ -4,6 +4,7 @@
 #   make.sh clip NAME...          makes each clip NAME into the cache (once) and prints its path
 #   make.sh push URL VIDEO GOP [OUTPUT OPTION...]
 #                                 a publisher: encodes a generated source in real time to URL
+#                                 (FLV for RTMP; PUSH_FORMAT=mpegts for SRT)
 #   make.sh loop FILE URL         a publisher of a file: FILE in real time, looping, not re-encoded
 #   make.sh check [NAME...]       makes the clips twice, in two fresh caches, and fails unless
 #                                 both runs give the same bytes (default: the small test clips)
@@ -91,7 +92,7 @@ case "$cmd" in
         exec ffmpeg -loglevel error -re -f lavfi -i "$video" \
             -f lavfi -i "sine=frequency=440:sample_rate=44100" \
             -c:v libx264 -preset ultrafast -tune zerolatency -pix_fmt yuv420p \
-            -g "$gop" -c:a aac "$@" -t 300 -f flv "$url"
+            -g "$gop" -c:a aac "$@" -t 300 -f "${PUSH_FORMAT:-flv}" "$url"
         ;;
     loop)
         [[ $# -eq 2 ]] || die "loop needs FILE URL"

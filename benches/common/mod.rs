@@ -1,6 +1,8 @@
 //! What the media benches share beyond `tests/support` (child processes, free ports, `Sluice`,
-//! pushers and clips, mounted by each bench as `crate::support`): CPU readings from /proc,
-//! `benches/out`, and nginx with its rtmp module.
+//! pushers and clips, mounted by each bench as `crate::support`): CPU and load readings from
+//! /proc, `benches/out`, nginx with its rtmp module, a `sluice serve` with TLS ([`TlsSluice`]:
+//! HTTPS, RTMPS, and RTMP and SRT beside them), and the reading of LL-HLS master playlists and of
+//! the `moof` of CMAF parts.
 
 #![allow(dead_code, unused_imports)]
 
@@ -10,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 /// CPU seconds (user + system) a process has used so far.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -18,6 +22,14 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     // Fields 14 and 15 of stat (utime, stime) are 12 and 13 after the command name.
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The 1-minute load average (/proc/loadavg).
+pub fn load1() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(f64::NAN)
 }
 
 /// Established TCP connections to 127.0.0.1:`port` on this machine, from /proc/net/tcp: how a
@@ -239,4 +251,206 @@ impl Drop for Nginx {
             }
         }
     }
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1 in `dir`: (cert.pem, key.pem). The
+/// recipe of `tests/api/tls.rs`: a server certificate, not a CA (rustls refuses a CA certificate
+/// as a server's).
+pub fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args(["-days", "2", "-subj", "/CN=sluice bench"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    (cert, key)
+}
+
+/// A `sluice serve` (the build's binary) with a self-signed certificate: its HTTP address serves
+/// HTTPS (API and playback), RTMPS listens on `rtmps`, plain RTMP on `rtmp` and SRT on a port
+/// of its choosing (`srtUrl` names it). Project `bench`, as [`Sluice`].
+pub struct TlsSluice {
+    pub proc: Proc,
+    pub http: u16,
+    pub rtmp: u16,
+    pub rtmps: u16,
+    pub key: String,
+    /// `https://127.0.0.1:<http>/v1/projects/bench`.
+    pub api: String,
+    /// A client that trusts only the certificate: no proxy, 15-s timeout, many idle connections.
+    pub client: reqwest::Client,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsSluice {
+    /// Starts it with extra environment `env`, its log written to `log`, and waits until it
+    /// answers over HTTPS.
+    pub async fn start(env: &[(&str, String)], log: PathBuf) -> TlsSluice {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert, key_file) = self_signed(dir.path());
+        let (http, rtmp, rtmps) = (free_port(), free_port(), free_port());
+        let configure = || {
+            let mut cmd = crate::support::sluice_command(dir.path(), http);
+            // A bench measures the server, not the per-key limiter or the per-address cap.
+            cmd.env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
+                .env("SLUICE_RTMPS_ADDR", format!("127.0.0.1:{rtmps}"))
+                .env("SLUICE_TLS_CERT", &cert)
+                .env("SLUICE_TLS_KEY", &key_file)
+                .env("SLUICE_RTMP_MAX_PER_IP", "500")
+                .env("SLUICE_RATE_LIMIT_PER_KEY", "100000")
+                .env("SLUICE_RATE_LIMIT_BURST", "100000");
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            cmd
+        };
+        let out = configure()
+            .args(["admin", "bootstrap", "--project", "bench", "--json"])
+            .output()
+            .expect("sluice runs");
+        assert!(out.status.success(), "bootstrap: {}", String::from_utf8_lossy(&out.stderr));
+        let key = serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
+            .as_str()
+            .expect("key")
+            .to_string();
+        let mut serve = configure();
+        serve
+            .arg("serve")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("sluice log"));
+        let proc = Proc(serve.spawn().expect("sluice serve"));
+        let pem = std::fs::read(&cert).expect("cert");
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&pem).expect("pem"))
+            .timeout(Duration::from_secs(15))
+            .pool_max_idle_per_host(256)
+            .build()
+            .expect("client");
+        let ready = format!("https://127.0.0.1:{http}/readyz");
+        let answered = settle(Duration::from_secs(30), async || {
+            client.get(&ready).send().await.is_ok_and(|r| r.status() == 200)
+        })
+        .await;
+        assert!(answered, "sluice serve with TLS did not answer {ready} in 30 s (log: {})", log.display());
+        let api = format!("https://127.0.0.1:{http}/v1/projects/bench");
+        TlsSluice { proc, http, rtmp, rtmps, key, api, client, log, _dir: dir }
+    }
+
+    /// Creates a stream; returns its record with credentials (`ingestUrl`, `srtUrl`).
+    pub async fn create_stream(&self, body: Value) -> Value {
+        let resp = self
+            .client
+            .post(format!("{}/streams", self.api))
+            .bearer_auth(&self.key)
+            .json(&body)
+            .send()
+            .await
+            .expect("create stream");
+        assert!(resp.status().is_success(), "create stream: {}", resp.status());
+        resp.json().await.expect("stream JSON")
+    }
+
+    /// The stream `id`'s `status`, if it answers.
+    pub async fn status(&self, id: &str) -> Option<String> {
+        let resp =
+            self.client.get(format!("{}/streams/{id}", self.api)).bearer_auth(&self.key).send().await.ok()?;
+        let v: Value = resp.json().await.ok()?;
+        v["status"].as_str().map(str::to_string)
+    }
+
+    /// How many of the project's streams are live, if it answers.
+    pub async fn live_count(&self) -> Option<u64> {
+        let url = format!("{}/streams?status=live&limit=1", self.api);
+        let resp = self.client.get(url).bearer_auth(&self.key).send().await.ok()?;
+        resp.json::<Value>().await.ok()?["total"].as_u64()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LL-HLS
+
+/// The value of `key` in an attribute list (RFC 8216bis 4.2), quotes removed.
+pub fn attr<'a>(attrs: &'a str, key: &str) -> Option<&'a str> {
+    attrs.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')).map(|v| v.trim_matches('"'))
+}
+
+/// The renditions a master playlist lists: (name, URI relative to the master), the name being
+/// the URI's folder (`source/index.m3u8` is `source`).
+pub fn parse_master(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        let uri = if let Some(attrs) = line.strip_prefix("#EXT-X-MEDIA:") {
+            attr(attrs, "URI").map(str::to_string)
+        } else if !line.is_empty() && !line.starts_with('#') {
+            Some(line.to_string())
+        } else {
+            None
+        };
+        if let Some(uri) = uri {
+            let name = uri.rsplit('/').nth(1).unwrap_or("").to_string();
+            out.push((name, uri));
+        }
+    }
+    out
+}
+
+/// Samples in a CMAF chunk: the `sample_count`s of the `trun` boxes of its `moof` (ISO/IEC
+/// 14496-12 8.8.8). `data` may be the chunk's first bytes only.
+pub fn moof_samples(data: &[u8]) -> Option<u64> {
+    fn boxes(mut data: &[u8]) -> Vec<([u8; 4], &[u8])> {
+        let mut out = Vec::new();
+        while data.len() >= 8 {
+            let size = u32::from_be_bytes([data[0], data[1], data[2], data[3]]) as usize;
+            let kind = [data[4], data[5], data[6], data[7]];
+            let (header, size) = match size {
+                1 if data.len() >= 16 => {
+                    let mut large = [0u8; 8];
+                    large.copy_from_slice(&data[8..16]);
+                    (16, u64::from_be_bytes(large) as usize)
+                }
+                0 => (8, data.len()),
+                s => (8, s),
+            };
+            if size < header {
+                break;
+            }
+            // A box cut by the range keeps what arrived of it.
+            out.push((kind, &data[header..size.min(data.len())]));
+            if size > data.len() {
+                break;
+            }
+            data = &data[size..];
+        }
+        out
+    }
+    let (_, moof) = boxes(data).into_iter().find(|(k, _)| k == b"moof")?;
+    let mut total = None;
+    for (_, traf) in boxes(moof).into_iter().filter(|(k, _)| k == b"traf") {
+        for (_, trun) in boxes(traf).into_iter().filter(|(k, _)| k == b"trun") {
+            let count = u32::from_be_bytes(trun.get(4..8)?.try_into().ok()?);
+            *total.get_or_insert(0) += u64::from(count);
+        }
+    }
+    total
+}
+
+/// The samples of the part at `url`, read from its first 8 KiB (an HTTP range, so reading costs
+/// the server little).
+pub async fn part_samples(client: &reqwest::Client, url: &str) -> Option<u64> {
+    let r = client.get(url).header("Range", "bytes=0-8191").send().await.ok()?;
+    if !r.status().is_success() {
+        return None;
+    }
+    moof_samples(&r.bytes().await.ok()?)
 }

@@ -20,6 +20,7 @@ mod rtmp_limits;
 mod rtmp_memory;
 mod secrets;
 mod signed;
+mod srt;
 mod store;
 mod streams;
 mod tls;

@@ -55,8 +55,18 @@ pub fn clip_copy(name: &str, dir: &Path, file: &str) -> PathBuf {
 /// source (`testsrc=size=320x240:rate=15`), encoded as 4:2:0 H.264 with a keyframe every `gop`
 /// frames, with a 44.1 kHz AAC tone; `extra` adds output options (bitrates).
 pub fn ffmpeg_push(url: &str, video: &str, gop: u32, extra: &[&str]) -> Killed {
+    ffmpeg_push_as("flv", url, video, gop, extra)
+}
+
+/// [`ffmpeg_push`] in MPEG-TS, as SRT carries it (`url` is an `srt://` URL).
+pub fn ffmpeg_push_ts(url: &str, video: &str, gop: u32, extra: &[&str]) -> Killed {
+    ffmpeg_push_as("mpegts", url, video, gop, extra)
+}
+
+fn ffmpeg_push_as(format: &str, url: &str, video: &str, gop: u32, extra: &[&str]) -> Killed {
     Killed(
         Command::new("bash")
+            .env("PUSH_FORMAT", format)
             .arg(script())
             .args(["push", url, video, &gop.to_string()])
             .args(extra)
