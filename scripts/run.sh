@@ -40,5 +40,13 @@ else
     echo "New API key: $sluice admin create-key --project demo"
 fi
 
+cat <<'EOT'
+To go live: create a stream (POST /v1/projects/demo/streams {"name":"cam"}); its answer says
+where to push. OBS, Settings -> Stream -> Service: Custom...
+  RTMP or RTMPS: Server = obs.server, Stream Key = obs.streamKey,
+                 Use authentication: pushUsername / pushPassword
+  SRT:           Server = srtUrl (the whole URL), Stream Key = (empty)
+ffmpeg: -f flv "<ingestUrl>", or -f mpegts "<srtUrl>". Playback: playbackUrls.hls.
+EOT
 echo "Starting sluice serve (default address http://127.0.0.1:8080, API docs at /docs); Ctrl-C stops."
 exec "$sluice" serve "$@"

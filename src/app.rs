@@ -22,7 +22,6 @@ use crate::events::sender::Sender;
 use crate::events::{Event, Outbox};
 use crate::media::live::LiveOutputs;
 use crate::media::live_hls::channel::Channels;
-use crate::media::rtmp::server::Ingest;
 use crate::media::taps::Taps;
 use crate::media::vod::worker::Transcoder;
 use crate::media::webrtc::whep::Whep;
@@ -42,6 +41,7 @@ use crate::store::Db;
 use crate::upload::Uploads;
 
 mod csrf;
+mod listeners;
 use csrf::csrf_refusal;
 
 /// Failed sign-ins allowed per e-mail address within [`LOGIN_FAILURE_WINDOW`] (CONTRACT: Conventions).
@@ -347,67 +347,13 @@ impl App {
         }
         self.spawn_sender()?;
         crate::media::vod::worker::spawn(&self.transcoder);
-        let limits = Arc::new(crate::media::limits::Limits::new(self.settings.rtmp_max_per_ip as usize));
-        let ingest = Arc::new(Ingest {
-            limits: limits.clone(),
-            db: self.db.clone(),
-            master_key: self.master_key.clone(),
-            streams: self.streams.clone(),
-            outputs: self.outputs.clone(),
-            challenges: Default::default(),
-        });
-        let rtmp = crate::media::rtmp::server::start(ingest.clone(), self.settings.rtmp_addr, None)
-            .await
-            .with_context(|| format!("binding RTMP on {}", self.settings.rtmp_addr))?;
-        self.endpoints.rtmp_bound(rtmp);
-        if let Some(tls) = tls {
-            let addr = self.settings.rtmps_addr;
-            let rtmps = crate::media::rtmp::server::start(ingest, addr, Some(tls))
-                .await
-                .with_context(|| format!("binding RTMPS on {addr}"))?;
-            self.endpoints.rtmps_bound(rtmps);
-        }
-        self.start_srt(limits).await?;
-        self.start_rtsp().await?;
+        self.start_media_listeners(tls).await?;
         let server = tokio::spawn(async move {
             poem::Server::new_with_acceptor(acceptor)
                 .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
                 .await
         });
         Ok((addr, server))
-    }
-
-    /// Starts SRT ingest on `SLUICE_SRT_ADDR`, under the same connection caps as RTMP.
-    async fn start_srt(self: &Arc<Self>, limits: Arc<crate::media::limits::Limits>) -> anyhow::Result<()> {
-        let srt = Arc::new(crate::media::srt::Srt::new(
-            self.db.clone(),
-            self.master_key.clone(),
-            self.streams.clone(),
-            self.outputs.clone(),
-            limits,
-        ));
-        let (addr, runtime) = (self.settings.srt_addr, tokio::runtime::Handle::current());
-        let server = tokio::task::spawn_blocking(move || crate::media::srt::start(srt, addr, runtime))
-            .await?
-            .with_context(|| format!("binding SRT on {addr}"))?;
-        self.endpoints.srt_bound(server.addr);
-        *self.srt.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
-        Ok(())
-    }
-
-    /// Starts RTSP playback on `SLUICE_RTSP_ADDR`.
-    async fn start_rtsp(self: &Arc<Self>) -> anyhow::Result<()> {
-        let (addr, taps) = (self.settings.rtsp_addr, self.outputs.taps.clone());
-        let authorize = crate::playback::rtsp_authorize(self.origin.clone());
-        let runtime = tokio::runtime::Handle::current();
-        let server =
-            tokio::task::spawn_blocking(move || crate::media::rtsp::start(addr, taps, authorize, runtime))
-                .await?
-                .map_err(|e| anyhow::anyhow!(e))
-                .with_context(|| format!("binding RTSP on {addr}"))?;
-        self.endpoints.rtsp_bound(server.addr);
-        *self.rtsp.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
-        Ok(())
     }
 
     fn spawn_sender(self: &Arc<Self>) -> anyhow::Result<()> {
@@ -608,9 +554,11 @@ fn metrics(app: Data<&Arc<App>>) -> Response {
     let mut text = app.metrics.render();
     text.push_str(&format!(
         "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
-         # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n",
+         # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n\
+         # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n",
         app.whep.viewers.count(),
-        app.whip.publishers.count()
+        app.whip.publishers.count(),
+        app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions())
     ));
     Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }

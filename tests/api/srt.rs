@@ -55,6 +55,11 @@ fn events_of(rx: &Receiver) -> Vec<(String, String)> {
         .collect()
 }
 
+async fn srt_sessions(app: &TestApp) -> Option<u64> {
+    let text = app.client.get(app.url("/metrics")).send().await.ok()?.text().await.ok()?;
+    text.lines().find_map(|l| l.strip_prefix("sluice_srt_sessions ")).and_then(|v| v.trim().parse().ok())
+}
+
 fn srt_url(s: &Value) -> String {
     s["srtUrl"].as_str().expect("srtUrl").to_string()
 }
@@ -90,6 +95,7 @@ async fn srt_push_goes_live_plays_and_ends(app: TestApp) {
     assert_eq!(input["videoCodec"], "h264");
     assert_eq!((input["width"].as_i64(), input["height"].as_i64()), (Some(320), Some(240)));
     assert_eq!((input["audioCodec"].as_str(), input["audioSampleRate"].as_i64()), (Some("aac"), Some(44100)));
+    assert_eq!(srt_sessions(&app).await, Some(1));
 
     // The LL-HLS of the push reads in ffprobe: H.264 and AAC.
     let hls = s["playbackUrls"]["hls"].as_str().expect("hls").to_string();
@@ -118,6 +124,7 @@ async fn srt_push_goes_live_plays_and_ends(app: TestApp) {
     let _ = pusher.0.kill();
     wait_status(&app, &id, "idle", Duration::from_secs(20)).await;
     assert!(stream(&app, &id).await["input"].is_null());
+    assert_eq!(srt_sessions(&app).await, Some(0));
     rx.wait_for(2, Duration::from_secs(10)).await;
     assert_eq!(
         events_of(&rx),
@@ -200,7 +207,14 @@ fn garbage_publisher(url: &str) -> Killed {
     Killed(
         Command::new("gst-launch-1.0")
             .arg("-q")
-            .args(["filesrc", "location=/dev/urandom", "blocksize=1316", "!", "srtsink", "auto-reconnect=false"])
+            .args([
+                "filesrc",
+                "location=/dev/urandom",
+                "blocksize=1316",
+                "!",
+                "srtsink",
+                "auto-reconnect=false",
+            ])
             .arg(format!("uri={url}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -21,6 +21,7 @@ pub mod ffi;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -60,6 +61,8 @@ pub struct Srt {
     /// Shared with RTMP and RTMPS.
     pub limits: Arc<Limits>,
     handshakes: Limiter<IpAddr>,
+    /// SRT pushes live now (`sluice_srt_sessions`).
+    live: AtomicUsize,
 }
 
 impl Srt {
@@ -71,7 +74,7 @@ impl Srt {
         limits: Arc<Limits>,
     ) -> Srt {
         let handshakes = Limiter::new(per_second(HANDSHAKES_PER_SEC, HANDSHAKE_BURST));
-        Srt { db, master_key, streams, outputs, limits, handshakes }
+        Srt { db, master_key, streams, outputs, limits, handshakes, live: AtomicUsize::new(0) }
     }
 }
 
@@ -81,7 +84,14 @@ pub struct SrtServer {
     pub addr: SocketAddr,
     listener: Arc<Socket>,
     /// The one strong reference: the hook and the accepting thread hold weak ones.
-    _srt: Arc<Srt>,
+    srt: Arc<Srt>,
+}
+
+impl SrtServer {
+    /// SRT pushes live now.
+    pub fn sessions(&self) -> usize {
+        self.srt.live.load(Ordering::Relaxed)
+    }
 }
 
 impl Drop for SrtServer {
@@ -123,7 +133,7 @@ pub fn start(
         .name("srt-accept".into())
         .spawn(move || accept_loop(&accepting, &srt, &runtime))
         .map_err(|e| SrtError { code: 0, text: format!("starting the SRT accept thread: {e}") })?;
-    Ok(SrtServer { addr, listener, _srt: srt_strong })
+    Ok(SrtServer { addr, listener, srt: srt_strong })
 }
 
 fn accept_loop(listener: &Socket, srt: &Weak<Srt>, runtime: &tokio::runtime::Handle) {
@@ -273,6 +283,7 @@ async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted:
             return;
         }
     };
+    srt.live.fetch_add(1, Ordering::Relaxed);
     let why = match open(&srt, &stream).await {
         Ok((pipeline, reports, feeder)) => {
             tracing::info!(stream = %stream.id, %peer, "SRT push started");
@@ -294,6 +305,7 @@ async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted:
     };
     tracing::info!(stream = %stream.id, %peer, why, "SRT push ended");
     srt.streams.end_push(&stream.id, &stream.project_id, &why).await;
+    srt.live.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// The stream an accepted caller named (its passphrase was that stream's: libsrt checked it).
