@@ -22,6 +22,7 @@ use crate::events::sender::Sender;
 use crate::events::{Event, Outbox};
 use crate::media::live::LiveOutputs;
 use crate::media::live_hls::channel::Channels;
+use crate::media::recording::Recordings;
 use crate::media::taps::Taps;
 use crate::media::vod::worker::Transcoder;
 use crate::media::webrtc::whep::Whep;
@@ -104,6 +105,13 @@ impl App {
             Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), settings.stream_idle_disable));
         let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
         let channels = Arc::new(Channels::default());
+        let recordings = Arc::new(Recordings::new(
+            db.clone(),
+            storage.clone(),
+            policies.clone(),
+            vods.clone(),
+            node_id.clone(),
+        ));
         let taps = Arc::new(Taps::default());
         let webrtc = WebrtcConfig {
             ports: settings.webrtc_udp_ports,
@@ -120,6 +128,7 @@ impl App {
             part_ms: settings.llhls_part_ms,
             segment_ms: settings.llhls_segment_ms,
             pipelines_dir: settings.pipelines_dir.clone(),
+            recordings: recordings.clone(),
         });
         let whip = Arc::new(Whip {
             db: db.clone(),
@@ -249,10 +258,9 @@ impl App {
     /// grace, waiting at most `within`.
     pub async fn drain_live(&self, within: Duration) {
         let pushes = self.streams.sessions.kill_all();
-        if pushes == 0 {
-            return;
+        if pushes > 0 {
+            tracing::info!(pushes, "ending live pushes");
         }
-        tracing::info!(pushes, "ending live pushes");
         let deadline = tokio::time::Instant::now() + within;
         while (self.streams.sessions.count() > 0 || self.channels.any_live())
             && tokio::time::Instant::now() < deadline
@@ -260,6 +268,8 @@ impl App {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.channels.finish_all();
+        // Ended channels drop their recorders: the recordings complete now.
+        self.outputs.recordings.drain(within).await;
     }
 
     /// Emits an event that goes with no state change (tests, the webhook guide).
@@ -344,6 +354,25 @@ impl App {
             self.streams.end_orphaned_pushes().await.context("ending pushes left open by a previous run")?;
         if orphans > 0 {
             tracing::warn!(streams = orphans, "ended pushes that a previous run left live");
+        }
+        // Listed before ingest listens, so that only the dead run's recordings are completed.
+        let left = self
+            .outputs
+            .recordings
+            .left_in_progress()
+            .await
+            .context("listing recordings left in progress")?;
+        if !left.is_empty() {
+            let recordings = self.outputs.recordings.clone();
+            tokio::spawn(async move {
+                let n = left.len();
+                let completed = recordings.recover(left).await;
+                tracing::warn!(
+                    left = n,
+                    completed,
+                    "completed recordings that a previous run left in progress"
+                );
+            });
         }
         self.spawn_sender()?;
         crate::media::vod::worker::spawn(&self.transcoder);

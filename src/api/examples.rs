@@ -98,6 +98,8 @@ impl Example for Vod {
             updated_at: "2026-05-01T12:00:00.000Z".into(),
             completed_at: None,
             archived_at: None,
+            stream_id: None,
+            session_id: None,
         }
     }
 }

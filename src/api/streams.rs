@@ -73,7 +73,8 @@ pub struct Stream {
     /// Highest first.
     pub qualities: Vec<Quality>,
     pub protocols: Vec<Protocol>,
-    /// Record each push as a VOD. **Not built yet**: the flag is stored, nothing is recorded.
+    /// Record each push session (from the LL-HLS ladder) as a VOD: it appears `complete` once
+    /// the session ends, and `GET /vod?streamId=` lists them.
     pub vod_enabled: bool,
     pub dvr_enabled: bool,
     /// DVR window in seconds.
@@ -123,7 +124,8 @@ pub struct CreateStream {
     pub qualities: Option<Vec<Quality>>,
     /// Default `["llhls"]`.
     pub protocols: Option<Vec<Protocol>>,
-    /// Record each push as a VOD. **Not built yet**: the flag is stored, nothing is recorded.
+    /// Record each push session (from the LL-HLS ladder) as a VOD: it appears `complete` once
+    /// the session ends, and `GET /vod?streamId=` lists them.
     pub vod_enabled: Option<bool>,
     pub dvr_enabled: Option<bool>,
     /// Seconds, 60–43200 (default 3600).
@@ -169,7 +171,8 @@ pub struct UpdateStream {
     pub name: Option<String>,
     pub qualities: Option<Vec<Quality>>,
     pub protocols: Option<Vec<Protocol>>,
-    /// Record each push as a VOD. **Not built yet**: the flag is stored, nothing is recorded.
+    /// Record each push session (from the LL-HLS ladder) as a VOD: it appears `complete` once
+    /// the session ends, and `GET /vod?streamId=` lists them.
     pub vod_enabled: Option<bool>,
     pub dvr_enabled: Option<bool>,
     pub dvr_duration: Option<i64>,

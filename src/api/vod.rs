@@ -67,6 +67,10 @@ pub struct Vod {
     pub updated_at: String,
     pub completed_at: Option<String>,
     pub archived_at: Option<String>,
+    /// The live stream this VOD recorded (`vodEnabled`); null for an uploaded file.
+    pub stream_id: Option<String>,
+    /// The push session it recorded (a reconnect within the grace period continues it).
+    pub session_id: Option<String>,
 }
 
 /// Where to send the source file.
@@ -197,6 +201,8 @@ impl Vod {
             updated_at: iso(row.updated_at),
             completed_at: row.completed_at.map(iso),
             archived_at: row.archived_at.map(iso),
+            stream_id: row.stream_id.clone(),
+            session_id: row.session_id.clone(),
         }
     }
 }
@@ -248,6 +254,9 @@ impl VodApi {
         status: Query<Option<VodStatus>>,
         /// Include archived VODs (default false).
         archived: Query<Option<bool>>,
+        /// Only the recordings of this live stream.
+        #[oai(name = "streamId")]
+        stream_id: Query<Option<String>>,
     ) -> ApiResult<Json<Paginated<Vod>>> {
         let page = PageQuery::list(skip.0, limit.0)?;
         let rows = app
@@ -255,6 +264,7 @@ impl VodApi {
             .list_vods(
                 &p.project.id,
                 status.0.map(VodStatus::as_str),
+                stream_id.0.as_deref(),
                 archived.0.unwrap_or(false),
                 page.skip,
                 page.limit,
@@ -302,6 +312,8 @@ impl VodApi {
             updated_at: now,
             completed_at: None,
             archived_at: None,
+            stream_id: None,
+            session_id: None,
         };
         let mut tx = app.db.begin_write().await?;
         Db::insert_vod(&mut tx, &row).await?;

@@ -14,6 +14,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 type Aes128CbcEnc = cbc::Encryptor<aes::Aes128>;
+type Aes128CbcDec = cbc::Decryptor<aes::Aes128>;
 
 /// A content key (16 bytes). Its `Debug` never shows it.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,18 @@ impl ContentKey {
             .unwrap_or_else(|_| unreachable!());
         buf.truncate(out_len);
         buf
+    }
+
+    /// The clear media of segment `msn` that [`ContentKey::encrypt`] encrypted; `None` when it
+    /// does not decrypt (another key, damaged bytes).
+    pub fn decrypt(&self, msn: u64, data: &[u8]) -> Option<Vec<u8>> {
+        use aes::cipher::BlockDecryptMut;
+        let iv = u128::from(msn).to_be_bytes();
+        let mut buf = data.to_vec();
+        let len =
+            Aes128CbcDec::new(&self.0.into(), &iv.into()).decrypt_padded_mut::<Pkcs7>(&mut buf).ok()?.len();
+        buf.truncate(len);
+        Some(buf)
     }
 }
 
@@ -155,7 +168,13 @@ mod tests {
     use super::*;
     use aes::cipher::BlockDecryptMut;
 
-    type Aes128CbcDec = cbc::Decryptor<aes::Aes128>;
+    #[test]
+    fn decrypt_undoes_encrypt_and_refuses_another_key() {
+        let key = ContentKey([9; 16]);
+        let data: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+        assert_eq!(key.decrypt(5, &key.encrypt(5, &data)).as_deref(), Some(&data[..]));
+        assert_ne!(ContentKey([1; 16]).decrypt(5, &key.encrypt(5, &data)).as_deref(), Some(&data[..]));
+    }
 
     #[test]
     fn media_is_cbc_with_the_sequence_number_as_iv() {

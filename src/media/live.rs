@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::domain::stream::Protocol;
 use crate::media::live_hls::channel::{ChannelConfig, Channels};
 use crate::media::live_hls::pipeline::{Descriptions, LiveOutput};
+use crate::media::recording::Recordings;
 use crate::media::taps::{TapGuard, Taps};
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::store::streams::StreamRow;
@@ -31,6 +32,8 @@ pub struct LiveOutputs {
     pub segment_ms: u32,
     /// Operators' pipeline descriptions (`SLUICE_PIPELINES_DIR`).
     pub pipelines_dir: Option<PathBuf>,
+    /// Where `vodEnabled` streams' sessions are recorded.
+    pub recordings: Arc<Recordings>,
 }
 
 impl LiveOutputs {
@@ -65,6 +68,16 @@ impl LiveOutputs {
             key,
         };
         let (channel, generation) = self.channels.start_push(&stream.id, config);
+        // A new session of a `vodEnabled` stream is recorded; a reconnect within the grace
+        // period continues the channel, and with it the recording it has.
+        if stream.vod_enabled == 1 && generation == 0 && !channel.is_recording() {
+            match self.recordings.start(stream, &channel.session).await {
+                Ok(recorder) => channel.record(recorder),
+                Err(e) => {
+                    tracing::error!(stream = %stream.id, error = %e, "recording could not start; the push goes on unrecorded")
+                }
+            }
+        }
         Ok(Some(LiveOutput {
             channel,
             generation,

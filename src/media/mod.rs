@@ -6,6 +6,7 @@ pub mod ingest;
 pub mod limits;
 pub mod live;
 pub mod live_hls;
+pub mod recording;
 pub mod rtmp;
 pub mod rtsp;
 pub mod srt;

@@ -1,5 +1,6 @@
 //! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg`, `/vod/<id>/key`
-//! (an encrypted VOD's key) and `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}`, with
+//! (an encrypted VOD's key) and `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}` (a
+//! recording's initialization sections are `init<generation>.mp4`), with
 //! byte ranges and cache headers.
 //! Only a complete, unarchived VOD plays (CONTRACT: VOD — an archived VOD's playback is 404).
 
@@ -42,7 +43,12 @@ pub async fn media(
             && !s.starts_with('.')
             && s.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
     };
-    let media_file = file == "index.m3u8" || file == "init.mp4" || file.ends_with(".m4s");
+    // `init<g>.mp4`: a recording's initialization section of push generation g.
+    let init = file
+        .strip_prefix("init")
+        .and_then(|f| f.strip_suffix(".mp4"))
+        .is_some_and(|g| g.chars().all(|c| c.is_ascii_digit()));
+    let media_file = file == "index.m3u8" || init || file.ends_with(".m4s");
     if !(name_ok(&rendition) && name_ok(&file) && media_file) {
         return status(StatusCode::NOT_FOUND, "no such file");
     }

@@ -130,6 +130,25 @@ impl Vods {
 
 /// The event a move fires (CONTRACT: VOD): `vod.processing` once, when the VOD leaves the queue
 /// (a retried job starts again without it); the queued step fires none.
+impl Vods {
+    /// A completed live recording becomes VOD `row` (status `complete`) and `vod.complete`
+    /// fires, in the transaction that removes the recording's rows: false when another
+    /// completion took the recording first (then nothing is written).
+    pub async fn recorded(&self, row: &VodRow) -> Result<bool, VodError> {
+        let mut tx = self.db.begin_write().await?;
+        if !Db::take_recording(&mut tx, &row.id).await? {
+            return Ok(false);
+        }
+        Db::insert_vod(&mut tx, row).await?;
+        let event = Event::VodComplete(payload::vod(row, &self.endpoints.playback_base()));
+        events::emit(&mut tx, &row.project_id, &event).await?;
+        tx.commit().await?;
+        self.outbox.wake();
+        self.policies.forget(&Resource::Vod(&row.id));
+        Ok(true)
+    }
+}
+
 fn event_of(
     mv: VodMove,
     before: VodStatus,

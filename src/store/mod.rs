@@ -7,6 +7,7 @@ pub mod api_keys;
 pub mod invitations;
 pub mod keys;
 pub mod playback;
+pub mod recordings;
 pub mod secrets;
 pub mod sessions;
 pub mod streams;

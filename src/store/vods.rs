@@ -39,6 +39,9 @@ pub struct VodRow {
     pub updated_at: i64,
     pub completed_at: Option<i64>,
     pub archived_at: Option<i64>,
+    /// A recording of a live stream: its stream and push session.
+    pub stream_id: Option<String>,
+    pub session_id: Option<String>,
 }
 
 impl VodRow {
@@ -85,13 +88,13 @@ pub struct Lease {
 const COLUMNS: &str =
     "id, project_id, name, filename, output_format, video_codec, audio_codec, aspect_ratio, \
      ladder, status, source_size, duration, source_info, renditions, progress, error, signed_playback, upload_expires_at, \
-     created_at, updated_at, completed_at, archived_at, drm_enabled";
+     created_at, updated_at, completed_at, archived_at, drm_enabled, stream_id, session_id";
 
 impl Db {
     pub async fn insert_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
         sqlx::query(&format!(
             "INSERT INTO vods ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17, $18, $19, $20, $21, $22, $23)"
+             $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"
         ))
         .bind(&v.id)
         .bind(&v.project_id)
@@ -116,6 +119,8 @@ impl Db {
         .bind(v.completed_at)
         .bind(v.archived_at)
         .bind(v.drm_enabled)
+        .bind(&v.stream_id)
+        .bind(&v.session_id)
         .execute(conn)
         .await
         .map(|_| ())
@@ -203,19 +208,22 @@ impl Db {
         &self,
         project_id: &str,
         status: Option<&str>,
+        stream_id: Option<&str>,
         archived: bool,
         skip: i64,
         limit: i64,
     ) -> Result<Page<VodRow>, DbError> {
         let conditions =
-            "project_id = $1 AND ($2 IS NULL OR status = $2) AND ($3 = 1 OR archived_at IS NULL)";
+            "project_id = $1 AND ($2 IS NULL OR status = $2) AND ($3 = 1 OR archived_at IS NULL) \
+             AND ($4 IS NULL OR stream_id = $4)";
         let archived = i64::from(archived);
         let items = sqlx::query_as(&format!(
-            "SELECT {COLUMNS} FROM vods WHERE {conditions} ORDER BY created_at DESC, id DESC LIMIT $4 OFFSET $5"
+            "SELECT {COLUMNS} FROM vods WHERE {conditions} ORDER BY created_at DESC, id DESC LIMIT $5 OFFSET $6"
         ))
         .bind(project_id)
         .bind(status)
         .bind(archived)
+        .bind(stream_id)
         .bind(limit)
         .bind(skip)
         .fetch_all(self.pool())
@@ -225,6 +233,7 @@ impl Db {
                 .bind(project_id)
                 .bind(status)
                 .bind(archived)
+                .bind(stream_id)
                 .fetch_one(self.pool())
                 .await?,
         )?;

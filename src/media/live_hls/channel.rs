@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use super::dvr::{DiskSink, NotQueued, SegmentSink, Write, Writer};
 use super::playlist::{Config, MediaPlaylist, Part, Window};
 use crate::domain::content_key::ContentKey;
+use crate::media::recording::{Record, Recorder, RenditionInfo};
 
 mod registry;
 mod serve;
@@ -45,7 +46,8 @@ pub const ENDED_KEEP: Duration = Duration::from_secs(600);
 const MEMORY_SEGMENTS: usize = 10;
 
 /// What a rendition carries.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
 pub enum Kind {
     Video { width: u32, height: u32, kbps: Option<u32>, frame_rate: Option<f64> },
     Audio { channels: u32 },
@@ -144,6 +146,9 @@ struct State {
     ended_at: Option<std::time::Instant>,
     /// The DVR writer; `None` without DVR and once the channel is retired.
     writer: Option<Writer>,
+    /// The recording of a `vodEnabled` stream: every init section and closed segment, clear;
+    /// dropped (which completes the recording) when the playlists end or the channel retires.
+    recorder: Option<Recorder>,
 }
 
 /// Why a file or playlist could not be served.
@@ -196,6 +201,7 @@ impl Channel {
                     ended: false,
                     ended_at: None,
                     writer,
+                    recorder: None,
                 }),
                 version: watch::channel(0).0,
             }
@@ -204,6 +210,19 @@ impl Channel {
 
     pub fn config(&self) -> &ChannelConfig {
         &self.config
+    }
+
+    /// Records this channel's media from now on (a new channel of a `vodEnabled` stream).
+    pub fn record(&self, recorder: Recorder) {
+        let mut s = self.lock();
+        if !s.ended {
+            s.recorder = Some(recorder);
+        }
+    }
+
+    /// Whether the channel records.
+    pub fn is_recording(&self) -> bool {
+        self.lock().recorder.is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -226,10 +245,10 @@ impl Channel {
         s.generation += 1;
         s.live = true;
         let generation = s.generation;
-        let State { renditions, writer, .. } = &mut *s;
+        let State { renditions, writer, recorder, .. } = &mut *s;
         for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r, writer.as_ref());
+                self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation - 1);
             }
             r.playlist.discontinuity(format!("init{generation}.mp4"), |msn| format!("s{msn}.m4s"));
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
@@ -302,15 +321,22 @@ impl Channel {
         if s.generation != generation || s.ended {
             return;
         }
-        let State { renditions, writer, .. } = &mut *s;
+        let State { renditions, writer, recorder, .. } = &mut *s;
         let Some(r) = renditions.get_mut(name) else { return };
         match chunk {
             Chunk::Init(data) => {
+                if let Some(recorder) = recorder.as_ref() {
+                    recorder.record(Record::Init {
+                        rendition: name.to_string(),
+                        generation,
+                        data: data.clone(),
+                    });
+                }
                 r.inits.insert(generation, data);
             }
             Chunk::Part { starts_segment, independent, duration, pdt, data } => {
                 if starts_segment && !r.playlist.open_parts().is_empty() {
-                    self.close_segment(name, r, writer.as_ref());
+                    self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation);
                 }
                 let n = r.next_part;
                 r.next_part += 1;
@@ -334,8 +360,16 @@ impl Channel {
         self.changed();
     }
 
-    /// Closes the open segment of rendition `name` and queues it for the DVR writer.
-    fn close_segment(&self, name: &str, r: &mut Rendition, writer: Option<&Writer>) {
+    /// Closes the open segment of rendition `name` (of push `generation`) and queues it for the
+    /// DVR writer and the recording.
+    fn close_segment(
+        &self,
+        name: &str,
+        r: &mut Rendition,
+        writer: Option<&Writer>,
+        recorder: Option<&Recorder>,
+        generation: u32,
+    ) {
         let bytes = r.segment_bytes();
         r.open.clear();
         let duration: f64 = r.playlist.open_parts().iter().map(|p| p.duration).sum();
@@ -343,6 +377,10 @@ impl Channel {
             r.peak_bps = r.peak_bps.max(bytes.len() as f64 * 8.0 / duration);
         }
         let Some(msn) = r.playlist.close_segment(format!("s{}.m4s", r.playlist.next_msn())) else { return };
+        if let Some(recorder) = recorder {
+            let info = RenditionInfo { name: name.to_string(), kind: r.kind.clone(), codec: r.codec.clone() };
+            recorder.record(Record::Segment { info, generation, duration, data: bytes.clone() });
+        }
         let bytes = match &self.config.key {
             Some(key) => Bytes::from(key.encrypt(msn, &bytes)),
             None => bytes,
@@ -401,8 +439,10 @@ impl Channel {
     /// The channel left its map: it writes no more, and its writer removes the DVR folder once
     /// the queued segments are done. Called with no lock held.
     fn retire(&self) {
-        let writer = self.lock().writer.take();
-        drop(writer);
+        let mut s = self.lock();
+        let (writer, recorder) = (s.writer.take(), s.recorder.take());
+        drop(s);
+        drop((writer, recorder));
     }
 
     /// The push ended: the open segments close with the parts they have. The playlists end
@@ -413,10 +453,10 @@ impl Channel {
             return;
         }
         s.live = false;
-        let State { renditions, writer, .. } = &mut *s;
+        let State { renditions, writer, recorder, .. } = &mut *s;
         for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r, writer.as_ref());
+                self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation);
             }
         }
         drop(s);
@@ -434,7 +474,10 @@ impl Channel {
         for r in s.renditions.values_mut() {
             r.playlist.end();
         }
+        // The session is over: its recording completes (after the segments queued before).
+        let recorder = s.recorder.take();
         drop(s);
+        drop(recorder);
         self.changed();
         true
     }

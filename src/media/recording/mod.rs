@@ -1,0 +1,416 @@
+//! Recording live to VOD (CONTRACT: Recording and credits). A `vodEnabled` stream's channel
+//! hands every segment it closes — the same CMAF segments the origin serves, before any
+//! encryption, so nothing is encoded twice — and every initialization section to a
+//! [`Recorder`]; the recording's task writes them to storage under the VOD's prefix as they
+//! come (`vod/<id>/<rendition>/init<g>.mp4`, `s<idx>.m4s`, encrypted with the VOD's own key
+//! when `drmEnabled`) and notes each one in the database once it is stored.
+//!
+//! When the channel ends (the push ended and no reconnect came within the grace period, so a
+//! reconnect continues the same recording), the recorder is dropped and the task completes the
+//! recording: the media playlists, the master playlist and the thumbnail are written from the
+//! noted segments, then the VOD row appears `complete` with `vod.complete` in the transaction
+//! that removes the recording's rows ([`crate::services::vods::Vods::recorded`]). A process that
+//! was killed mid-recording completes what its dead run left at its next start
+//! ([`Recordings::recover`]) the same way, from what reached storage: the VOD plays up to the
+//! last segment noted. Nothing is served as a VOD before its playlists are complete.
+
+pub mod playlist;
+pub mod thumbnail;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, Notify};
+
+use self::playlist::{init_uri, segment_uri, Recorded};
+use crate::domain::content_key::ContentKey;
+use crate::domain::time::{iso, now_ms};
+use crate::domain::vod::{Bitrate, ProducedRendition, VodStatus};
+use crate::media::hls::master::{render_master, AudioRendition, Variant};
+use crate::media::live_hls::channel::Kind;
+use crate::services::policy::{KeyError, Policies, Resource};
+use crate::services::vods::{VodError, Vods};
+use crate::storage::{vod_prefix, Storage, StorageError};
+use crate::store::recordings::{RecordedSegmentRow, RecordingRow};
+use crate::store::streams::StreamRow;
+use crate::store::vods::VodRow;
+use crate::store::{Db, DbError};
+
+/// Segments and sections that may wait for the recording's task: a minute of a four-rendition
+/// ladder of 2-s segments. Beyond it (storage far behind) a segment is not recorded, with a
+/// warning; the media thread never waits.
+const QUEUE: usize = 128;
+/// Tries of a storage write before the segment is given up.
+const TRIES: u32 = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    #[error("database: {0}")]
+    Db(#[from] DbError),
+    #[error("storage: {0}")]
+    Storage(#[from] StorageError),
+    #[error("content key: {0}")]
+    Key(#[from] KeyError),
+    #[error("{0}")]
+    Vod(#[from] VodError),
+    #[error("recording: {0}")]
+    Other(String),
+}
+
+/// What a rendition is, as the master playlist and the VOD record need it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenditionInfo {
+    pub name: String,
+    pub kind: Kind,
+    pub codec: Option<String>,
+}
+
+/// What the channel hands the recording.
+pub enum Record {
+    Init { rendition: String, generation: u32, data: Bytes },
+    Segment { info: RenditionInfo, generation: u32, duration: f64, data: Bytes },
+}
+
+/// The channel's end of a recording: dropping it ends the recording (its task then completes
+/// it once the queued items are stored).
+pub struct Recorder {
+    tx: mpsc::Sender<Record>,
+    id: String,
+}
+
+impl Recorder {
+    /// Queues without waiting.
+    pub fn record(&self, item: Record) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(item) {
+            tracing::warn!(recording = %self.id, "recording: storage is behind; a segment is not recorded");
+        }
+    }
+}
+
+/// The recordings of this process.
+pub struct Recordings {
+    db: Db,
+    storage: Storage,
+    policies: Arc<Policies>,
+    vods: Arc<Vods>,
+    node: String,
+    /// Recording tasks running (shutdown waits for them).
+    running: AtomicUsize,
+    idle: Notify,
+}
+
+impl Recordings {
+    pub fn new(
+        db: Db,
+        storage: Storage,
+        policies: Arc<Policies>,
+        vods: Arc<Vods>,
+        node: String,
+    ) -> Recordings {
+        Recordings { db, storage, policies, vods, node, running: AtomicUsize::new(0), idle: Notify::new() }
+    }
+
+    /// Starts recording a push session of `stream` (its channel's `session`).
+    pub async fn start(
+        self: &Arc<Self>,
+        stream: &StreamRow,
+        session: &str,
+    ) -> Result<Recorder, RecordingError> {
+        let now = now_ms();
+        let row = RecordingRow {
+            id: crate::domain::new_id(),
+            project_id: stream.project_id.clone(),
+            stream_id: stream.id.clone(),
+            session_id: session.to_string(),
+            name: format!("{} {}", stream.name, iso(now)),
+            drm_enabled: stream.drm_enabled,
+            signed_playback: stream.signed_playback,
+            node: self.node.clone(),
+            renditions: None,
+            started_at: now,
+            updated_at: now,
+        };
+        let key = match row.drm_enabled == 1 {
+            true => self.policies.content_key(&Resource::Vod(&row.id), true).await?,
+            false => None,
+        };
+        self.db.insert_recording(&row).await?;
+        tracing::info!(stream = %stream.id, recording = %row.id, "recording started");
+        let (tx, rx) = mpsc::channel(QUEUE);
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let (this, id) = (self.clone(), row.id.clone());
+        tokio::spawn(async move {
+            this.run(&id, key, rx).await;
+            if this.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                this.idle.notify_waiters();
+            }
+        });
+        Ok(Recorder { tx, id: row.id })
+    }
+
+    /// Stores what the channel hands over until the recorder is dropped, then completes.
+    async fn run(&self, id: &str, key: Option<ContentKey>, mut rx: mpsc::Receiver<Record>) {
+        let prefix = vod_prefix(id);
+        let mut next: BTreeMap<String, u64> = BTreeMap::new();
+        let mut renditions: Vec<RenditionInfo> = Vec::new();
+        while let Some(item) = rx.recv().await {
+            match item {
+                Record::Init { rendition, generation, data } => {
+                    let object = format!("{prefix}/{rendition}/{}", init_uri(generation));
+                    if let Err(e) = self.put(&object, data).await {
+                        tracing::warn!(recording = %id, error = %e, "recording: an initialization section is lost");
+                    }
+                }
+                Record::Segment { info, generation, duration, data } => {
+                    let idx = *next.entry(info.name.clone()).or_default();
+                    let stored = match key {
+                        Some(key) => Bytes::from(key.encrypt(idx, &data)),
+                        None => data,
+                    };
+                    let object = format!("{prefix}/{}/{}", info.name, segment_uri(idx));
+                    let bytes = stored.len() as i64;
+                    if let Err(e) = self.put(&object, stored).await {
+                        tracing::warn!(recording = %id, error = %e, "recording: a segment is lost");
+                        continue;
+                    }
+                    let row = RecordedSegmentRow {
+                        rendition: info.name.clone(),
+                        idx: idx as i64,
+                        generation: i64::from(generation),
+                        duration,
+                        bytes,
+                    };
+                    if let Err(e) = self.note(id, &row, &info, &mut renditions).await {
+                        tracing::warn!(recording = %id, error = %e, "recording: a segment is not noted");
+                        continue;
+                    }
+                    next.insert(info.name, idx + 1);
+                }
+            }
+        }
+        match self.complete(id).await {
+            Ok(Some(vod)) => tracing::info!(recording = %id, vod = %vod.id, "recording complete"),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::error!(recording = %id, error = %e, "recording: completing (retried at the next start)")
+            }
+        }
+    }
+
+    async fn put(&self, object: &str, data: Bytes) -> Result<(), StorageError> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match self.storage.put(object, data.clone()).await {
+                Ok(()) => return Ok(()),
+                Err(e) if tries >= TRIES => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(200 * u64::from(tries))).await,
+            }
+        }
+    }
+
+    /// Notes a stored segment, and its rendition when it is new or changed.
+    async fn note(
+        &self,
+        id: &str,
+        row: &RecordedSegmentRow,
+        info: &RenditionInfo,
+        renditions: &mut Vec<RenditionInfo>,
+    ) -> Result<(), RecordingError> {
+        if !renditions.contains(info) {
+            renditions.retain(|r| r.name != info.name);
+            renditions.push(info.clone());
+            let json = serde_json::to_string(renditions).map_err(|e| RecordingError::Other(e.to_string()))?;
+            self.db.set_recording_renditions(id, &json, now_ms()).await?;
+        }
+        self.db.insert_recorded_segment(id, row).await?;
+        Ok(())
+    }
+
+    /// The recordings a dead run of this node left in progress (at start, before ingest
+    /// listens: afterwards the list would include this run's own).
+    pub async fn left_in_progress(&self) -> Result<Vec<RecordingRow>, RecordingError> {
+        Ok(self.db.recordings_of_node(&self.node).await?)
+    }
+
+    /// Completes recordings a dead run left, from what reached storage. Returns how many
+    /// became VODs.
+    pub async fn recover(&self, left: Vec<RecordingRow>) -> usize {
+        let mut completed = 0;
+        for r in left {
+            match self.complete(&r.id).await {
+                Ok(Some(_)) => completed += 1,
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::error!(recording = %r.id, error = %e, "recordings: completing one left in progress")
+                }
+            }
+        }
+        completed
+    }
+
+    /// Waits (up to `within`) for the recordings under way to complete (shutdown).
+    pub async fn drain(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.running.load(Ordering::SeqCst) > 0 {
+            let idle = self.idle.notified();
+            if self.running.load(Ordering::SeqCst) == 0
+                || tokio::time::timeout_at(deadline, idle).await.is_err()
+            {
+                break;
+            }
+        }
+    }
+
+    /// Writes the playlists and thumbnail of recording `id` from its noted segments and turns it
+    /// into its VOD. `None` when there is nothing to complete: another process did, or no video
+    /// was ever recorded (then the recording is forgotten).
+    pub async fn complete(&self, id: &str) -> Result<Option<VodRow>, RecordingError> {
+        let Some(rec) = self.db.recording(id).await? else { return Ok(None) };
+        let infos: Vec<RenditionInfo> =
+            rec.renditions.as_deref().and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default();
+        let mut by_rendition: BTreeMap<String, Vec<Recorded>> = BTreeMap::new();
+        for s in self.db.recorded_segments(id).await? {
+            let r = Recorded {
+                idx: s.idx as u64,
+                generation: u32::try_from(s.generation).unwrap_or(0),
+                duration: s.duration,
+                bytes: u64::try_from(s.bytes).unwrap_or(0),
+            };
+            by_rendition.entry(s.rendition).or_default().push(r);
+        }
+        // Only renditions recorded from their first segment on, without a gap, are playable.
+        for segments in by_rendition.values_mut() {
+            let whole = segments.iter().enumerate().take_while(|(i, s)| s.idx == *i as u64).count();
+            segments.truncate(whole);
+        }
+        let recorded = |info: &&RenditionInfo| by_rendition.get(&info.name).is_some_and(|s| !s.is_empty());
+        let videos: Vec<&RenditionInfo> =
+            infos.iter().filter(recorded).filter(|i| matches!(i.kind, Kind::Video { .. })).collect();
+        let prefix = vod_prefix(id);
+        if videos.is_empty() {
+            tracing::info!(recording = %id, "recording: no video was recorded; nothing to keep");
+            self.db.drop_recording(id).await?;
+            let _ = self.storage.delete_prefix(&prefix, &[]).await;
+            return Ok(None);
+        }
+        let key = match rec.drm_enabled == 1 {
+            true => self.policies.content_key(&Resource::Vod(id), true).await?,
+            false => None,
+        };
+        let key_uri = key.map(|_| crate::media::vod::hls::KEY_URI);
+        for (name, segments) in &by_rendition {
+            if segments.is_empty() {
+                continue;
+            }
+            let text = playlist::media_playlist(segments, key_uri);
+            self.put(&format!("{prefix}/{name}/index.m3u8"), text.into()).await?;
+        }
+        let audio = infos.iter().filter(recorded).find_map(|i| match i.kind {
+            Kind::Audio { channels } => Some((i, channels)),
+            Kind::Video { .. } => None,
+        });
+        let audio_peak = audio.map_or(0, |(i, _)| playlist::bitrates(&by_rendition[&i.name]).0);
+        let mut variants = Vec::new();
+        let mut produced = Vec::new();
+        for info in &videos {
+            let Kind::Video { width, height, kbps, frame_rate } = info.kind else { continue };
+            let (peak, average) = playlist::bitrates(&by_rendition[&info.name]);
+            let uri = format!("{}/index.m3u8", info.name);
+            variants.push(Variant {
+                uri: uri.clone(),
+                bandwidth: peak + audio_peak,
+                width,
+                height,
+                codec: info.codec.clone().unwrap_or_else(|| "avc1.640028".into()),
+                frame_rate,
+            });
+            let bitrate = kbps.unwrap_or((average / 1000) as u32);
+            produced.push(ProducedRendition {
+                name: info.name.clone(),
+                width,
+                height,
+                video_bitrate: Bitrate(bitrate).name(),
+                average_bandwidth: average,
+                peak_bandwidth: peak,
+                uri,
+            });
+        }
+        produced.sort_by(|a, b| b.height.cmp(&a.height).then(b.peak_bandwidth.cmp(&a.peak_bandwidth)));
+        let audio_rendition = audio.map(|(i, channels)| AudioRendition {
+            uri: format!("{}/index.m3u8", i.name),
+            codec: i.codec.clone().unwrap_or_else(|| "mp4a.40.2".into()),
+            channels,
+        });
+        if self.storage.get(&format!("{prefix}/thumb.jpg"), Some(0..1)).await?.is_none() {
+            self.thumbnail(&prefix, &produced[0].name, &by_rendition[&produced[0].name][0], key).await?;
+        }
+        let master = render_master(&variants, audio_rendition.as_ref());
+        self.put(&format!("{prefix}/master.m3u8"), master.into()).await?;
+        let duration =
+            by_rendition.values().map(|s| s.iter().map(|s| s.duration).sum::<f64>()).fold(0.0, f64::max);
+        let size: u64 = by_rendition.values().flatten().map(|s| s.bytes).sum();
+        let now = now_ms();
+        let row = VodRow {
+            id: id.to_string(),
+            project_id: rec.project_id.clone(),
+            name: rec.name.clone(),
+            filename: format!("live-{}", rec.session_id),
+            output_format: "hls".into(),
+            video_codec: "h264".into(),
+            audio_codec: "aac".into(),
+            aspect_ratio: "preserve".into(),
+            ladder: "[]".into(),
+            status: VodStatus::Complete.as_str().to_string(),
+            source_size: Some(size as i64),
+            duration: Some((duration * 1000.0).round() / 1000.0),
+            source_info: None,
+            renditions: Some(
+                serde_json::to_string(&produced).map_err(|e| RecordingError::Other(e.to_string()))?,
+            ),
+            progress: 100,
+            error: None,
+            signed_playback: rec.signed_playback,
+            drm_enabled: rec.drm_enabled,
+            upload_expires_at: rec.started_at,
+            created_at: rec.started_at,
+            updated_at: now,
+            completed_at: Some(now),
+            archived_at: None,
+            stream_id: Some(rec.stream_id.clone()),
+            session_id: Some(rec.session_id.clone()),
+        };
+        Ok(self.vods.recorded(&row).await?.then_some(row))
+    }
+
+    /// `thumb.jpg` from the first segment of rendition `name` (decrypted when encrypted).
+    async fn thumbnail(
+        &self,
+        prefix: &str,
+        name: &str,
+        first: &Recorded,
+        key: Option<ContentKey>,
+    ) -> Result<(), RecordingError> {
+        let missing = || RecordingError::Other(format!("{name}: its first segment is not in storage"));
+        let init = self.storage.get(&format!("{prefix}/{name}/{}", init_uri(first.generation)), None).await?;
+        let segment = self.storage.get(&format!("{prefix}/{name}/{}", segment_uri(first.idx)), None).await?;
+        let (init, segment) = (init.ok_or_else(missing)?, segment.ok_or_else(missing)?);
+        let segment = match key {
+            Some(key) => key
+                .decrypt(first.idx, &segment)
+                .ok_or_else(|| RecordingError::Other("a segment does not decrypt".into()))?,
+            None => segment.to_vec(),
+        };
+        let jpeg = tokio::task::spawn_blocking(move || thumbnail::first_picture(&init, &segment))
+            .await
+            .map_err(|e| RecordingError::Other(e.to_string()))?
+            .map_err(RecordingError::Other)?;
+        self.put(&format!("{prefix}/thumb.jpg"), jpeg.into()).await?;
+        Ok(())
+    }
+}

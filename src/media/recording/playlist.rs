@@ -1,0 +1,92 @@
+//! The media playlist of a recorded rendition (RFC 8216bis 4.4.3, 4.4.4): fMP4 segments
+//! `s<idx>.m4s` from 0, the initialization section of each push generation (`init<g>.mp4`)
+//! with an `EXT-X-DISCONTINUITY` where a reconnect started a new one, `EXT-X-PLAYLIST-TYPE:VOD`
+//! and `EXT-X-ENDLIST`. Encrypted recordings carry the VOD's key after each map (IV: the
+//! sequence number, which is the index, as the VOD transcode's playlists do).
+
+use crate::media::hls::tags::{write_map, write_segment};
+
+/// A segment of a recorded rendition, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    pub idx: u64,
+    pub generation: u32,
+    pub duration: f64,
+    pub bytes: u64,
+}
+
+pub fn init_uri(generation: u32) -> String {
+    format!("init{generation}.mp4")
+}
+
+pub fn segment_uri(idx: u64) -> String {
+    format!("s{idx}.m4s")
+}
+
+/// The playlist of `segments` (consecutive from 0).
+pub fn media_playlist(segments: &[Recorded], key_uri: Option<&str>) -> String {
+    let target = segments.iter().map(|s| s.duration.round() as u64).max().unwrap_or(1).max(1);
+    let mut out = format!(
+        "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:{target}\n#EXT-X-MEDIA-SEQUENCE:0\n\
+         #EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-INDEPENDENT-SEGMENTS\n"
+    );
+    let inits: Vec<String> = segments.iter().map(|s| init_uri(s.generation)).collect();
+    let mut current = None;
+    for (i, s) in segments.iter().enumerate() {
+        if i > 0 && segments[i - 1].generation != s.generation {
+            out.push_str("#EXT-X-DISCONTINUITY\n");
+        }
+        write_map(&mut out, &mut current, &inits[i], key_uri);
+        write_segment(&mut out, s.duration, &segment_uri(s.idx));
+    }
+    out.push_str("#EXT-X-ENDLIST\n");
+    out
+}
+
+/// (peak, average) bits per second.
+pub fn bitrates(segments: &[Recorded]) -> (u64, u64) {
+    let peak = segments
+        .iter()
+        .filter(|s| s.duration > 0.0)
+        .map(|s| (s.bytes as f64 * 8.0 / s.duration) as u64)
+        .max()
+        .unwrap_or(0);
+    let seconds: f64 = segments.iter().map(|s| s.duration).sum();
+    let bytes: u64 = segments.iter().map(|s| s.bytes).sum();
+    let average = if seconds > 0.0 { (bytes as f64 * 8.0 / seconds) as u64 } else { 0 };
+    (peak, average)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(idx: u64, generation: u32, duration: f64) -> Recorded {
+        Recorded { idx, generation, duration, bytes: 250_000 }
+    }
+
+    #[test]
+    fn a_reconnect_is_a_discontinuity_with_its_own_map() {
+        let text = media_playlist(&[seg(0, 0, 2.0), seg(1, 0, 1.6), seg(2, 1, 2.0)], None);
+        assert_eq!(
+            text,
+            "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:2\n#EXT-X-MEDIA-SEQUENCE:0\n\
+             #EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-INDEPENDENT-SEGMENTS\n\
+             #EXT-X-MAP:URI=\"init0.mp4\"\n#EXTINF:2.00000,\ns0.m4s\n#EXTINF:1.60000,\ns1.m4s\n\
+             #EXT-X-DISCONTINUITY\n#EXT-X-MAP:URI=\"init1.mp4\"\n#EXTINF:2.00000,\ns2.m4s\n#EXT-X-ENDLIST\n"
+        );
+    }
+
+    #[test]
+    fn an_encrypted_recording_names_its_key_after_each_map() {
+        let text = media_playlist(&[seg(0, 0, 2.0), seg(1, 3, 2.0)], Some("../key"));
+        assert_eq!(text.matches("#EXT-X-KEY:METHOD=AES-128,URI=\"../key\"").count(), 2);
+        assert!(text.contains("#EXT-X-KEY:METHOD=NONE\n#EXT-X-MAP:URI=\"init3.mp4\""), "{text}");
+    }
+
+    #[test]
+    fn bitrates_are_peak_and_average() {
+        let (peak, average) = bitrates(&[seg(0, 0, 2.0), Recorded { bytes: 500_000, ..seg(1, 0, 2.0) }]);
+        assert_eq!((peak, average), (2_000_000, 1_500_000));
+    }
+}
