@@ -14,6 +14,7 @@ mod members;
 mod ops;
 mod order_of_checks;
 mod projects;
+mod recording;
 mod rtmp;
 mod rtmp_hostile;
 mod rtmp_limits;

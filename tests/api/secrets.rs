@@ -96,7 +96,7 @@ async fn a_database_with_clear_secrets_is_sealed_in_place() {
             .execute(app.db.pool())
             .await
             .unwrap();
-        clear.push((col.table, key, plain));
+        clear.push((col.table, col.column, key, plain));
     }
     assert!(stored_secrets(&app).await.iter().all(|(_, _, v)| !is_sealed(v)));
 
@@ -104,11 +104,15 @@ async fn a_database_with_clear_secrets_is_sealed_in_place() {
     let settings = (*app.app.settings).clone();
     let second = sluice::app::App::build(settings).await.expect("starts on the old database");
     for (col, key, value) in stored_secrets(&app).await {
-        let table = col.table;
-        assert!(is_sealed(&value), "{table} {key} sealed at start");
-        let was = clear.iter().find(|(t, k, _)| *t == table && *k == key).map(|(_, _, v)| v.clone());
+        let (table, column) = (col.table, col.column);
+        assert!(is_sealed(&value), "{table}.{column} {key} sealed at start");
+        // A table may hold several sealed columns (streams: the push verifier and password).
+        let was = clear
+            .iter()
+            .find(|(t, c, k, _)| *t == table && *c == column && *k == key)
+            .map(|(_, _, _, v)| v.clone());
         let opened = second.master_key.open_text(&value, &(col.context)(&key)).ok();
-        assert_eq!(opened, was, "{table} {key} keeps its value");
+        assert_eq!(opened, was, "{table}.{column} {key} keeps its value");
     }
     assert!(stored_secrets(&app).await.iter().any(|(c, k, _)| c.table == "webhooks" && k == webhook_id));
     assert!(stored_secrets(&app).await.iter().any(|(c, k, _)| c.table == "streams" && k == stream_id));

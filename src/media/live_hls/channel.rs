@@ -248,7 +248,7 @@ impl Channel {
         let State { renditions, writer, recorder, .. } = &mut *s;
         for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation - 1);
+                self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation - 1, false);
             }
             r.playlist.discontinuity(format!("init{generation}.mp4"), |msn| format!("s{msn}.m4s"));
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
@@ -336,7 +336,7 @@ impl Channel {
             }
             Chunk::Part { starts_segment, independent, duration, pdt, data } => {
                 if starts_segment && !r.playlist.open_parts().is_empty() {
-                    self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation);
+                    self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation, true);
                 }
                 let n = r.next_part;
                 r.next_part += 1;
@@ -361,7 +361,10 @@ impl Channel {
     }
 
     /// Closes the open segment of rendition `name` (of push `generation`) and queues it for the
-    /// DVR writer and the recording.
+    /// DVR writer and the recording. `pacing`: the segment closed because the next one began, so
+    /// its lag behind the wall clock says whether the rendition keeps up (a segment closed
+    /// because the push ended closes when the end is noticed, seconds late for a caller that
+    /// vanished, which says nothing about the encoder).
     fn close_segment(
         &self,
         name: &str,
@@ -369,6 +372,7 @@ impl Channel {
         writer: Option<&Writer>,
         recorder: Option<&Recorder>,
         generation: u32,
+        pacing: bool,
     ) {
         let bytes = r.segment_bytes();
         r.open.clear();
@@ -386,7 +390,7 @@ impl Channel {
             None => bytes,
         };
         // A rendition whose encoder cannot keep up falls behind the clock: say so once.
-        if let Some(seg) = r.playlist.segments().next_back().filter(|s| s.msn == msn) {
+        if let Some(seg) = r.playlist.segments().next_back().filter(|s| pacing && s.msn == msn) {
             if let Some(pdt) = seg.program_date_time {
                 let end = pdt + chrono::Duration::milliseconds((seg.duration * 1000.0) as i64);
                 let lag = (Utc::now() - end).num_milliseconds() as f64 / 1000.0;
@@ -456,7 +460,7 @@ impl Channel {
         let State { renditions, writer, recorder, .. } = &mut *s;
         for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation);
+                self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation, false);
             }
         }
         drop(s);
