@@ -42,6 +42,7 @@ use crate::upload::Uploads;
 
 mod csrf;
 mod listeners;
+mod workers;
 use csrf::csrf_refusal;
 
 /// Failed sign-ins allowed per e-mail address within [`LOGIN_FAILURE_WINDOW`] (CONTRACT: Conventions).
@@ -346,6 +347,7 @@ impl App {
             tracing::warn!(streams = orphans, "ended pushes that a previous run left live");
         }
         self.spawn_sender()?;
+        self.spawn_kill_listener();
         crate::media::vod::worker::spawn(&self.transcoder);
         self.start_media_listeners(tls).await?;
         let server = tokio::spawn(async move {
@@ -555,10 +557,12 @@ fn metrics(app: Data<&Arc<App>>) -> Response {
     text.push_str(&format!(
         "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
          # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n\
-         # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n",
+         # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n\
+         # HELP sluice_push_sessions Push sessions (every protocol) open in this process now\n# TYPE sluice_push_sessions gauge\nsluice_push_sessions {}\n",
         app.whep.viewers.count(),
         app.whip.publishers.count(),
-        app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions())
+        app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions()),
+        app.push_sessions()
     ));
     Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }

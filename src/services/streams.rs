@@ -1,8 +1,9 @@
 //! The stream lifecycle: every status change of a stream goes through [`Streams::apply`], which
-//! checks the move against the domain's state machine, writes the row, queues the move's event on
-//! the same transaction, commits, and then wakes what must act (the webhook sender; a push that
-//! a disable ends). The push sessions of this process are kept here too, so the API can end one
-//! without knowing anything of RTMP.
+//! checks the move against the domain's state machine, writes the row, queues the move's events
+//! on the same transaction, commits, and then wakes what must act (the webhook sender; a push that
+//! a disable ends, here or, through a Postgres notification, in the process that holds it). The
+//! push sessions of this process are kept here too, so the API can end one without knowing
+//! anything of RTMP.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -48,7 +49,8 @@ impl LiveSessions {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Ends the stream's session now, if one is open here (DELETE, disable).
+    /// Ends the stream's session now, if one is open here (DELETE, disable). `notify_one`
+    /// keeps the signal for a session that does not wait on it yet.
     pub fn kill(&self, stream_id: &str) {
         if let Some(kill) = self.lock().get(stream_id) {
             kill.notify_one();
@@ -71,6 +73,11 @@ impl LiveSessions {
     pub fn count(&self) -> usize {
         self.lock().len()
     }
+
+    /// The streams whose sessions are open here.
+    pub fn stream_ids(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
 }
 
 pub struct Streams {
@@ -91,20 +98,22 @@ impl Streams {
     /// Creates `row` (in status `pending`) ready for a push: `pending → idle` and `stream.created`.
     pub async fn create(&self, row: &mut StreamRow) -> Result<(), StreamError> {
         let tx = self.db.begin_write().await?;
-        self.commit_move(tx, row, StreamMove::Prepared, Write::Insert, Refusal::Fail).await
+        self.commit_move(tx, row, StreamMove::Prepared, Write::Insert).await
     }
 
     /// The one way a stream's status changes: `mv` is checked against the state machine, the
-    /// row (read on `tx`, possibly with other edits) is written with its new state, the move's
-    /// event is queued on `tx`, `tx` commits, then the sender wakes and a push the move ends is
-    /// told to stop.
+    /// row (read on `tx` with [`Db::stream_in`], possibly with other edits) is written with its
+    /// new state, the move's events are queued on `tx`, `tx` commits, then the sender wakes and
+    /// a push the move ends is told to stop. A disable of a live stream ends its push in this
+    /// move (`stream.ended`, then `stream.disabled`); the session's own `end_push` then finds
+    /// nothing left to do.
     pub async fn apply(
         &self,
         tx: Transaction<'static, Any>,
         row: &mut StreamRow,
         mv: StreamMove,
     ) -> Result<(), StreamError> {
-        self.commit_move(tx, row, mv, Write::Update, Refusal::Fail).await
+        self.commit_move(tx, row, mv, Write::Update).await
     }
 
     async fn commit_move(
@@ -113,14 +122,9 @@ impl Streams {
         row: &mut StreamRow,
         mv: StreamMove,
         write: Write,
-        refusal: Refusal,
     ) -> Result<(), StreamError> {
         let before = row.state();
-        let after = match (before.apply(mv), refusal) {
-            (Ok(after), _) => after,
-            (Err(_), Refusal::KeepState) => before,
-            (Err(e), Refusal::Fail) => return Err(e.into()),
-        };
+        let after = before.apply(mv)?;
         row.set_state(after);
         match write {
             Write::Insert => Db::insert_stream(&mut tx, row).await?,
@@ -129,25 +133,29 @@ impl Streams {
                 Db::update_stream(&mut tx, row).await?
             }
         }
-        match mv {
-            StreamMove::PushStarted => {
-                Db::set_stream_live_node(&mut tx, &row.id, Some(&self.node_id)).await?
-            }
-            StreamMove::PushEnded => {
-                Db::set_stream_input(&mut tx, &row.id, None).await?;
-                Db::set_stream_live_node(&mut tx, &row.id, None).await?;
-            }
-            _ => {}
+        let ends_push = before.ends_push(mv);
+        if mv == StreamMove::PushStarted {
+            Db::set_stream_live_node(&mut tx, &row.id, Some(&self.node_id)).await?
         }
-        let event = event_of(mv, before).map(|make| make(payload::stream(row)));
-        if let Some(event) = &event {
+        if ends_push {
+            Db::set_stream_input(&mut tx, &row.id, None).await?;
+            Db::set_stream_live_node(&mut tx, &row.id, None).await?;
+        }
+        // A disable of a live stream ends its push wherever it is held: Postgres hands the
+        // other processes the notification at commit (this one ends its own below).
+        let kills = ends_push && mv != StreamMove::PushEnded;
+        if kills {
+            Db::notify_stream_kill(&mut tx, &row.id).await?;
+        }
+        let events = events_of(mv, before, row);
+        for event in &events {
             events::emit(&mut tx, &row.project_id, event).await?;
         }
         tx.commit().await?;
-        if event.is_some() {
+        if !events.is_empty() {
             self.outbox.wake();
         }
-        if matches!(mv, StreamMove::Disable(_)) {
+        if kills {
             self.sessions.kill(&row.id);
         }
         Ok(())
@@ -169,7 +177,7 @@ impl Streams {
             let mut row =
                 Db::stream_in(&mut tx, project_id, stream_id).await?.ok_or(StreamError::NotFound)?;
             row.last_push_at = Some(now_ms());
-            self.commit_move(tx, &mut row, StreamMove::PushStarted, Write::Update, Refusal::Fail).await
+            self.commit_move(tx, &mut row, StreamMove::PushStarted, Write::Update).await
         }
         .await;
         if let Err(e) = result {
@@ -179,20 +187,45 @@ impl Streams {
         Ok(kill)
     }
 
-    /// Closes a push session: `live → idle` (a stream disabled meanwhile stays disabled) and
-    /// `stream.ended`.
+    /// Closes a push session of this process: `live → idle` and `stream.ended`, once. A stream
+    /// that is no longer live here was ended already, by the disable that killed this session
+    /// (which sent `stream.ended` before `stream.disabled`), or is live on another node now
+    /// (disabled, re-enabled and pushed there): nothing more is written or sent.
     pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {
         let result = async {
             let mut tx = self.db.begin_write().await?;
-            let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else { return Ok(()) };
-            self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update, Refusal::KeepState).await
+            // Locked until the commit: the status cannot move between this check and the write.
+            let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else {
+                return Ok::<bool, StreamError>(false);
+            };
+            let holder = Db::stream_live_node_in(&mut tx, stream_id).await?;
+            let ours = holder.as_deref().is_none_or(|node| node == self.node_id);
+            if row.state().status != StreamStatus::Live || !ours {
+                return Ok(false);
+            }
+            self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update).await?;
+            Ok(true)
         }
         .await;
         self.sessions.lock().remove(stream_id);
         match result {
-            Ok(()) => tracing::info!(stream = %stream_id, why, "push ended"),
+            Ok(true) => tracing::info!(stream = %stream_id, why, "push ended"),
+            Ok(false) => {
+                tracing::info!(stream = %stream_id, why, "push ended (the stream was ended already)")
+            }
             Err(e) => tracing::error!(stream = %stream_id, error = %e, "recording the end of a push"),
         }
+    }
+
+    /// Ends the sessions of this process whose stream is not live here any more: after the
+    /// listener of kills (re)connects, for the notifications sent while it was not listening.
+    pub async fn end_stale_sessions(&self) -> Result<usize, StreamError> {
+        let stale = self.db.streams_not_live_on(&self.node_id, &self.sessions.stream_ids()).await?;
+        for id in &stale {
+            tracing::info!(stream = %id, "ending a push whose stream was ended while no kill could reach this process");
+            self.sessions.kill(id);
+        }
+        Ok(stale.len())
     }
 
     /// Records what a live push sends, off the media path: the connection never waits on the
@@ -260,26 +293,28 @@ impl Streams {
     }
 }
 
-/// What a refused move does: fail the change, or (the end of a push, which must be recorded
-/// whatever happened to the stream meanwhile) keep the state and write the rest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refusal {
-    Fail,
-    KeepState,
-}
-
-/// The event a move fires (CONTRACT: Streams — Status): `Enable` fires none, and neither does
-/// a disable of a stream that was disabled already, unless it is the delete.
-fn event_of(
-    mv: StreamMove,
-    before: StreamState,
-) -> Option<fn(crate::events::catalog::StreamEventData) -> Event> {
-    match mv {
-        StreamMove::Prepared => Some(Event::StreamCreated),
-        StreamMove::PushStarted => Some(Event::StreamLive),
-        StreamMove::PushEnded => Some(Event::StreamEnded),
-        StreamMove::Disable(DisabledReason::Deleted) => Some(Event::StreamDisabled),
-        StreamMove::Disable(_) if before.status != StreamStatus::Disabled => Some(Event::StreamDisabled),
-        StreamMove::Disable(_) | StreamMove::Enable => None,
+/// The events a move fires, in order (CONTRACT: Streams — Status; Recording and credits): a
+/// move that ends a live push fires `stream.ended` first, then a disable fires
+/// `stream.disabled`. `Enable` fires none, and neither does a disable of a stream that was
+/// disabled already, unless it is the delete. `stream.ended` carries no reason: the interface
+/// gives one to the disabled event only.
+fn events_of(mv: StreamMove, before: StreamState, row: &StreamRow) -> Vec<Event> {
+    let data = payload::stream(row);
+    let mut events = Vec::with_capacity(2);
+    if before.ends_push(mv) {
+        events.push(Event::StreamEnded(crate::events::catalog::StreamEventData {
+            reason: None,
+            ..data.clone()
+        }));
     }
+    match mv {
+        StreamMove::Prepared => events.push(Event::StreamCreated(data)),
+        StreamMove::PushStarted => events.push(Event::StreamLive(data)),
+        StreamMove::Disable(DisabledReason::Deleted) => events.push(Event::StreamDisabled(data)),
+        StreamMove::Disable(_) if before.status != StreamStatus::Disabled => {
+            events.push(Event::StreamDisabled(data))
+        }
+        StreamMove::PushEnded | StreamMove::Disable(_) | StreamMove::Enable => {}
+    }
+    events
 }

@@ -7,6 +7,8 @@ mod api_keys;
 mod auth;
 mod client_ip;
 mod errors;
+mod lifecycle;
+mod lifecycle_nodes;
 mod live_hls;
 mod live_shutdown;
 mod login_flood;
