@@ -101,8 +101,13 @@ impl App {
         let outbox = Outbox::new(db.clone());
         let endpoints = Arc::new(Endpoints::new(&settings));
         let policies = Arc::new(Policies::new(db.clone(), master_key.clone()));
-        let streams =
-            Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), settings.stream_idle_disable));
+        let streams = Arc::new(Streams::new(
+            db.clone(),
+            outbox.clone(),
+            node_id.clone(),
+            settings.stream_idle_disable,
+            settings.billing == crate::config::Billing::On,
+        ));
         let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
         let channels = Arc::new(Channels::default());
         let taps = Arc::new(Taps::default());
@@ -348,6 +353,7 @@ impl App {
         }
         self.spawn_sender()?;
         self.spawn_kill_listener();
+        self.spawn_meter();
         crate::media::vod::worker::spawn(&self.transcoder);
         self.start_media_listeners(tls).await?;
         let server = tokio::spawn(async move {
@@ -552,7 +558,7 @@ async fn readyz(app: Data<&Arc<App>>) -> Response {
 }
 
 #[handler]
-fn metrics(app: Data<&Arc<App>>) -> Response {
+async fn metrics(app: Data<&Arc<App>>) -> Response {
     let mut text = app.metrics.render();
     text.push_str(&format!(
         "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
@@ -564,5 +570,6 @@ fn metrics(app: Data<&Arc<App>>) -> Response {
         app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions()),
         app.push_sessions()
     ));
+    text.push_str(&app.credit_metrics().await);
     Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod api_keys;
+pub mod credits;
 pub mod invitations;
 pub mod keys;
 pub mod notify;

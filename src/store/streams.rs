@@ -250,6 +250,16 @@ impl Db {
             .await
     }
 
+    /// The streams of a project that are live, on any node.
+    pub async fn live_stream_ids_of_project(&self, project_id: &str) -> Result<Vec<String>, DbError> {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT id FROM streams WHERE project_id = $1 AND status = 'live'")
+                .bind(project_id)
+                .fetch_all(self.pool())
+                .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
+    }
+
     /// Idle streams untouched since `before`: every push start and end, and every change,
     /// moves `updated_at`.
     pub async fn idle_streams_since(&self, before: i64, limit: i64) -> Result<Vec<StreamRow>, DbError> {
