@@ -42,6 +42,7 @@ use crate::upload::Uploads;
 
 mod csrf;
 mod listeners;
+mod metrics;
 mod workers;
 use csrf::csrf_refusal;
 
@@ -101,13 +102,7 @@ impl App {
         let outbox = Outbox::new(db.clone());
         let endpoints = Arc::new(Endpoints::new(&settings));
         let policies = Arc::new(Policies::new(db.clone(), master_key.clone()));
-        let streams = Arc::new(Streams::new(
-            db.clone(),
-            outbox.clone(),
-            node_id.clone(),
-            settings.stream_idle_disable,
-            settings.billing == crate::config::Billing::On,
-        ));
+        let streams = Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), &settings));
         let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
         let channels = Arc::new(Channels::default());
         let taps = Arc::new(Taps::default());
@@ -287,7 +282,7 @@ impl App {
             .nest("/docs", docs)
             .at("/healthz", get(healthz))
             .at("/readyz", get(readyz).data(self.clone()))
-            .at("/metrics", get(metrics).data(self.clone()))
+            .at("/metrics", get(metrics::metrics).data(self.clone()))
             .nest("/play", crate::playback::routes().data(self.origin.clone()))
             .nest("/upload", crate::upload::routes().data(self.uploads.clone()))
             .with(CookieJarManager::new())
@@ -555,21 +550,4 @@ async fn readyz(app: Data<&Arc<App>>) -> Response {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, problems.join("; ")).into_response()
     }
-}
-
-#[handler]
-async fn metrics(app: Data<&Arc<App>>) -> Response {
-    let mut text = app.metrics.render();
-    text.push_str(&format!(
-        "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
-         # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n\
-         # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n\
-         # HELP sluice_push_sessions Push sessions (every protocol) open in this process now\n# TYPE sluice_push_sessions gauge\nsluice_push_sessions {}\n",
-        app.whep.viewers.count(),
-        app.whip.publishers.count(),
-        app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions()),
-        app.push_sessions()
-    ));
-    text.push_str(&app.credit_metrics().await);
-    Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use sqlx::{Any, Transaction};
 use tokio::sync::Notify;
 
+use crate::config::{Billing, Settings};
 use crate::domain::credits;
 use crate::domain::stream::{DisabledReason, InputInfo, MoveError, StreamMove, StreamState, StreamStatus};
 use crate::domain::time::now_ms;
@@ -180,8 +181,15 @@ pub struct Streams {
 }
 
 impl Streams {
-    pub fn new(db: Db, outbox: Outbox, node_id: String, idle_disable: u64, billing: bool) -> Streams {
-        Streams { db, outbox, node_id, idle_disable, billing, sessions: LiveSessions::default() }
+    pub fn new(db: Db, outbox: Outbox, node_id: String, settings: &Settings) -> Streams {
+        Streams {
+            db,
+            outbox,
+            node_id,
+            idle_disable: settings.stream_idle_disable,
+            billing: settings.billing == Billing::On,
+            sessions: LiveSessions::default(),
+        }
     }
 
     /// Creates `row` (in status `pending`) ready for a push: `pending → idle` and `stream.created`.
