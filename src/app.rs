@@ -43,6 +43,8 @@ use crate::upload::Uploads;
 
 mod csrf;
 mod listeners;
+mod metrics;
+mod workers;
 use csrf::csrf_refusal;
 
 /// Failed sign-ins allowed per e-mail address within [`LOGIN_FAILURE_WINDOW`] (CONTRACT: Conventions).
@@ -101,8 +103,7 @@ impl App {
         let outbox = Outbox::new(db.clone());
         let endpoints = Arc::new(Endpoints::new(&settings));
         let policies = Arc::new(Policies::new(db.clone(), master_key.clone()));
-        let streams =
-            Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), settings.stream_idle_disable));
+        let streams = Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), &settings));
         let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
         let channels = Arc::new(Channels::default());
         let recordings = Arc::new(Recordings::new(
@@ -291,7 +292,7 @@ impl App {
             .nest("/docs", docs)
             .at("/healthz", get(healthz))
             .at("/readyz", get(readyz).data(self.clone()))
-            .at("/metrics", get(metrics).data(self.clone()))
+            .at("/metrics", get(metrics::metrics).data(self.clone()))
             .nest("/play", crate::playback::routes().data(self.origin.clone()))
             .nest("/upload", crate::upload::routes().data(self.uploads.clone()))
             .with(CookieJarManager::new())
@@ -375,6 +376,8 @@ impl App {
             });
         }
         self.spawn_sender()?;
+        self.spawn_kill_listener();
+        self.spawn_meter();
         crate::media::vod::worker::spawn(&self.transcoder);
         self.start_media_listeners(tls).await?;
         let server = tokio::spawn(async move {
@@ -576,18 +579,4 @@ async fn readyz(app: Data<&Arc<App>>) -> Response {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, problems.join("; ")).into_response()
     }
-}
-
-#[handler]
-fn metrics(app: Data<&Arc<App>>) -> Response {
-    let mut text = app.metrics.render();
-    text.push_str(&format!(
-        "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
-         # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n\
-         # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n",
-        app.whep.viewers.count(),
-        app.whip.publishers.count(),
-        app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions())
-    ));
-    Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 
 use crate::app::App;
-use crate::config::{ConfigArgs, LogFormat, Mode, Settings};
+use crate::config::{Billing, ConfigArgs, LogFormat, Mode, Settings};
 use crate::domain::{password, random_token, Email, ProjectSlug, RawApiKey, Scope, ScopeSet};
 use crate::store::{is_unique_violation, Db};
 
@@ -48,6 +48,20 @@ pub enum AdminCommand {
     /// Add a new signing key for signed URLs (playback tickets, upload targets). Running
     /// processes pick it up without a restart; the older keys keep verifying what they signed.
     RotateSigningKey,
+    /// Show or change a project's credits, its balance of live seconds (used with
+    /// `SLUICE_BILLING=on`). Durations are like `90s`, `10m`, `2h` or `1h30m`.
+    Credits {
+        #[arg(long)]
+        project: String,
+        /// Add this much live time to the balance.
+        #[arg(long, conflicts_with = "set")]
+        add: Option<String>,
+        /// Set the balance to this much live time.
+        #[arg(long)]
+        set: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Create an API key for a project and print it.
     CreateKey {
         #[arg(long)]
@@ -88,6 +102,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 AdminCommand::CreateKey { project, scopes, label, json } => {
                     create_key(&db, &project, scopes, label, json).await
+                }
+                AdminCommand::Credits { project, add, set, json } => {
+                    credits(&db, &project, add, set, settings.billing, json).await
                 }
                 AdminCommand::RotateSigningKey => match async {
                     let master = crate::app::master_key(&settings)?;
@@ -135,6 +152,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             // Pushes end while HTTP still serves, so viewers get the ended playlists; running
             // transcodes stop and go back to the queue.
             tokio::join!(drain.drain_live(Duration::from_secs(5)), drain.drain_vod(Duration::from_secs(10)));
+            drain.drain_meter().await;
         })
         .await?;
     tracing::info!(%addr, public_url = %app.settings.public_url, rtmp = ?app.rtmp_addr(), "serving HTTP and RTMP");
@@ -269,6 +287,90 @@ async fn create_key(
     Ok(())
 }
 
+/// What `admin credits` changes: added to the balance, or the balance set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CreditChange {
+    Add(i64),
+    Set(i64),
+}
+
+/// Reads `--add` / `--set` (clap lets one at most through).
+fn credit_change(add: Option<String>, set: Option<String>) -> anyhow::Result<Option<CreditChange>> {
+    let seconds = |flag: &str, d: &str| {
+        crate::domain::credits::parse_duration(d).map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    };
+    Ok(match (add, set) {
+        (Some(d), _) => Some(CreditChange::Add(seconds("add", &d)?)),
+        (None, Some(d)) => Some(CreditChange::Set(seconds("set", &d)?)),
+        (None, None) => None,
+    })
+}
+
+/// `{"project": SLUG, "balanceSeconds": N, "billing": "on"|"off"}` (CONTRACT: Recording and
+/// credits).
+fn credits_json(project: &str, balance_ms: i64, billing: Billing) -> serde_json::Value {
+    json!({
+        "project": project,
+        "balanceSeconds": crate::domain::credits::seconds_of(balance_ms),
+        "billing": billing.as_str(),
+    })
+}
+
+async fn credits(
+    db: &Db,
+    project: &str,
+    add: Option<String>,
+    set: Option<String>,
+    billing: Billing,
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let change = credit_change(add, set)?;
+    let project = db.project_by_slug(project).await?.with_context(|| format!("no project {project}"))?;
+    let balance = match change {
+        Some(CreditChange::Add(seconds)) => db.add_credits(&project.id, seconds * 1000).await?,
+        Some(CreditChange::Set(seconds)) => {
+            db.set_credits(&project.id, seconds * 1000).await?;
+            seconds * 1000
+        }
+        None => db.credit_balance(&project.id).await?,
+    };
+    if as_json {
+        println!("{}", credits_json(&project.slug, balance, billing));
+    } else {
+        println!("project:  {}", project.slug);
+        println!("balance:  {} s of live time", crate::domain::credits::seconds_of(balance));
+        match billing {
+            Billing::On => println!("billing:  on"),
+            Billing::Off => {
+                println!("billing:  off (SLUICE_BILLING=on meters live time against this balance)")
+            }
+        }
+    }
+    Ok(())
+}
+
 fn scope_names(scopes: &ScopeSet) -> Vec<&'static str> {
     scopes.as_slice().iter().map(|s| s.as_str()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credit_changes() {
+        assert_eq!(credit_change(Some("90s".into()), None).ok(), Some(Some(CreditChange::Add(90))));
+        assert_eq!(credit_change(None, Some("2h".into())).ok(), Some(Some(CreditChange::Set(7200))));
+        assert_eq!(credit_change(None, None).ok(), Some(None));
+        let bad = credit_change(Some("ten minutes".into()), None).err().map(|e| e.to_string());
+        assert!(bad.is_some_and(|e| e.starts_with("--add: ")));
+    }
+
+    #[test]
+    fn credits_print_the_contracts_json() {
+        let printed = credits_json("demo", 89_500, Billing::On).to_string();
+        assert_eq!(printed, r#"{"project":"demo","balanceSeconds":90,"billing":"on"}"#);
+        assert_eq!(credits_json("demo", -2_000, Billing::Off)["balanceSeconds"], -2);
+        assert_eq!(credits_json("demo", 0, Billing::Off)["billing"], "off");
+    }
 }

@@ -110,6 +110,9 @@ pub struct ConfigArgs {
     /// Transcode jobs this process runs at once (default 1; 0 = none, the API only).
     #[arg(long, global = true, env = "SLUICE_TRANSCODE_WORKERS")]
     pub transcode_workers: Option<u32>,
+    /// `on` meters live time against each project's credits (`sluice admin credits`).
+    #[arg(long, global = true, env = "SLUICE_BILLING")]
+    pub billing: Option<Billing>,
     /// The master key that wraps content keys (`drmEnabled`): 64 hex characters. Default: the
     /// key in `<data dir>/master.key`, created on first use. Processes sharing a database must
     /// share it.
@@ -131,6 +134,24 @@ pub enum LogFormat {
     #[default]
     Text,
     Json,
+}
+
+/// `SLUICE_BILLING` (CONTRACT: Recording and credits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Billing {
+    #[default]
+    Off,
+    On,
+}
+
+impl Billing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Billing::Off => "off",
+            Billing::On => "on",
+        }
+    }
 }
 
 /// LL-HLS part and segment durations (CONTRACT: Live media; chosen by `benches/live_latency`).
@@ -171,6 +192,7 @@ struct FileConfig {
     pipelines_dir: Option<PathBuf>,
     max_upload_bytes: Option<u64>,
     transcode_workers: Option<u32>,
+    billing: Option<Billing>,
     master_key: Option<String>,
 }
 
@@ -220,6 +242,7 @@ pub struct Settings {
     pub pipelines_dir: Option<PathBuf>,
     pub max_upload_bytes: u64,
     pub transcode_workers: u32,
+    pub billing: Billing,
     /// Hex; `None`: the key file in the data dir.
     pub master_key: Option<String>,
 }
@@ -255,6 +278,7 @@ impl fmt::Debug for Settings {
             .field("pipelines_dir", &self.pipelines_dir)
             .field("max_upload_bytes", &self.max_upload_bytes)
             .field("transcode_workers", &self.transcode_workers)
+            .field("billing", &self.billing)
             .field("master_key", &self.master_key.as_ref().map(|_| "<set>"))
             .finish()
     }
@@ -332,6 +356,7 @@ impl Settings {
             pipelines_dir: args.pipelines_dir.clone().or(file.pipelines_dir),
             max_upload_bytes: pick(args.max_upload_bytes, file.max_upload_bytes, 20 << 30),
             transcode_workers: pick(args.transcode_workers, file.transcode_workers, 1),
+            billing: pick(args.billing, file.billing, Billing::Off),
             master_key: args.master_key.clone().or(file.master_key),
             data_dir,
         };
@@ -528,6 +553,10 @@ mod tests {
         assert_eq!(s.playback_base, "http://127.0.0.1:9000/play");
         assert!(s.database_url.ends_with("/sluice.db"));
         assert_eq!(s.rate_limit_burst, 100);
+        assert_eq!(s.billing, Billing::Off, "billing is off by default");
+        std::fs::write(dir.path().join("billing.toml"), "billing = \"on\"\n").unwrap();
+        let args = ConfigArgs { config: Some(dir.path().join("billing.toml")), ..Default::default() };
+        assert_eq!(Settings::resolve(&args).unwrap().billing, Billing::On);
     }
 
     #[test]

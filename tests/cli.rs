@@ -10,6 +10,7 @@ fn sluice(dir: &std::path::Path, args: &[&str]) -> Output {
         .env("SLUICE_DATA_DIR", dir)
         .env_remove("SLUICE_DATABASE_URL")
         .env_remove("SLUICE_CONFIG")
+        .env_remove("SLUICE_BILLING")
         .current_dir(dir)
         .output()
         .unwrap()
@@ -81,4 +82,59 @@ fn settings_file_and_env_are_layered() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `admin credits` (CONTRACT: Recording and credits): prints `{"project", "balanceSeconds",
+/// "billing"}` and exits 0 whether billing is on or off; `--add` adds, `--set` sets.
+#[test]
+fn credits_show_add_and_set_the_balance() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = sluice(dir.path(), &["admin", "bootstrap", "--project", "demo", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let credits = |args: &[&str], billing: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.args(["admin", "credits", "--project", "demo"])
+            .args(args)
+            .env("SLUICE_DATA_DIR", dir.path())
+            .env_remove("SLUICE_DATABASE_URL")
+            .env_remove("SLUICE_CONFIG")
+            .env_remove("SLUICE_BILLING")
+            .current_dir(dir.path());
+        if let Some(billing) = billing {
+            cmd.env("SLUICE_BILLING", billing);
+        }
+        cmd.output().unwrap()
+    };
+    let json = |out: Output| -> Value {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let shown = json(credits(&["--json"], None));
+    assert_eq!(shown, serde_json::json!({"project": "demo", "balanceSeconds": 0, "billing": "off"}));
+    assert_eq!(json(credits(&["--set", "90s", "--json"], None))["balanceSeconds"], 90);
+    let added = json(credits(&["--add", "10m", "--json"], Some("on")));
+    assert_eq!(added, serde_json::json!({"project": "demo", "balanceSeconds": 690, "billing": "on"}));
+    assert_eq!(json(credits(&["--add", "2h", "--json", "--billing", "on"], None))["balanceSeconds"], 7890);
+    assert_eq!(json(credits(&["--set", "0s", "--json"], Some("off")))["balanceSeconds"], 0);
+    let text = credits(&[], Some("on"));
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).contains("balance:  0 s"), "{text:?}");
+
+    for (bad, says) in [
+        (vec!["--add", "1m", "--set", "1m"], "cannot be used with"),
+        (vec!["--add", "10 minutes"], "--add"),
+        (vec!["--set=-5s"], "--set: "),
+    ] {
+        let out = credits(&bad, None);
+        assert!(!out.status.success(), "{bad:?}");
+        assert!(out.stdout.is_empty(), "{bad:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let missing = sluice(dir.path(), &["admin", "credits", "--project", "nosuch", "--json"]);
+    assert!(!missing.status.success() && missing.stdout.is_empty());
+    assert_eq!(json(credits(&["--json"], None))["balanceSeconds"], 0, "refused changes changed nothing");
 }

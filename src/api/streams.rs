@@ -177,7 +177,8 @@ pub struct UpdateStream {
     pub dvr_enabled: Option<bool>,
     pub dvr_duration: Option<i64>,
     pub drm_enabled: Option<bool>,
-    /// `false` disables the stream (reason `manual`); `true` re-enables it (not a deleted one).
+    /// `false` disables the stream (reason `manual`); `true` re-enables it (not a deleted one;
+    /// with billing on, only while the project's credit balance is positive: 409 otherwise).
     pub enabled: Option<bool>,
 }
 
@@ -328,12 +329,13 @@ pub(super) fn move_error(e: MoveError) -> ApiError {
     ApiError::conflict(e.to_string())
 }
 
-/// A refused move is 409; a stream that vanished meanwhile 404; the rest is internal.
+/// A refused move is 409 (a re-enable without credits too); a stream that vanished meanwhile
+/// 404; the rest is internal.
 fn stream_error(e: StreamError) -> ApiError {
     match e {
         StreamError::Refused(e) => move_error(e),
         StreamError::NotFound => stream_not_found(),
-        StreamError::LiveAlready => ApiError::conflict(e.to_string()),
+        StreamError::LiveAlready | StreamError::NoCredits => ApiError::conflict(e.to_string()),
         StreamError::Db(e) => e.into(),
     }
 }

@@ -4,6 +4,7 @@
 pub mod api_key;
 mod closed_set;
 pub mod content_key;
+pub mod credits;
 pub mod delivery;
 pub mod keyring;
 pub mod password;

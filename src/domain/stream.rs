@@ -213,6 +213,13 @@ impl StreamState {
             (_, StreamMove::Prepared) => Ok(self),
         }
     }
+
+    /// Whether `m`, from this state, closes the open push session: its end, and any disable
+    /// of a live stream (CONTRACT: Recording and credits — `stream.ended` comes first, from the
+    /// same move, whatever the reason of the disable).
+    pub fn ends_push(self, m: StreamMove) -> bool {
+        self.status == StreamStatus::Live && matches!(m, StreamMove::PushEnded | StreamMove::Disable(_))
+    }
 }
 
 /// Push credentials are checked in three ways (the `?user=&pass=` query, OBS's Adobe
@@ -263,6 +270,19 @@ mod tests {
             assert_eq!(deleted.apply(m), Err(MoveError::Deleted));
         }
         assert_eq!(idle.apply(StreamMove::Enable), Ok(idle));
+    }
+
+    #[test]
+    fn only_a_live_stream_has_a_push_to_end() {
+        let live = StreamState::new(Live);
+        for reason in [DisabledReason::Deleted, DisabledReason::Manual, DisabledReason::InsufficientCredits] {
+            assert!(live.ends_push(StreamMove::Disable(reason)), "a disable ends the push");
+            assert!(!StreamState::new(Idle).ends_push(StreamMove::Disable(reason)));
+        }
+        assert!(live.ends_push(StreamMove::PushEnded));
+        assert!(!live.ends_push(StreamMove::Enable) && !live.ends_push(StreamMove::PushStarted));
+        let off = StreamState { status: Disabled, reason: Some(DisabledReason::Manual) };
+        assert!(!off.ends_push(StreamMove::PushEnded), "a killed push was ended by its disable");
     }
 
     #[test]

@@ -3,11 +3,15 @@
 //!
 //! - [`streams`]: every status change of a stream ([`streams::Streams::apply`]) and the push
 //!   sessions of this process;
+//! - [`credits`]: the meter that draws live time from each project's credits (billing on);
+//! - [`kills`]: on Postgres, the ends of pushes that a disable in another process asks for;
 //! - [`vods`]: every status change of a VOD ([`vods::Vods::apply`]) and its job queue;
 //! - [`policy`]: the playback policy and content keys of each stream and VOD, cached;
 //! - [`endpoints`]: the URLs this process is reached at.
 
+pub mod credits;
 pub mod endpoints;
+pub mod kills;
 pub mod policy;
 pub mod streams;
 pub mod vods;

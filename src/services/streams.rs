@@ -1,15 +1,19 @@
 //! The stream lifecycle: every status change of a stream goes through [`Streams::apply`], which
-//! checks the move against the domain's state machine, writes the row, queues the move's event on
-//! the same transaction, commits, and then wakes what must act (the webhook sender; a push that
-//! a disable ends). The push sessions of this process are kept here too, so the API can end one
-//! without knowing anything of RTMP.
+//! checks the move against the domain's state machine, writes the row, queues the move's events
+//! on the same transaction, commits, and then wakes what must act (the webhook sender; a push that
+//! a disable ends, here or, through a Postgres notification, in the process that holds it). The
+//! push sessions of this process are kept here too, so the API can end one without knowing
+//! anything of RTMP.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use sqlx::{Any, Transaction};
 use tokio::sync::Notify;
 
+use crate::config::{Billing, Settings};
+use crate::domain::credits;
 use crate::domain::stream::{DisabledReason, InputInfo, MoveError, StreamMove, StreamState, StreamStatus};
 use crate::domain::time::now_ms;
 use crate::events::{self, payload, Event, Outbox};
@@ -26,6 +30,10 @@ pub enum StreamError {
     LiveAlready,
     #[error("stream not found")]
     NotFound,
+    /// Billing is on and the project's balance of live seconds is not positive (409 at the API;
+    /// a push is refused).
+    #[error("insufficient credits: the project has no live seconds left")]
+    NoCredits,
     #[error("database: {0}")]
     Db(#[from] DbError),
 }
@@ -37,21 +45,97 @@ enum Write {
     Update,
 }
 
-/// The open push sessions of this process, by stream id: each holds the signal that ends it.
+/// One open push session of this process.
+struct Session {
+    /// Ends it early.
+    kill: Arc<Notify>,
+    project_id: String,
+    /// Whether `begin_push` has recorded it (the stream is live in the database): only then is
+    /// its time metered, and only then may a check against the database end it.
+    started: bool,
+    /// Until when its live time has been counted for the meter.
+    metered_to: Instant,
+}
+
+/// The open push sessions of this process, by stream id: each holds the signal that ends it,
+/// and the live time it has drawn that the meter has not charged yet.
 #[derive(Default)]
 pub struct LiveSessions {
-    sessions: Mutex<HashMap<String, Arc<Notify>>>,
+    sessions: Mutex<HashMap<String, Session>>,
+    /// Milliseconds of live time of sessions that closed, by project, not charged yet.
+    owed: Mutex<HashMap<String, i64>>,
 }
 
 impl LiveSessions {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Notify>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
         self.sessions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Ends the stream's session now, if one is open here (DELETE, disable).
+    fn owed(&self) -> MutexGuard<'_, HashMap<String, i64>> {
+        self.owed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Opens the stream's session; `None` if one is open here already.
+    fn open(&self, stream_id: &str, project_id: &str) -> Option<Arc<Notify>> {
+        let mut sessions = self.lock();
+        if sessions.contains_key(stream_id) {
+            return None;
+        }
+        let kill = Arc::new(Notify::new());
+        let session = Session {
+            kill: kill.clone(),
+            project_id: project_id.to_string(),
+            started: false,
+            metered_to: Instant::now(),
+        };
+        sessions.insert(stream_id.to_string(), session);
+        Some(kill)
+    }
+
+    /// The session went live: its time counts from now.
+    fn started(&self, stream_id: &str) {
+        if let Some(session) = self.lock().get_mut(stream_id) {
+            session.started = true;
+            session.metered_to = Instant::now();
+        }
+    }
+
+    /// Closes the stream's session; the live time it drew since the meter last counted is owed
+    /// (none if it never went live).
+    fn close(&self, stream_id: &str) {
+        let Some(session) = self.lock().remove(stream_id) else { return };
+        if !session.started {
+            return;
+        }
+        let ms = millis(session.metered_to.elapsed());
+        *self.owed().entry(session.project_id).or_default() += ms;
+    }
+
+    /// The live time drawn since the last call, by project, in milliseconds: every open
+    /// session's since it was last counted, and what closed sessions owe.
+    pub(super) fn take_usage(&self) -> HashMap<String, i64> {
+        let mut usage = std::mem::take(&mut *self.owed());
+        let now = Instant::now();
+        for session in self.lock().values_mut().filter(|s| s.started) {
+            let ms = millis(now.saturating_duration_since(session.metered_to));
+            // Moved on by exactly what was counted, so no fraction of a millisecond is lost.
+            session.metered_to += Duration::from_millis(ms as u64);
+            *usage.entry(session.project_id.clone()).or_default() += ms;
+        }
+        usage.retain(|_, ms| *ms > 0);
+        usage
+    }
+
+    /// Gives back usage that could not be charged, for the next pass.
+    pub(super) fn owe(&self, project_id: &str, ms: i64) {
+        *self.owed().entry(project_id.to_string()).or_default() += ms;
+    }
+
+    /// Ends the stream's session now, if one is open here (DELETE, disable). `notify_one`
+    /// keeps the signal for a session that does not wait on it yet.
     pub fn kill(&self, stream_id: &str) {
-        if let Some(kill) = self.lock().get(stream_id) {
-            kill.notify_one();
+        if let Some(session) = self.lock().get(stream_id) {
+            session.kill.notify_one();
         }
     }
 
@@ -62,8 +146,8 @@ impl LiveSessions {
     /// Ends every session of this process; returns how many there were.
     pub fn kill_all(&self) -> usize {
         let sessions = self.lock();
-        for kill in sessions.values() {
-            kill.notify_one();
+        for session in sessions.values() {
+            session.kill.notify_one();
         }
         sessions.len()
     }
@@ -71,40 +155,84 @@ impl LiveSessions {
     pub fn count(&self) -> usize {
         self.lock().len()
     }
+
+    /// The sessions that have gone live here, each with the signal that ends it (so that a
+    /// later signal reaches that session and not one opened after it for the same stream).
+    fn started_sessions(&self) -> Vec<(String, Arc<Notify>)> {
+        self.lock().iter().filter(|(_, s)| s.started).map(|(id, s)| (id.clone(), s.kill.clone())).collect()
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 pub struct Streams {
-    db: Db,
+    pub(super) db: Db,
     outbox: Outbox,
     /// This process's identity: the owner recorded on the streams it holds live.
     node_id: String,
     /// `SLUICE_STREAM_IDLE_DISABLE` seconds (0: never).
     idle_disable: u64,
+    /// `SLUICE_BILLING=on`: live time draws on each project's credits, and a project with none
+    /// cannot go live (`services::credits`).
+    pub(super) billing: bool,
     pub sessions: LiveSessions,
 }
 
 impl Streams {
-    pub fn new(db: Db, outbox: Outbox, node_id: String, idle_disable: u64) -> Streams {
-        Streams { db, outbox, node_id, idle_disable, sessions: LiveSessions::default() }
+    pub fn new(db: Db, outbox: Outbox, node_id: String, settings: &Settings) -> Streams {
+        Streams {
+            db,
+            outbox,
+            node_id,
+            idle_disable: settings.stream_idle_disable,
+            billing: settings.billing == Billing::On,
+            sessions: LiveSessions::default(),
+        }
     }
 
     /// Creates `row` (in status `pending`) ready for a push: `pending → idle` and `stream.created`.
     pub async fn create(&self, row: &mut StreamRow) -> Result<(), StreamError> {
         let tx = self.db.begin_write().await?;
-        self.commit_move(tx, row, StreamMove::Prepared, Write::Insert, Refusal::Fail).await
+        self.commit_move(tx, row, StreamMove::Prepared, Write::Insert).await
     }
 
     /// The one way a stream's status changes: `mv` is checked against the state machine, the
-    /// row (read on `tx`, possibly with other edits) is written with its new state, the move's
-    /// event is queued on `tx`, `tx` commits, then the sender wakes and a push the move ends is
-    /// told to stop.
+    /// row (read on `tx` with [`Db::stream_in`], possibly with other edits) is written with its
+    /// new state, the move's events are queued on `tx`, `tx` commits, then the sender wakes and
+    /// a push the move ends is told to stop. A disable of a live stream ends its push in this
+    /// move (`stream.ended`, then `stream.disabled`); the session's own `end_push` then finds
+    /// nothing left to do.
     pub async fn apply(
         &self,
-        tx: Transaction<'static, Any>,
+        mut tx: Transaction<'static, Any>,
         row: &mut StreamRow,
         mv: StreamMove,
     ) -> Result<(), StreamError> {
-        self.commit_move(tx, row, mv, Write::Update, Refusal::Fail).await
+        // Re-enabling waits for a positive balance (CONTRACT: Recording and credits).
+        if mv == StreamMove::Enable && row.state().status == StreamStatus::Disabled {
+            self.check_credits(&mut tx, &row.project_id).await?;
+        }
+        self.commit_move(tx, row, mv, Write::Update).await
+    }
+
+    /// With billing on, refuses when the project's balance is not positive.
+    async fn check_credits(
+        &self,
+        tx: &mut Transaction<'static, Any>,
+        project_id: &str,
+    ) -> Result<(), StreamError> {
+        if self.billing && !credits::allows_push(Db::credit_balance_in(tx, project_id).await?) {
+            return Err(StreamError::NoCredits);
+        }
+        Ok(())
+    }
+
+    /// Whether the project may go live now, as far as credits go (SRT decides in its handshake,
+    /// before a session exists; `begin_push` decides again).
+    pub async fn may_push(&self, project_id: &str) -> Result<bool, DbError> {
+        Ok(!self.billing || credits::allows_push(self.db.credit_balance(project_id).await?))
     }
 
     async fn commit_move(
@@ -113,14 +241,9 @@ impl Streams {
         row: &mut StreamRow,
         mv: StreamMove,
         write: Write,
-        refusal: Refusal,
     ) -> Result<(), StreamError> {
         let before = row.state();
-        let after = match (before.apply(mv), refusal) {
-            (Ok(after), _) => after,
-            (Err(_), Refusal::KeepState) => before,
-            (Err(e), Refusal::Fail) => return Err(e.into()),
-        };
+        let after = before.apply(mv)?;
         row.set_state(after);
         match write {
             Write::Insert => Db::insert_stream(&mut tx, row).await?,
@@ -129,25 +252,29 @@ impl Streams {
                 Db::update_stream(&mut tx, row).await?
             }
         }
-        match mv {
-            StreamMove::PushStarted => {
-                Db::set_stream_live_node(&mut tx, &row.id, Some(&self.node_id)).await?
-            }
-            StreamMove::PushEnded => {
-                Db::set_stream_input(&mut tx, &row.id, None).await?;
-                Db::set_stream_live_node(&mut tx, &row.id, None).await?;
-            }
-            _ => {}
+        let ends_push = before.ends_push(mv);
+        if mv == StreamMove::PushStarted {
+            Db::set_stream_live_node(&mut tx, &row.id, Some(&self.node_id)).await?
         }
-        let event = event_of(mv, before).map(|make| make(payload::stream(row)));
-        if let Some(event) = &event {
+        if ends_push {
+            Db::set_stream_input(&mut tx, &row.id, None).await?;
+            Db::set_stream_live_node(&mut tx, &row.id, None).await?;
+        }
+        // A disable of a live stream ends its push wherever it is held: Postgres hands the
+        // other processes the notification at commit (this one ends its own below).
+        let kills = ends_push && mv != StreamMove::PushEnded;
+        if kills {
+            Db::notify_stream_kill(&mut tx, &row.id).await?;
+        }
+        let events = events_of(mv, before, row);
+        for event in &events {
             events::emit(&mut tx, &row.project_id, event).await?;
         }
         tx.commit().await?;
-        if event.is_some() {
+        if !events.is_empty() {
             self.outbox.wake();
         }
-        if matches!(mv, StreamMove::Disable(_)) {
+        if kills {
             self.sessions.kill(&row.id);
         }
         Ok(())
@@ -156,43 +283,68 @@ impl Streams {
     /// Opens a push session: `idle → live` and `stream.live`. Returns the signal that ends the
     /// session early.
     pub async fn begin_push(&self, stream_id: &str, project_id: &str) -> Result<Arc<Notify>, StreamError> {
-        let kill = Arc::new(Notify::new());
-        {
-            let mut sessions = self.sessions.lock();
-            if sessions.contains_key(stream_id) {
-                return Err(StreamError::LiveAlready);
-            }
-            sessions.insert(stream_id.to_string(), kill.clone());
-        }
+        let kill = self.sessions.open(stream_id, project_id).ok_or(StreamError::LiveAlready)?;
         let result = async {
             let mut tx = self.db.begin_write().await?;
             let mut row =
                 Db::stream_in(&mut tx, project_id, stream_id).await?.ok_or(StreamError::NotFound)?;
+            // The state first: a disabled stream says so, whatever the balance.
+            row.state().apply(StreamMove::PushStarted)?;
+            self.check_credits(&mut tx, project_id).await?;
             row.last_push_at = Some(now_ms());
-            self.commit_move(tx, &mut row, StreamMove::PushStarted, Write::Update, Refusal::Fail).await
+            self.commit_move(tx, &mut row, StreamMove::PushStarted, Write::Update).await
         }
         .await;
         if let Err(e) = result {
-            self.sessions.lock().remove(stream_id);
+            self.sessions.close(stream_id);
             return Err(e);
         }
+        self.sessions.started(stream_id);
         Ok(kill)
     }
 
-    /// Closes a push session: `live → idle` (a stream disabled meanwhile stays disabled) and
-    /// `stream.ended`.
+    /// Closes a push session of this process: `live → idle` and `stream.ended`, once. A stream
+    /// that is no longer live here was ended already, by the disable that killed this session
+    /// (which sent `stream.ended` before `stream.disabled`), or is live on another node now
+    /// (disabled, re-enabled and pushed there): nothing more is written or sent.
     pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {
         let result = async {
             let mut tx = self.db.begin_write().await?;
-            let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else { return Ok(()) };
-            self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update, Refusal::KeepState).await
+            // Locked until the commit: the status cannot move between this check and the write.
+            let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else {
+                return Ok::<bool, StreamError>(false);
+            };
+            let holder = Db::stream_live_node_in(&mut tx, stream_id).await?;
+            let ours = holder.as_deref().is_none_or(|node| node == self.node_id);
+            if row.state().status != StreamStatus::Live || !ours {
+                return Ok(false);
+            }
+            self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update).await?;
+            Ok(true)
         }
         .await;
-        self.sessions.lock().remove(stream_id);
+        self.sessions.close(stream_id);
         match result {
-            Ok(()) => tracing::info!(stream = %stream_id, why, "push ended"),
+            Ok(true) => tracing::info!(stream = %stream_id, why, "push ended"),
+            Ok(false) => {
+                tracing::info!(stream = %stream_id, why, "push ended (the stream was ended already)")
+            }
             Err(e) => tracing::error!(stream = %stream_id, error = %e, "recording the end of a push"),
         }
+    }
+
+    /// Ends the sessions of this process whose stream is not live here any more: after the
+    /// listener of kills (re)connects, for the notifications sent while it was not listening.
+    /// Sessions still opening are left alone: their stream is not live in the database yet.
+    pub async fn end_stale_sessions(&self) -> Result<usize, StreamError> {
+        let held = self.sessions.started_sessions();
+        let ids: Vec<String> = held.iter().map(|(id, _)| id.clone()).collect();
+        let stale = self.db.streams_not_live_on(&self.node_id, &ids).await?;
+        for (id, kill) in held.iter().filter(|(id, _)| stale.contains(id)) {
+            tracing::info!(stream = %id, "ending a push whose stream was ended while no kill could reach this process");
+            kill.notify_one();
+        }
+        Ok(stale.len())
     }
 
     /// Records what a live push sends, off the media path: the connection never waits on the
@@ -260,26 +412,54 @@ impl Streams {
     }
 }
 
-/// What a refused move does: fail the change, or (the end of a push, which must be recorded
-/// whatever happened to the stream meanwhile) keep the state and write the rest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Refusal {
-    Fail,
-    KeepState,
+/// The events a move fires, in order (CONTRACT: Streams — Status; Recording and credits): a
+/// move that ends a live push fires `stream.ended` first, then a disable fires
+/// `stream.disabled`. `Enable` fires none, and neither does a disable of a stream that was
+/// disabled already, unless it is the delete. `stream.ended` carries no reason: the interface
+/// gives one to the disabled event only.
+fn events_of(mv: StreamMove, before: StreamState, row: &StreamRow) -> Vec<Event> {
+    let data = payload::stream(row);
+    let mut events = Vec::with_capacity(2);
+    if before.ends_push(mv) {
+        events.push(Event::StreamEnded(crate::events::catalog::StreamEventData {
+            reason: None,
+            ..data.clone()
+        }));
+    }
+    match mv {
+        StreamMove::Prepared => events.push(Event::StreamCreated(data)),
+        StreamMove::PushStarted => events.push(Event::StreamLive(data)),
+        StreamMove::Disable(DisabledReason::Deleted) => events.push(Event::StreamDisabled(data)),
+        StreamMove::Disable(_) if before.status != StreamStatus::Disabled => {
+            events.push(Event::StreamDisabled(data))
+        }
+        StreamMove::PushEnded | StreamMove::Disable(_) | StreamMove::Enable => {}
+    }
+    events
 }
 
-/// The event a move fires (CONTRACT: Streams — Status): `Enable` fires none, and neither does
-/// a disable of a stream that was disabled already, unless it is the delete.
-fn event_of(
-    mv: StreamMove,
-    before: StreamState,
-) -> Option<fn(crate::events::catalog::StreamEventData) -> Event> {
-    match mv {
-        StreamMove::Prepared => Some(Event::StreamCreated),
-        StreamMove::PushStarted => Some(Event::StreamLive),
-        StreamMove::PushEnded => Some(Event::StreamEnded),
-        StreamMove::Disable(DisabledReason::Deleted) => Some(Event::StreamDisabled),
-        StreamMove::Disable(_) if before.status != StreamStatus::Disabled => Some(Event::StreamDisabled),
-        StreamMove::Disable(_) | StreamMove::Enable => None,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_time_is_counted_once_and_only_once_live() {
+        let sessions = LiveSessions::default();
+        assert!(sessions.open("s1", "p").is_some());
+        assert!(sessions.open("s1", "p").is_none(), "one session per stream");
+        assert!(sessions.open("s2", "q").is_some());
+        sessions.started("s1");
+        std::thread::sleep(Duration::from_millis(30));
+        let usage = sessions.take_usage();
+        let first = usage.get("p").copied().unwrap_or(0);
+        assert!(first >= 30, "s1 counted: {usage:?}");
+        assert!(!usage.contains_key("q"), "s2 never started: not counted: {usage:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        sessions.close("s1");
+        sessions.close("s2");
+        let owed = sessions.take_usage().get("p").copied().unwrap_or(0);
+        assert!((20..1000).contains(&owed), "what s1 drew after the last count: {owed}");
+        assert!(sessions.take_usage().is_empty(), "nothing is counted twice");
+        assert_eq!(sessions.count(), 0);
     }
 }

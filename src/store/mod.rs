@@ -4,8 +4,10 @@
 
 pub mod accounts;
 pub mod api_keys;
+pub mod credits;
 pub mod invitations;
 pub mod keys;
+pub mod notify;
 pub mod playback;
 pub mod recordings;
 pub mod secrets;
@@ -15,6 +17,7 @@ pub mod vods;
 pub mod webhooks;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
@@ -82,10 +85,19 @@ pub enum Backend {
 }
 
 /// A handle to the database; cheap to clone.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Db {
     pool: AnyPool,
     backend: Backend,
+    /// The URL it was opened with: Postgres notifications need a connection of their own,
+    /// outside the pool (`notify::KillListener`). Never printed (it may carry a password).
+    url: Arc<str>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("backend", &self.backend).finish_non_exhaustive()
+    }
 }
 
 impl Db {
@@ -128,7 +140,7 @@ impl Db {
             owner_only(&url)?;
         }
         MIGRATOR.run(&pool).await?;
-        Ok(Db { pool, backend })
+        Ok(Db { pool, backend, url: url.into() })
     }
 
     pub fn pool(&self) -> &AnyPool {
@@ -157,6 +169,11 @@ impl Db {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Whether `conn` is a Postgres connection (the `Any` driver says which backend it reached).
+pub(crate) fn is_postgres(conn: &AnyConnection) -> bool {
+    conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME
 }
 
 /// Whether the error is a unique-constraint violation (→ 409 at the API).

@@ -189,13 +189,18 @@ impl Db {
         .map(|_| ())
     }
 
-    /// A stream, read on the caller's transaction (so a change is decided on what it sees).
+    /// A stream, read on the caller's write transaction and held by it until it ends, so a
+    /// change is decided on what it sees and nothing moves the row meanwhile: a compare-and-set
+    /// of its status. SQLite's `BEGIN IMMEDIATE` holds the whole database already; Postgres
+    /// (read committed) locks the row (`FOR UPDATE`), and a second writer waits for the first
+    /// to commit, then reads what it wrote. Every caller writes the row it read.
     pub async fn stream_in(
         conn: &mut AnyConnection,
         project_id: &str,
         id: &str,
     ) -> Result<Option<StreamRow>, DbError> {
-        sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE project_id = $1 AND id = $2"))
+        let lock = if super::is_postgres(conn) { " FOR UPDATE" } else { "" };
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE project_id = $1 AND id = $2{lock}"))
             .bind(project_id)
             .bind(id)
             .fetch_optional(conn)
@@ -203,8 +208,39 @@ impl Db {
     }
 
     pub async fn stream(&self, project_id: &str, id: &str) -> Result<Option<StreamRow>, DbError> {
-        let mut conn = self.pool().acquire().await?;
-        Db::stream_in(&mut conn, project_id, id).await
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE project_id = $1 AND id = $2"))
+            .bind(project_id)
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
+    }
+
+    /// The node that holds the stream's push (`None`: no push, or one recorded before nodes
+    /// were), read on the caller's transaction.
+    pub async fn stream_live_node_in(conn: &mut AnyConnection, id: &str) -> Result<Option<String>, DbError> {
+        let row: Option<(Option<String>,)> = sqlx::query_as("SELECT live_node FROM streams WHERE id = $1")
+            .bind(id)
+            .fetch_optional(conn)
+            .await?;
+        Ok(row.and_then(|(node,)| node))
+    }
+
+    /// Of `ids`, those whose push is not held by `node` any more (not live, live elsewhere, or
+    /// gone): the sessions a missed notification left running here.
+    pub async fn streams_not_live_on(&self, node: &str, ids: &[String]) -> Result<Vec<String>, DbError> {
+        let mut gone = Vec::new();
+        for id in ids {
+            let row: Option<(String, Option<String>)> =
+                sqlx::query_as("SELECT status, live_node FROM streams WHERE id = $1")
+                    .bind(id)
+                    .fetch_optional(self.pool())
+                    .await?;
+            let held_here = matches!(&row, Some((status, owner)) if status == "live" && owner.as_deref().is_none_or(|o| o == node));
+            if !held_here {
+                gone.push(id.clone());
+            }
+        }
+        Ok(gone)
     }
 
     pub async fn stream_by_key(&self, stream_key: &str) -> Result<Option<StreamRow>, DbError> {
@@ -212,6 +248,16 @@ impl Db {
             .bind(stream_key)
             .fetch_optional(self.pool())
             .await
+    }
+
+    /// The streams of a project that are live, on any node.
+    pub async fn live_stream_ids_of_project(&self, project_id: &str) -> Result<Vec<String>, DbError> {
+        let rows: Vec<(String,)> =
+            sqlx::query_as("SELECT id FROM streams WHERE project_id = $1 AND status = 'live'")
+                .bind(project_id)
+                .fetch_all(self.pool())
+                .await?;
+        Ok(rows.into_iter().map(|(id,)| id).collect())
     }
 
     /// Idle streams untouched since `before`: every push start and end, and every change,

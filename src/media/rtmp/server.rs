@@ -375,9 +375,12 @@ impl Connection {
         // Only the refusals of the stream's state reach the client, never a database error.
         let kill = match self.app.streams.begin_push(&stream.id, &stream.project_id).await {
             Ok(kill) => kill,
-            Err(e @ (StreamError::Refused(_) | StreamError::LiveAlready | StreamError::NotFound)) => {
-                return Err(e.to_string())
-            }
+            Err(
+                e @ (StreamError::Refused(_)
+                | StreamError::LiveAlready
+                | StreamError::NotFound
+                | StreamError::NoCredits),
+            ) => return Err(e.to_string()),
             Err(e @ StreamError::Db(_)) => {
                 tracing::error!(stream = %stream.id, error = %e, "opening the push session");
                 return Err("ingest is unavailable".into());

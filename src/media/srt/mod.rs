@@ -7,9 +7,10 @@
 //! [`on_handshake`] with the caller's stream id on its receiving thread; it looks the stream up
 //! (bounded by [`LOOKUP_DEADLINE`], and per client address by a handshake rate) and either
 //! rejects the caller with a reason (unknown key 1404, disabled 1403, live already 1409, over
-//! a cap 1402) or sets the stream's push password as the new socket's passphrase. libsrt then
-//! completes the key exchange itself, and a caller whose passphrase differs (or that has none)
-//! is refused by libsrt without ever being accepted: no session, no event, nothing changes.
+//! a cap or, with billing on, out of credits 1402) or sets the stream's push password as the
+//! new socket's passphrase. libsrt then completes the key exchange itself, and a caller whose
+//! passphrase differs (or that has none) is refused by libsrt without ever being accepted: no
+//! session, no event, nothing changes.
 //!
 //! An accepted caller takes a place in the ingest [`Limits`] (shared with RTMP), opens the push
 //! session (`Streams::begin_push`) and gets a thread that receives its messages into the
@@ -244,11 +245,16 @@ fn decide(
     if !srt.limits.has_room(peer.ip()) {
         return Err(refused(Reject::Overload, "too many connections"));
     }
-    let looked_up = gate
-        .runtime
-        .block_on(async { tokio::time::timeout(LOOKUP_DEADLINE, srt.db.stream_by_key(key)).await });
-    let stream = match looked_up {
-        Ok(Ok(Some(stream))) => stream,
+    let looked_up = gate.runtime.block_on(async {
+        let lookup = async {
+            let Some(stream) = srt.db.stream_by_key(key).await? else { return Ok(None) };
+            let paid = srt.streams.may_push(&stream.project_id).await?;
+            Ok::<_, crate::store::DbError>(Some((stream, paid)))
+        };
+        tokio::time::timeout(LOOKUP_DEADLINE, lookup).await
+    });
+    let (stream, paid) = match looked_up {
+        Ok(Ok(Some(found))) => found,
         Ok(Ok(None)) => return Err(refused(Reject::NotFound, "unknown stream key")),
         Ok(Err(e)) => {
             tracing::error!(error = %e, "srt: loading stream");
@@ -260,6 +266,10 @@ fn decide(
         StreamStatus::Disabled => return Err(refused(Reject::Forbidden, "the stream is disabled")),
         StreamStatus::Live => return Err(refused(Reject::Conflict, "the stream is live already")),
         _ => {}
+    }
+    // SRT's access-control code 1402 (`SRT_REJX_OVERLOAD`) also stands for "exceeded credits".
+    if !paid {
+        return Err(refused(Reject::Overload, "the project has no live seconds left (billing)"));
     }
     let Some(passphrase) = crate::store::secrets::push_secret(&srt.master_key, &stream) else {
         tracing::info!(stream = %stream.id, "srt push refused: the stream has no stored push password (created before SRT ingest); rotate its push credentials");

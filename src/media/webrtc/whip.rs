@@ -89,7 +89,9 @@ impl Whip {
         let kill = match self.streams.begin_push(&stream.id, &stream.project_id).await {
             Ok(kill) => kill,
             Err(StreamError::NotFound) => return Err(WhipError::UnknownKey),
-            Err(e @ (StreamError::Refused(_) | StreamError::LiveAlready)) => {
+            // 409 for no credits too, as for any state that refuses a push now; 402 is kept
+            // "for future use" by RFC 9110 and WHIP clients give it no meaning.
+            Err(e @ (StreamError::Refused(_) | StreamError::LiveAlready | StreamError::NoCredits)) => {
                 return Err(WhipError::Refused(e.to_string()))
             }
             Err(e @ StreamError::Db(_)) => {

@@ -1,0 +1,58 @@
+//! `GET /metrics`: the request metrics, the live sessions and viewers of this process, and with
+//! billing on the projects' credit balances.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use poem::web::Data;
+use poem::{handler, Response};
+
+use super::App;
+use crate::config::Billing;
+
+#[handler]
+pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
+    let mut text = app.metrics.render();
+    text.push_str(&format!(
+        "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
+         # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n\
+         # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n\
+         # HELP sluice_push_sessions Push sessions (every protocol) open in this process now\n# TYPE sluice_push_sessions gauge\nsluice_push_sessions {}\n",
+        app.whep.viewers.count(),
+        app.whip.publishers.count(),
+        app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions()),
+        app.push_sessions()
+    ));
+    text.push_str(&app.credit_metrics().await);
+    Response::builder().content_type("text/plain; version=0.0.4").body(text)
+}
+
+impl App {
+    /// `sluice_credits_balance_seconds` of every project, with billing on (empty otherwise, or
+    /// when the database does not answer: the other metrics are still served).
+    pub(super) async fn credit_metrics(&self) -> String {
+        if self.settings.billing != Billing::On {
+            return String::new();
+        }
+        let balances = match self.db.credit_balances().await {
+            Ok(balances) => balances,
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics: reading credit balances");
+                return String::new();
+            }
+        };
+        let mut text = String::from(
+            "# HELP sluice_credits_balance_seconds Live seconds left in each project's credits\n\
+             # TYPE sluice_credits_balance_seconds gauge\n",
+        );
+        for (slug, ms) in balances {
+            let slug = slug.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+            let _ = writeln!(
+                text,
+                "sluice_credits_balance_seconds{{project=\"{slug}\"}} {}",
+                crate::domain::credits::seconds_of(ms)
+            );
+        }
+        text
+    }
+}
