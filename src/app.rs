@@ -77,6 +77,8 @@ pub struct App {
     transcoder: Arc<Transcoder>,
     /// Live outputs of pushes (RTMP and WHIP): LL-HLS channels and the taps of WHEP and RTSP.
     outputs: Arc<LiveOutputs>,
+    /// Per-stream counters of `/metrics`.
+    per_stream: Arc<crate::metrics::PerStream>,
     pub whep: Arc<Whep>,
     pub whip: Arc<Whip>,
     /// RTSP playback, once started; stopped when the App goes.
@@ -106,6 +108,7 @@ impl App {
         let streams = Arc::new(Streams::new(db.clone(), outbox.clone(), node_id.clone(), &settings));
         let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
         let channels = Arc::new(Channels::default());
+        let per_stream = Arc::new(crate::metrics::PerStream::default());
         let recordings = Arc::new(Recordings::new(
             db.clone(),
             storage.clone(),
@@ -130,6 +133,7 @@ impl App {
             segment_ms: settings.llhls_segment_ms,
             pipelines_dir: settings.pipelines_dir.clone(),
             recordings: recordings.clone(),
+            per_stream: per_stream.clone(),
         });
         let whip = Arc::new(Whip {
             db: db.clone(),
@@ -188,9 +192,11 @@ impl App {
             channels: channels.clone(),
             storage: storage.clone(),
             whep: whep.clone(),
+            per_stream: per_stream.clone(),
         });
         Ok(Arc::new(App {
             storage,
+            per_stream,
             master_key,
             metrics: Metrics::new(),
             node_id,

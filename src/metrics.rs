@@ -143,3 +143,67 @@ mod tests {
         assert_eq!(route_of(&"/v1/x".repeat(50)).matches('/').count(), 8, "depth is capped");
     }
 }
+
+/// Bytes in and out of one stream on this process (`sluice_stream_*`): media that reached its
+/// ingest pipeline, and LL-HLS playlists and media the origin served.
+#[derive(Default)]
+pub struct StreamCounters {
+    pub bytes_in: std::sync::atomic::AtomicU64,
+    pub bytes_out: std::sync::atomic::AtomicU64,
+}
+
+/// The [`StreamCounters`] of the streams pushed to or played from this process, by stream id.
+/// An entry lives as long as the process (one per stream that ever had traffic here).
+#[derive(Default)]
+pub struct PerStream {
+    map: std::sync::Mutex<std::collections::BTreeMap<String, std::sync::Arc<StreamCounters>>>,
+}
+
+impl PerStream {
+    pub fn get(&self, stream_id: &str) -> std::sync::Arc<StreamCounters> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(stream_id.to_string()).or_default().clone()
+    }
+
+    /// Counts `bytes` served of `stream_id`'s playback.
+    pub fn served(&self, stream_id: &str, bytes: usize) {
+        self.get(stream_id).bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The per-stream lines: `live(id)` (1 while this process holds its push), `viewers(id)`
+    /// (WHEP viewers), and the byte counters.
+    pub fn render(&self, live: impl Fn(&str) -> bool, viewers: impl Fn(&str) -> usize) -> String {
+        use std::fmt::Write;
+        use std::sync::atomic::Ordering;
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut out = String::from(
+            "# HELP sluice_stream_live Whether this process holds the stream's push session\n\
+             # TYPE sluice_stream_live gauge\n",
+        );
+        for id in map.keys() {
+            let _ = writeln!(out, "sluice_stream_live{{stream=\"{id}\"}} {}", u8::from(live(id)));
+        }
+        out.push_str("# HELP sluice_stream_viewers WHEP viewers of the stream on this process\n# TYPE sluice_stream_viewers gauge\n");
+        for id in map.keys() {
+            let _ =
+                writeln!(out, "sluice_stream_viewers{{stream=\"{id}\",protocol=\"webrtc\"}} {}", viewers(id));
+        }
+        out.push_str("# HELP sluice_stream_bytes_in_total Media bytes pushed into the stream on this process\n# TYPE sluice_stream_bytes_in_total counter\n");
+        for (id, c) in &map {
+            let _ = writeln!(
+                out,
+                "sluice_stream_bytes_in_total{{stream=\"{id}\"}} {}",
+                c.bytes_in.load(Ordering::Relaxed)
+            );
+        }
+        out.push_str("# HELP sluice_stream_bytes_out_total LL-HLS bytes (playlists and media) served of the stream by this process\n# TYPE sluice_stream_bytes_out_total counter\n");
+        for (id, c) in &map {
+            let _ = writeln!(
+                out,
+                "sluice_stream_bytes_out_total{{stream=\"{id}\"}} {}",
+                c.bytes_out.load(Ordering::Relaxed)
+            );
+        }
+        out
+    }
+}

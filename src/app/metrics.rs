@@ -23,6 +23,9 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
         app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions()),
         app.push_sessions()
     ));
+    text.push_str(
+        &app.per_stream.render(|id| app.streams.sessions.is_live(id), |id| app.whep.viewers.of_stream(id)),
+    );
     text.push_str(&app.credit_metrics().await);
     Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }

@@ -186,7 +186,7 @@ impl IngestPipeline {
         probe_caps(&pipeline, "video", tx.clone(), video_report)?;
         probe_caps(&pipeline, "audio", tx.clone(), audio_report)?;
         let media_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        count_media(&pipeline, &media_bytes)?;
+        count_media(&pipeline, &media_bytes, outputs.counters.clone())?;
         let keyframes = Arc::new(std::sync::atomic::AtomicU64::new(0));
         count_keyframes(&pipeline, &keyframes)?;
         let drained = Arc::new((Mutex::new(false), Condvar::new()));
@@ -195,7 +195,7 @@ impl IngestPipeline {
         if wall_from_first {
             wall_at_first_buffer(&pipeline, wall.clone())?;
         }
-        let Outputs { live, tap } = outputs;
+        let Outputs { live, tap, .. } = outputs;
         let channel = live.as_ref().map(|l| (l.channel.clone(), l.generation));
         let started = match live {
             Some(live) => live_hls::pipeline::attach(&pipeline, live, wall.clone()),
@@ -459,17 +459,24 @@ fn audio_report(s: &gst::StructureRef) -> Option<PipelineReport> {
     })
 }
 
-/// Counts the media bytes reaching the tees.
-fn count_media(pipeline: &gst::Pipeline, bytes: &Arc<std::sync::atomic::AtomicU64>) -> Result<(), String> {
+/// Counts the media bytes reaching the tees (and into the stream's counters).
+fn count_media(
+    pipeline: &gst::Pipeline,
+    bytes: &Arc<std::sync::atomic::AtomicU64>,
+    stream: Option<Arc<crate::metrics::StreamCounters>>,
+) -> Result<(), String> {
     for tee in ["video", "audio"] {
         let pad = pipeline
             .by_name(tee)
             .and_then(|e| e.static_pad("sink"))
             .ok_or_else(|| format!("ingest pipeline has no {tee} tee"))?;
-        let bytes = bytes.clone();
+        let (bytes, stream) = (bytes.clone(), stream.clone());
         pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
             if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
                 bytes.fetch_add(b.size() as u64, std::sync::atomic::Ordering::Relaxed);
+                if let Some(s) = &stream {
+                    s.bytes_in.fetch_add(b.size() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
             }
             gst::PadProbeReturn::Ok
         });

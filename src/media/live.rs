@@ -10,6 +10,7 @@ use crate::media::live_hls::channel::{ChannelConfig, Channels};
 use crate::media::live_hls::pipeline::{Descriptions, LiveOutput};
 use crate::media::recording::Recordings;
 use crate::media::taps::{TapGuard, Taps};
+use crate::metrics::{PerStream, StreamCounters};
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::store::streams::StreamRow;
 
@@ -19,6 +20,8 @@ use crate::store::streams::StreamRow;
 pub struct Outputs {
     pub live: Option<LiveOutput>,
     pub tap: Option<TapGuard>,
+    /// The stream's byte counters (`/metrics`): the ingest pipeline adds what reaches it.
+    pub counters: Option<Arc<StreamCounters>>,
 }
 
 /// What the live outputs are made with.
@@ -34,6 +37,8 @@ pub struct LiveOutputs {
     pub pipelines_dir: Option<PathBuf>,
     /// Where `vodEnabled` streams' sessions are recorded.
     pub recordings: Arc<Recordings>,
+    /// Per-stream byte counters (`/metrics`).
+    pub per_stream: Arc<PerStream>,
 }
 
 impl LiveOutputs {
@@ -48,7 +53,7 @@ impl LiveOutputs {
         let tap = (webrtc || rtsp)
             .then(|| TapGuard { taps: self.taps.clone(), tap: self.taps.open(&stream.id, webrtc, rtsp) });
         let live = if protocols.contains(&Protocol::Llhls) { self.hls(stream).await? } else { None };
-        Ok(Outputs { live, tap })
+        Ok(Outputs { live, tap, counters: Some(self.per_stream.get(&stream.id)) })
     }
 
     async fn hls(&self, stream: &StreamRow) -> Result<Option<LiveOutput>, KeyError> {

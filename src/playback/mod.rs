@@ -37,6 +37,8 @@ pub struct Origin {
     pub storage: Storage,
     /// WHEP viewers.
     pub whep: Arc<crate::media::webrtc::whep::Whep>,
+    /// Per-stream byte counters: what the origin serves of each live stream.
+    pub per_stream: Arc<crate::metrics::PerStream>,
 }
 
 /// The check RTSP playback runs on DESCRIBE and SETUP: the same as every HLS request.

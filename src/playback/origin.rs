@@ -113,7 +113,10 @@ async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) 
         Err(r) => return r.response(),
     };
     match c.master_waiting(MASTER_WAIT).await {
-        Some(text) => playlist(text, PLAYLIST_CACHE, &grant),
+        Some(text) => {
+            app.per_stream.served(&id, text.len());
+            playlist(text, PLAYLIST_CACHE, &grant)
+        }
         None => status(StatusCode::NOT_FOUND, "stream has no media yet"),
     }
 }
@@ -140,6 +143,7 @@ async fn media(
         };
         return match c.playlist(&rendition, q, hold).await {
             Ok(Some(text)) => {
+                app.per_stream.served(&id, text.len());
                 playlist(text, if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE }, &grant)
             }
             Ok(None) => status(StatusCode::SERVICE_UNAVAILABLE, "the requested part did not arrive in time"),
@@ -150,7 +154,10 @@ async fn media(
         };
     }
     match c.file(&rendition, &file, hold).await {
-        Ok(bytes) => ranged(req.headers(), req.method(), bytes, "video/mp4", MEDIA_CACHE),
+        Ok(bytes) => {
+            app.per_stream.served(&id, bytes.len());
+            ranged(req.headers(), req.method(), bytes, "video/mp4", MEDIA_CACHE)
+        }
         Err(_) => status(StatusCode::NOT_FOUND, "no such media"),
     }
 }

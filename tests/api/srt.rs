@@ -116,6 +116,22 @@ async fn srt_push_goes_live_plays_and_ends(app: TestApp) {
     assert!(probed.lines().any(|l| l == "h264,video"), "ffprobe of {hls}: {probed}");
     assert!(probed.lines().any(|l| l == "aac,audio"), "ffprobe of {hls}: {probed}");
 
+    // The stream's own metrics: live here, bytes in from the push, bytes out to ffprobe.
+    let metrics =
+        app.client.get(app.url("/metrics")).send().await.expect("metrics").text().await.expect("text");
+    let value = |name: &str| -> f64 {
+        let prefix = format!("{name}{{stream=\"{id}\"");
+        let line = metrics
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in {metrics}"));
+        line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number")
+    };
+    assert_eq!(value("sluice_stream_live"), 1.0);
+    assert!(value("sluice_stream_bytes_in_total") > 50_000.0, "{metrics}");
+    assert!(value("sluice_stream_bytes_out_total") > 10_000.0, "{metrics}");
+    assert_eq!(value("sluice_stream_viewers"), 0.0);
+
     // A second caller for the live stream is refused in its handshake.
     push(&url).exits(Duration::from_secs(20)).await;
     assert_eq!(stream(&app, &id).await["status"], "live");
