@@ -57,36 +57,39 @@ impl Db {
         .map(|_| ())
     }
 
-    pub async fn set_recording_renditions(
+    /// Notes stored segments (kept once if noted again) and, when given, the renditions seen
+    /// so far, in one transaction.
+    pub async fn note_recorded_segments(
         &self,
         id: &str,
-        renditions: &str,
+        rows: &[RecordedSegmentRow],
+        renditions: Option<&str>,
         now: i64,
     ) -> Result<(), DbError> {
-        sqlx::query("UPDATE recordings SET renditions = $1, updated_at = $2 WHERE id = $3")
-            .bind(renditions)
-            .bind(now)
+        let mut tx = self.begin_write().await?;
+        if let Some(renditions) = renditions {
+            sqlx::query("UPDATE recordings SET renditions = $1, updated_at = $2 WHERE id = $3")
+                .bind(renditions)
+                .bind(now)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        for s in rows {
+            sqlx::query(
+                "INSERT INTO recording_segments (recording_id, rendition, idx, generation, duration, bytes) \
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (recording_id, rendition, idx) DO NOTHING",
+            )
             .bind(id)
-            .execute(self.pool())
-            .await
-            .map(|_| ())
-    }
-
-    /// Notes a segment that is in storage (written again after a retry: kept once).
-    pub async fn insert_recorded_segment(&self, id: &str, s: &RecordedSegmentRow) -> Result<(), DbError> {
-        sqlx::query(
-            "INSERT INTO recording_segments (recording_id, rendition, idx, generation, duration, bytes) \
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (recording_id, rendition, idx) DO NOTHING",
-        )
-        .bind(id)
-        .bind(&s.rendition)
-        .bind(s.idx)
-        .bind(s.generation)
-        .bind(s.duration)
-        .bind(s.bytes)
-        .execute(self.pool())
-        .await
-        .map(|_| ())
+            .bind(&s.rendition)
+            .bind(s.idx)
+            .bind(s.generation)
+            .bind(s.duration)
+            .bind(s.bytes)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await
     }
 
     pub async fn recording(&self, id: &str) -> Result<Option<RecordingRow>, DbError> {

@@ -46,6 +46,11 @@ use crate::store::{Db, DbError};
 const QUEUE: usize = 128;
 /// Tries of a storage write before the segment is given up.
 const TRIES: u32 = 3;
+/// Stored segments noted in one transaction at most.
+const PENDING_NOTES: usize = 32;
+/// Stored segments kept waiting for a database that does not answer (an hour of a
+/// four-rendition ladder).
+const MAX_PENDING: usize = 8192;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordingError {
@@ -158,6 +163,12 @@ impl Recordings {
         let prefix = vod_prefix(id);
         let mut next: BTreeMap<String, u64> = BTreeMap::new();
         let mut renditions: Vec<RenditionInfo> = Vec::new();
+        // Stored segments waiting to be noted: noted together once the queue is empty (the
+        // renditions close their segments at the same keyframe, so one transaction notes them
+        // all), kept and noted again after a failed note.
+        let mut pending: Vec<(RecordedSegmentRow, RenditionInfo)> = Vec::new();
+        // The renditions changed since they were last noted.
+        let mut dirty = false;
         while let Some(item) = rx.recv().await {
             match item {
                 Record::Init { rendition, generation, data } => {
@@ -175,6 +186,7 @@ impl Recordings {
                     let object = format!("{prefix}/{}/{}", info.name, segment_uri(idx));
                     let bytes = stored.len() as i64;
                     if let Err(e) = self.put(&object, stored).await {
+                        // The next segment takes this index: the rendition stays gapless.
                         tracing::warn!(recording = %id, error = %e, "recording: a segment is lost");
                         continue;
                     }
@@ -185,14 +197,15 @@ impl Recordings {
                         duration,
                         bytes,
                     };
-                    if let Err(e) = self.note(id, &row, &info, &mut renditions).await {
-                        tracing::warn!(recording = %id, error = %e, "recording: a segment is not noted");
-                        continue;
-                    }
-                    next.insert(info.name, idx + 1);
+                    next.insert(info.name.clone(), idx + 1);
+                    pending.push((row, info));
                 }
             }
+            if rx.is_empty() || pending.len() >= PENDING_NOTES {
+                self.note(id, &mut pending, &mut renditions, &mut dirty).await;
+            }
         }
+        self.note(id, &mut pending, &mut renditions, &mut dirty).await;
         match self.complete(id).await {
             Ok(Some(vod)) => tracing::info!(recording = %id, vod = %vod.id, "recording complete"),
             Ok(None) => {}
@@ -214,22 +227,44 @@ impl Recordings {
         }
     }
 
-    /// Notes a stored segment, and its rendition when it is new or changed.
+    /// Notes the stored segments of `pending` (and their renditions when new or changed) in one
+    /// transaction; on failure they stay pending for the next try.
     async fn note(
         &self,
         id: &str,
-        row: &RecordedSegmentRow,
-        info: &RenditionInfo,
+        pending: &mut Vec<(RecordedSegmentRow, RenditionInfo)>,
         renditions: &mut Vec<RenditionInfo>,
-    ) -> Result<(), RecordingError> {
-        if !renditions.contains(info) {
-            renditions.retain(|r| r.name != info.name);
-            renditions.push(info.clone());
-            let json = serde_json::to_string(renditions).map_err(|e| RecordingError::Other(e.to_string()))?;
-            self.db.set_recording_renditions(id, &json, now_ms()).await?;
+        dirty: &mut bool,
+    ) {
+        if pending.is_empty() {
+            return;
         }
-        self.db.insert_recorded_segment(id, row).await?;
-        Ok(())
+        for (_, info) in pending.iter() {
+            if !renditions.contains(info) {
+                renditions.retain(|r| r.name != info.name);
+                renditions.push(info.clone());
+                *dirty = true;
+            }
+        }
+        let json = match *dirty {
+            true => serde_json::to_string(renditions).ok(),
+            false => None,
+        };
+        let rows: Vec<RecordedSegmentRow> = pending.iter().map(|(row, _)| row.clone()).collect();
+        match self.db.note_recorded_segments(id, &rows, json.as_deref(), now_ms()).await {
+            Ok(()) => {
+                pending.clear();
+                *dirty = false;
+            }
+            Err(e) => {
+                tracing::warn!(recording = %id, error = %e, "recording: segments not noted yet (tried again)");
+                // Bounded: a database away for that long loses the oldest notes (the recording
+                // then ends at its first gap).
+                if pending.len() > MAX_PENDING {
+                    pending.drain(..pending.len() - MAX_PENDING);
+                }
+            }
+        }
     }
 
     /// The recordings a dead run of this node left in progress (at start, before ingest
