@@ -45,16 +45,7 @@ pub fn media_playlist(segments: &[Recorded], key_uri: Option<&str>) -> String {
 
 /// (peak, average) bits per second.
 pub fn bitrates(segments: &[Recorded]) -> (u64, u64) {
-    let peak = segments
-        .iter()
-        .filter(|s| s.duration > 0.0)
-        .map(|s| (s.bytes as f64 * 8.0 / s.duration) as u64)
-        .max()
-        .unwrap_or(0);
-    let seconds: f64 = segments.iter().map(|s| s.duration).sum();
-    let bytes: u64 = segments.iter().map(|s| s.bytes).sum();
-    let average = if seconds > 0.0 { (bytes as f64 * 8.0 / seconds) as u64 } else { 0 };
-    (peak, average)
+    crate::media::vod::hls::bitrates_of(segments.iter().map(|s| (s.duration, s.bytes)))
 }
 
 #[cfg(test)]

@@ -38,14 +38,18 @@ pub fn media_playlist(init_uri: &str, segments: &[Segment], key_uri: Option<&str
 /// (peak, average) bits per second over the segments (BANDWIDTH and AVERAGE-BANDWIDTH,
 /// RFC 8216bis 4.4.6.2).
 pub fn bitrates(segments: &[Segment]) -> (u64, u64) {
+    bitrates_of(segments.iter().map(|s| (s.duration, s.bytes)))
+}
+
+/// [`bitrates`] over (seconds, bytes) of each segment.
+pub fn bitrates_of(segments: impl Iterator<Item = (f64, u64)> + Clone) -> (u64, u64) {
     let peak = segments
-        .iter()
-        .filter(|s| s.duration > 0.0)
-        .map(|s| (s.bytes as f64 * 8.0 / s.duration) as u64)
+        .clone()
+        .filter(|(duration, _)| *duration > 0.0)
+        .map(|(duration, bytes)| (bytes as f64 * 8.0 / duration) as u64)
         .max()
         .unwrap_or(0);
-    let seconds: f64 = segments.iter().map(|s| s.duration).sum();
-    let bytes: u64 = segments.iter().map(|s| s.bytes).sum();
+    let (seconds, bytes) = segments.fold((0.0, 0u64), |(s, b), (duration, bytes)| (s + duration, b + bytes));
     let average = if seconds > 0.0 { (bytes as f64 * 8.0 / seconds) as u64 } else { 0 };
     (peak, average)
 }
