@@ -253,24 +253,9 @@ impl Drop for Nginx {
     }
 }
 
-/// A self-signed certificate for `localhost` and 127.0.0.1 in `dir`: (cert.pem, key.pem). The
-/// recipe of `tests/api/tls.rs`: a server certificate, not a CA (rustls refuses a CA certificate
-/// as a server's).
+/// A self-signed certificate in `dir` (the tests' recipe).
 pub fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
-        .args(["-days", "2", "-subj", "/CN=sluice bench"])
-        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs");
-    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
-    (cert, key)
+    super::support::self_signed(dir, "bench")
 }
 
 /// A `sluice serve` (the build's binary) with a self-signed certificate: its HTTP address serves

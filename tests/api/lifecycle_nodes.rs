@@ -6,7 +6,6 @@
 //! after the connections that hear the kills were cut (the listener reconnects, and checks the
 //! sessions it holds against the database for what it missed meanwhile).
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::Client;
@@ -15,26 +14,13 @@ use sqlx::Connection;
 
 use crate::lifecycle::push;
 use crate::support::receiver::Receiver;
-use crate::support::{
-    bootstrap_key, eventually, free_port, fresh_postgres_url, sluice_command, wait_ready, Killed,
-};
+use crate::support::{bootstrap_key, eventually, free_port, fresh_postgres_url, Killed};
 use crate::webhooks_restart::create_hook;
 
 /// The most a push may outlive the disable that ends it, whichever process holds it.
 const KILL_WITHIN: Duration = Duration::from_secs(3);
 
-fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
-    let mut cmd = sluice_command(dir, port);
-    cmd.env("SLUICE_DATABASE_URL", db);
-    cmd
-}
-
-async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Killed {
-    let child = sluice(dir, db, port).arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve");
-    let s = Killed(child);
-    wait_ready(port).await;
-    s
-}
+use crate::support::{serve_on as serve, sluice_on as sluice};
 
 /// One of the two processes: its API base (`…/projects/demo`) and port.
 struct Node {

@@ -3,8 +3,7 @@
 //! over `rtmps://`; the certificate files replaced and the new pair served without a restart;
 //! stalled and garbage handshakes on both TLS ports leaving the server serving.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,26 +11,7 @@ use reqwest::Client;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::{eventually, ffmpeg_push, spawn_app_with, Backend, TestApp};
-
-/// A self-signed certificate for `localhost` and 127.0.0.1 in `dir`: (cert.pem, key.pem).
-fn self_signed(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let (cert, key) = (dir.join(format!("{name}.cert.pem")), dir.join(format!("{name}.key.pem")));
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
-        .args(["-days", "2", "-subj", &format!("/CN=sluice test {name}")])
-        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
-        // A server certificate, not a CA (rustls refuses a CA certificate as a server's).
-        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl runs");
-    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
-    (cert, key)
-}
+use crate::support::{eventually, ffmpeg_push, self_signed, spawn_app_with, Backend, TestApp};
 
 /// A client that trusts only the certificate in `cert`.
 fn trusting(cert: &Path) -> Client {

@@ -9,21 +9,10 @@ use serde_json::{json, Value};
 use sqlx::Connection;
 
 use crate::support::receiver::Receiver;
-use crate::support::{bootstrap_key, eventually, fresh_postgres_url, sluice_command, wait_ready, Killed};
+use crate::support::{bootstrap_key, eventually, fresh_postgres_url, wait_ready, Killed};
 use crate::vod::{events_for, make_file};
 
-fn sluice(dir: &std::path::Path, db: &str, port: u16) -> Command {
-    let mut cmd = sluice_command(dir, port);
-    cmd.env("SLUICE_DATABASE_URL", db);
-    cmd
-}
-
-async fn serve(dir: &std::path::Path, db: &str, port: u16) -> Killed {
-    let child = sluice(dir, db, port).arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve");
-    let s = Killed(child);
-    wait_ready(port).await;
-    s
-}
+use crate::support::{serve_on as serve, sluice_on as sluice};
 
 async fn vod(client: &reqwest::Client, base: &str, key: &str, id: &str) -> Value {
     client

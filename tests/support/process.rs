@@ -30,6 +30,41 @@ pub fn sluice_command(dir: &std::path::Path, port: u16) -> Command {
     cmd
 }
 
+/// A self-signed certificate for `localhost` and 127.0.0.1 in `dir`: (`<name>.cert.pem`,
+/// `<name>.key.pem`). A server certificate, not a CA (rustls refuses a CA certificate as a
+/// server's).
+pub fn self_signed(dir: &std::path::Path, name: &str) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join(format!("{name}.cert.pem")), dir.join(format!("{name}.key.pem")));
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+        .args(["-days", "2", "-subj", &format!("/CN=sluice test {name}")])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    (cert, key)
+}
+
+/// [`sluice_command`] on the database `db` (processes sharing one Postgres).
+pub fn sluice_on(dir: &std::path::Path, db: &str, port: u16) -> Command {
+    let mut cmd = sluice_command(dir, port);
+    cmd.env("SLUICE_DATABASE_URL", db);
+    cmd
+}
+
+/// `sluice serve` on the database `db`, once it answers.
+pub async fn serve_on(dir: &std::path::Path, db: &str, port: u16) -> super::Killed {
+    let child = sluice_on(dir, db, port).arg("serve").stdout(Stdio::null()).spawn().expect("sluice serve");
+    let s = super::Killed(child);
+    wait_ready(port).await;
+    s
+}
+
 /// Waits until a `sluice serve` on `port` answers `/readyz`.
 pub async fn wait_ready(port: u16) {
     let client = Client::new();
