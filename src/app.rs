@@ -41,6 +41,7 @@ use crate::store::keys::SigningKeys;
 use crate::store::Db;
 use crate::upload::Uploads;
 
+mod cluster;
 mod csrf;
 mod listeners;
 mod metrics;
@@ -193,6 +194,7 @@ impl App {
             storage: storage.clone(),
             whep: whep.clone(),
             per_stream: per_stream.clone(),
+            relay: cluster::relay(&settings, &db, &node_id, &master_key)?,
         });
         Ok(Arc::new(App {
             storage,
@@ -277,6 +279,7 @@ impl App {
         self.channels.finish_all();
         // Ended channels drop their recorders: the recordings complete now.
         self.outputs.recordings.drain(within).await;
+        self.leave_cluster().await;
     }
 
     /// Emits an event that goes with no state change (tests, the webhook guide).
@@ -354,6 +357,7 @@ impl App {
             .and_then(|a| a.as_socket_addr().copied())
             .context("listener has no address")?;
         self.endpoints.http_bound(addr);
+        self.join_cluster(addr).await.context("joining the node registry")?;
         let routes = wrap(self.routes().boxed());
         self.spawn_housekeeping();
         self.spawn_limiter_sweeps();

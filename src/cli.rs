@@ -62,6 +62,12 @@ pub enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
+    /// List the nodes sharing this database, their live sessions and load (as
+    /// `GET /v1/admin/nodes` does).
+    Nodes {
+        #[arg(long)]
+        json: bool,
+    },
     /// Create an API key for a project and print it.
     CreateKey {
         #[arg(long)]
@@ -106,6 +112,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 AdminCommand::Credits { project, add, set, json } => {
                     credits(&db, &project, add, set, settings.billing, json).await
                 }
+                AdminCommand::Nodes { json } => nodes(&db, settings.node_timeout, json).await,
                 AdminCommand::RotateSigningKey => match async {
                     let master = crate::app::master_key(&settings)?;
                     db.add_signing_key(&master).await.map_err(anyhow::Error::from)
@@ -344,6 +351,37 @@ async fn credits(
             Billing::Off => {
                 println!("billing:  off (SLUICE_BILLING=on meters live time against this balance)")
             }
+        }
+    }
+    Ok(())
+}
+
+async fn nodes(db: &Db, timeout: u64, as_json: bool) -> anyhow::Result<()> {
+    use poem_openapi::types::ToJSON;
+    let views = crate::services::nodes::list(db, std::time::Duration::from_secs(timeout)).await?;
+    let nodes: Vec<crate::api::admin::Node> = views.into_iter().map(Into::into).collect();
+    if as_json {
+        let list = crate::api::admin::NodeList { nodes };
+        println!("{}", list.to_json().unwrap_or_default());
+        return Ok(());
+    }
+    if nodes.is_empty() {
+        println!("no node has joined (a node joins when `sluice serve` starts)");
+    }
+    for n in nodes {
+        let state = if n.alive { "alive" } else { "gone" };
+        println!(
+            "{}  {state:5}  {}  heartbeat {}  live {}  viewers {}  cpu {:.1}%  load {:.2}",
+            n.id,
+            n.internal_url,
+            n.heartbeat_at,
+            n.load.live_sessions,
+            n.load.viewers,
+            n.load.cpu_percent,
+            n.load.load1
+        );
+        for s in n.sessions {
+            println!("    stream {} (project {})", s.stream_id, s.project_id);
         }
     }
     Ok(())

@@ -77,6 +77,7 @@ const EXTRA_STATUSES: &[(&str, &[u16])] = &[
     ("updateWebhook", &[]),
     ("deleteWebhook", &[]),
     ("testWebhook", &[409]),
+    ("listNodes", &[]),
 ];
 
 const METHODS: [&str; 5] = ["get", "post", "put", "patch", "delete"];

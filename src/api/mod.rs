@@ -1,6 +1,7 @@
 //! The REST API (poem-openapi). Every operation lives under `/v1` and documents its summary,
 //! tag, security scheme and error statuses; the OpenAPI document is generated from this code.
 
+pub mod admin;
 pub mod allow;
 pub mod api_keys;
 pub mod auth;
@@ -42,6 +43,8 @@ pub enum ApiTags {
     Vod,
     /// Signed HTTP callbacks for stream and VOD events, and their delivery log.
     Webhooks,
+    /// The operator's view of the service: its nodes (`SLUICE_ADMIN_TOKEN`).
+    Admin,
 }
 
 pub type Apis = (
@@ -53,6 +56,7 @@ pub type Apis = (
     vod::VodApi,
     playback::PlaybackApi,
     webhooks::WebhooksApi,
+    admin::AdminApi,
 );
 pub type Service = OpenApiService<Apis, outgoing::OutgoingWebhooks>;
 
@@ -74,6 +78,7 @@ pub fn service() -> Service {
             vod::VodApi,
             playback::PlaybackApi,
             webhooks::WebhooksApi,
+            admin::AdminApi,
         ),
         "Sluice",
         env!("CARGO_PKG_VERSION"),

@@ -17,11 +17,15 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
         "# HELP sluice_whep_viewers WHEP viewers connected now\n# TYPE sluice_whep_viewers gauge\nsluice_whep_viewers {}\n\
          # HELP sluice_whip_sessions WHIP publishers connected now\n# TYPE sluice_whip_sessions gauge\nsluice_whip_sessions {}\n\
          # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n\
-         # HELP sluice_push_sessions Push sessions (every protocol) open in this process now\n# TYPE sluice_push_sessions gauge\nsluice_push_sessions {}\n",
+         # HELP sluice_push_sessions Push sessions (every protocol) open in this process now\n# TYPE sluice_push_sessions gauge\nsluice_push_sessions {}\n\
+         # HELP sluice_relay_requests_total Playback requests answered by relaying from the node holding the stream\n# TYPE sluice_relay_requests_total counter\nsluice_relay_requests_total {}\n\
+         # HELP sluice_relay_fetches_total Requests made to the nodes holding streams (shared by concurrent viewers)\n# TYPE sluice_relay_fetches_total counter\nsluice_relay_fetches_total {}\n",
         app.whep.viewers.count(),
         app.whip.publishers.count(),
         app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions()),
-        app.push_sessions()
+        app.push_sessions(),
+        app.origin.relay.served.load(std::sync::atomic::Ordering::Relaxed),
+        app.origin.relay.fetches.load(std::sync::atomic::Ordering::Relaxed),
     ));
     text.push_str(
         &app.per_stream.render(|id| app.streams.sessions.is_live(id), |id| app.whep.viewers.of_stream(id)),

@@ -103,6 +103,16 @@ impl MasterKey {
     }
 
     /// The first bytes of the key's hash, in hex: names it in errors without revealing it.
+    /// A secret for `context` derived from the master key (HMAC-SHA-256): nodes sharing the
+    /// master key share it (the live relay's node-to-node credential) without storing it.
+    pub fn derive(&self, context: &str) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = <hmac::Hmac<Sha256> as hmac::Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"));
+        mac.update(context.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     pub fn id(&self) -> &str {
         &self.id
     }

@@ -8,6 +8,7 @@
 
 pub mod demo;
 pub mod origin;
+pub mod relay;
 pub mod rewrite;
 pub mod token;
 pub mod vod;
@@ -39,6 +40,23 @@ pub struct Origin {
     pub whep: Arc<crate::media::webrtc::whep::Whep>,
     /// Per-stream byte counters: what the origin serves of each live stream.
     pub per_stream: Arc<crate::metrics::PerStream>,
+    /// Live streams held by another node are relayed from it.
+    pub relay: Arc<relay::Relay>,
+}
+
+/// Whether `req` comes from another node of this service (the relay's bearer).
+pub(crate) fn is_relayed(app: &Origin, req: &Request) -> bool {
+    let presented = req.headers().get(crate::services::nodes::RELAY_HEADER).and_then(|v| v.to_str().ok());
+    app.relay.nodes.is_relay(presented)
+}
+
+/// The viewer's address: on a relayed request, the one the relaying node saw.
+pub(crate) fn viewer_ip(app: &Origin, req: &Request) -> Option<std::net::IpAddr> {
+    if is_relayed(app, req) {
+        let header = req.headers().get(crate::services::nodes::CLIENT_HEADER);
+        return header.and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+    }
+    client_ip::of_request(req)
 }
 
 /// The check RTSP playback runs on DESCRIBE and SETUP: the same as every HLS request.
@@ -104,6 +122,10 @@ pub(crate) async fn authorize(
     req: &Request,
     resource: &Resource<'_>,
 ) -> Result<Grant, Refused> {
+    if is_relayed(app, req) {
+        // The relaying node authorised the viewer; this node only checks the resource.
+        return check(app, None, None, resource, true).await;
+    }
     authorize_token(app, token_of(req), client_ip::of_request(req), resource).await
 }
 
@@ -114,6 +136,16 @@ pub(crate) async fn authorize_token(
     client: Option<std::net::IpAddr>,
     resource: &Resource<'_>,
 ) -> Result<Grant, Refused> {
+    check(app, token, client, resource, false).await
+}
+
+async fn check(
+    app: &Origin,
+    token: Option<String>,
+    client: Option<std::net::IpAddr>,
+    resource: &Resource<'_>,
+    relayed: bool,
+) -> Result<Grant, Refused> {
     let policy = app.policies.policy(resource).await.map_err(|e| {
         tracing::error!(error = %e, "playback: reading the playback policy");
         Refused::Internal
@@ -121,7 +153,7 @@ pub(crate) async fn authorize_token(
     let Some(policy) = policy else { return Err(Refused::NotFound) };
     let now = chrono::Utc::now().timestamp();
     // No token and nothing to enforce: no key ring is needed (the common unsigned request).
-    let child_token = if token.is_none() && !policy.signed {
+    let child_token = if relayed || (token.is_none() && !policy.signed) {
         None
     } else {
         let keys = app.keys.ring_for(token.as_deref().and_then(token::kid)).await;

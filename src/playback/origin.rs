@@ -17,9 +17,11 @@ use poem::http::{header, HeaderMap, Method, StatusCode};
 use poem::web::{Data, Path};
 use poem::{get, handler, patch, post, Body, IntoResponse, Request, Response, Route};
 
+use super::relay::Kind;
 use super::rewrite::sign_playlist;
-use super::{authorize, Grant, Origin, Resource};
+use super::{authorize, is_relayed, Grant, Origin, Resource};
 use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery};
+use crate::services::nodes::Holder;
 
 pub(super) const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
 /// Plain playlist reloads: a CDN may serve them for a second.
@@ -34,6 +36,9 @@ const SIGNED_PLAYLIST_CACHE: &str = "private, no-store";
 const KEY_CACHE: &str = "private, no-store";
 /// How long the master waits for a push's first media.
 const MASTER_WAIT: Duration = Duration::from_secs(10);
+/// The longest a relayed request may wait on the holding node (its master wait, or three
+/// target durations of a blocking reload, whichever it is).
+const RELAY_WAIT: Duration = Duration::from_secs(20);
 
 pub fn routes() -> Route {
     Route::new()
@@ -76,11 +81,56 @@ impl Refused {
     }
 }
 
-/// The channel of a stream, after the authorisation step.
-async fn channel(app: &Origin, req: &Request, id: &str) -> Result<(Arc<Channel>, Grant), Refused> {
+/// Where a live stream's media comes from: the channel of a push held here, or the node that
+/// holds it ([`super::relay`]).
+enum Source {
+    Local(Arc<Channel>),
+    Remote(Holder),
+}
+
+/// The source of a stream, after the authorisation step.
+async fn source(app: &Origin, req: &Request, id: &str) -> Result<(Source, Grant), Refused> {
     let grant = authorize(app, req, &Resource::Stream(id)).await?;
-    let channel = app.channels.get(id).ok_or(Refused::NotLive)?;
-    Ok((channel, grant))
+    if let Some(channel) = app.channels.get(id) {
+        return Ok((Source::Local(channel), grant));
+    }
+    match app.relay.holder(id, is_relayed(app, req)).await {
+        Some(holder) => Ok((Source::Remote(holder), grant)),
+        None => Err(Refused::NotLive),
+    }
+}
+
+/// Serves what the node holding the stream answered for `path`, as this node would serve it.
+async fn relayed(
+    app: &Origin,
+    req: &Request,
+    id: &str,
+    (holder, grant): (&Holder, &Grant),
+    path: &str,
+    kind: Kind,
+) -> Response {
+    let answer = app.relay.get(holder, path, kind, RELAY_WAIT).await;
+    if !answer.ok() {
+        let code = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+        return Response::builder()
+            .status(code)
+            .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+            .header(header::CACHE_CONTROL, "no-store")
+            .content_type("text/plain; charset=utf-8")
+            .body(answer.body);
+    }
+    app.per_stream.served(id, answer.body.len());
+    match kind {
+        Kind::Media => ranged(req.headers(), req.method(), answer.body, "video/mp4", MEDIA_CACHE),
+        Kind::Playlist | Kind::Blocking => {
+            let text = String::from_utf8_lossy(&answer.body).into_owned();
+            playlist(
+                text,
+                if matches!(kind, Kind::Blocking) { BLOCKING_CACHE } else { PLAYLIST_CACHE },
+                grant,
+            )
+        }
+    }
 }
 
 pub(super) fn status(code: StatusCode, text: &'static str) -> Response {
@@ -108,8 +158,12 @@ pub(super) fn playlist(text: String, cache: &str, grant: &Grant) -> Response {
 
 #[handler]
 async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) -> Response {
-    let (c, grant) = match channel(&app, req, &id).await {
-        Ok(c) => c,
+    let (c, grant) = match source(&app, req, &id).await {
+        Ok((Source::Local(c), grant)) => (c, grant),
+        Ok((Source::Remote(holder), grant)) => {
+            let path = format!("/live/{id}/master.m3u8");
+            return relayed(&app, req, &id, (&holder, &grant), &path, Kind::Playlist).await;
+        }
         Err(r) => return r.response(),
     };
     match c.master_waiting(MASTER_WAIT).await {
@@ -127,8 +181,20 @@ async fn media(
     app: Data<&Arc<Origin>>,
     Path((id, session, rendition, file)): Path<(String, String, String, String)>,
 ) -> Response {
-    let (c, grant) = match channel(&app, req, &id).await {
-        Ok(c) => c,
+    let (c, grant) = match source(&app, req, &id).await {
+        Ok((Source::Local(c), grant)) => (c, grant),
+        Ok((Source::Remote(holder), grant)) => {
+            let base = format!("/live/{id}/{session}/{rendition}/{file}");
+            let (path, kind) = if file == "index.m3u8" {
+                match query(req.uri().query().unwrap_or("")) {
+                    Ok(q) => relayed_playlist(base, q),
+                    Err(e) => return status(StatusCode::BAD_REQUEST, e),
+                }
+            } else {
+                (base, Kind::Media)
+            };
+            return relayed(&app, req, &id, (&holder, &grant), &path, kind).await;
+        }
         Err(r) => return r.response(),
     };
     if c.session != session {
@@ -197,6 +263,27 @@ pub(super) fn preflight() -> Response {
         .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "Range")
         .header(header::ACCESS_CONTROL_MAX_AGE, "86400")
         .finish()
+}
+
+/// The upstream path of a relayed playlist request: only the parameters that change the answer
+/// (not the viewer's token), so that every viewer waiting on the same part shares one request.
+fn relayed_playlist(base: String, q: PlaylistQuery) -> (String, Kind) {
+    let mut params = Vec::new();
+    if let Some(msn) = q.msn {
+        params.push(format!("_HLS_msn={msn}"));
+    }
+    if let Some(part) = q.part {
+        params.push(format!("_HLS_part={part}"));
+    }
+    if q.skip {
+        params.push("_HLS_skip=YES".to_string());
+    }
+    let kind = if q.msn.is_some() { Kind::Blocking } else { Kind::Playlist };
+    if params.is_empty() {
+        (base, kind)
+    } else {
+        (format!("{base}?{}", params.join("&")), kind)
+    }
 }
 
 /// `_HLS_msn`, `_HLS_part` and `_HLS_skip` (RFC 8216bis 6.2.5.1, 6.2.5.2). `_HLS_part`

@@ -10,10 +10,11 @@ use poem::http::{header, StatusCode};
 use poem::web::{Data, Path};
 use poem::{handler, Body, Request, Response};
 
-use super::{authorize, Origin, Resource};
+use super::{authorize, is_relayed, viewer_ip, Origin, Resource};
 use crate::media::webrtc::sdp::MAX_SDP_BYTES;
 use crate::media::webrtc::whep::WhepError;
 use crate::media::webrtc::{TrickleError, WebrtcError};
+use crate::services::nodes::{Holder, CLIENT_HEADER};
 
 const SDP: &str = "application/sdp";
 const TRICKLE: &str = "application/trickle-ice-sdpfrag";
@@ -68,7 +69,11 @@ pub async fn offer(req: &Request, body: Body, app: Data<&Arc<Origin>>, Path(id):
         Ok(b) => b,
         Err(r) => return r,
     };
-    match app.whep.play(&id, crate::client_ip::of_request(req), &offer).await {
+    // Held by another node: its answer (and its ICE candidates: the media flows from there).
+    if let Some(holder) = app.relay.holder(&id, is_relayed(&app, req)).await {
+        return forward(&app, req, &holder, reqwest::Method::POST, &format!("/live/{id}/whep"), offer).await;
+    }
+    match app.whep.play(&id, viewer_ip(&app, req), &offer).await {
         Ok(admitted) => {
             let location =
                 format!("{}/{}", req.original_uri().path().trim_end_matches('/'), admitted.peer.id);
@@ -101,9 +106,60 @@ pub async fn trickle(
     Path((id, session)): Path<(String, String)>,
 ) -> Response {
     let Some(peer) = app.whep.viewers.get(&session).filter(|p| p.stream_id == id) else {
+        if let Some(holder) = app.relay.holder(&id, is_relayed(&app, req)).await {
+            let fragment = match read_bounded(body).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            let path = format!("/live/{id}/whep/{session}");
+            return forward(&app, req, &holder, reqwest::Method::PATCH, &path, fragment).await;
+        }
         return text(StatusCode::NOT_FOUND, "no such session");
     };
     patch(req, body, &peer).await
+}
+
+/// Hands a WHEP request to the node holding the stream and its answer back: status, body and
+/// the headers a WHEP client reads. The `Location` it gives is the same path on every node.
+async fn forward(
+    app: &Origin,
+    req: &Request,
+    holder: &Holder,
+    method: reqwest::Method,
+    path: &str,
+    body: Vec<u8>,
+) -> Response {
+    let mut upstream = app.relay.request(method, holder, path).body(body);
+    for name in [header::CONTENT_TYPE, header::IF_MATCH] {
+        if let Some(v) = req.headers().get(&name).and_then(|v| v.to_str().ok()) {
+            upstream = upstream.header(name.as_str(), v);
+        }
+    }
+    if let Some(ip) = viewer_ip(app, req) {
+        upstream = upstream.header(CLIENT_HEADER, ip.to_string());
+    }
+    let answer = match upstream.send().await {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::warn!(node = %holder.node, error = %e, "WHEP: the node holding the stream did not answer");
+            return text(StatusCode::BAD_GATEWAY, "the node holding the stream did not answer");
+        }
+    };
+    let code = StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut out = Response::builder()
+        .status(code)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
+        .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "Location, ETag")
+        .header(header::CACHE_CONTROL, "no-store");
+    for name in ["content-type", "location", "etag"] {
+        if let Some(v) = answer.headers().get(name).and_then(|v| v.to_str().ok()) {
+            out = out.header(name, v.to_string());
+        }
+    }
+    match answer.bytes().await {
+        Ok(bytes) if bytes.len() <= MAX_SDP_BYTES => out.body(bytes),
+        _ => text(StatusCode::BAD_GATEWAY, "the node holding the stream sent an unusable answer"),
+    }
 }
 
 /// A trickle PATCH of a WHIP or WHEP session: 204, 412 without the session's ETag, 415 for
@@ -131,13 +187,23 @@ pub async fn patch(req: &Request, body: Body, peer: &crate::media::webrtc::Peer)
 }
 
 #[handler]
-pub async fn end(app: Data<&Arc<Origin>>, Path((id, session)): Path<(String, String)>) -> Response {
+pub async fn end(
+    req: &Request,
+    app: Data<&Arc<Origin>>,
+    Path((id, session)): Path<(String, String)>,
+) -> Response {
     match app.whep.viewers.get(&session).filter(|p| p.stream_id == id) {
         Some(peer) => {
             peer.end();
             text(StatusCode::OK, "session ended")
         }
-        None => text(StatusCode::NOT_FOUND, "no such session"),
+        None => match app.relay.holder(&id, is_relayed(&app, req)).await {
+            Some(holder) => {
+                let path = format!("/live/{id}/whep/{session}");
+                forward(&app, req, &holder, reqwest::Method::DELETE, &path, Vec::new()).await
+            }
+            None => text(StatusCode::NOT_FOUND, "no such session"),
+        },
     }
 }
 

@@ -7,11 +7,13 @@
 //! - [`kills`]: on Postgres, the ends of pushes that a disable in another process asks for;
 //! - [`vods`]: every status change of a VOD ([`vods::Vods::apply`]) and its job queue;
 //! - [`policy`]: the playback policy and content keys of each stream and VOD, cached;
-//! - [`endpoints`]: the URLs this process is reached at.
+//! - [`endpoints`]: the URLs this process is reached at;
+//! - [`nodes`]: the node registry of several processes on one database, and who holds a push.
 
 pub mod credits;
 pub mod endpoints;
 pub mod kills;
+pub mod nodes;
 pub mod policy;
 pub mod streams;
 pub mod vods;

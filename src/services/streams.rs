@@ -308,21 +308,7 @@ impl Streams {
     /// (which sent `stream.ended` before `stream.disabled`), or is live on another node now
     /// (disabled, re-enabled and pushed there): nothing more is written or sent.
     pub async fn end_push(&self, stream_id: &str, project_id: &str, why: &str) {
-        let result = async {
-            let mut tx = self.db.begin_write().await?;
-            // Locked until the commit: the status cannot move between this check and the write.
-            let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else {
-                return Ok::<bool, StreamError>(false);
-            };
-            let holder = Db::stream_live_node_in(&mut tx, stream_id).await?;
-            let ours = holder.as_deref().is_none_or(|node| node == self.node_id);
-            if row.state().status != StreamStatus::Live || !ours {
-                return Ok(false);
-            }
-            self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update).await?;
-            Ok(true)
-        }
-        .await;
+        let result = self.end_held(stream_id, project_id, &self.node_id).await;
         self.sessions.close(stream_id);
         match result {
             Ok(true) => tracing::info!(stream = %stream_id, why, "push ended"),
@@ -331,6 +317,37 @@ impl Streams {
             }
             Err(e) => tracing::error!(stream = %stream_id, error = %e, "recording the end of a push"),
         }
+    }
+
+    /// Ends the pushes that dead node `node` held (docs/scale-out.md): `live → idle` and
+    /// `stream.ended` once each, decided per stream in its own locked transaction, so a survivor
+    /// racing another, or a publisher already back on another node, changes nothing twice.
+    /// Returns how many ended.
+    pub async fn end_pushes_of_dead_node(&self, node: &str) -> Result<usize, StreamError> {
+        let mut ended = 0;
+        for (stream_id, project_id) in self.db.live_streams_held_by(node).await? {
+            if self.end_held(&stream_id, &project_id, node).await? {
+                tracing::warn!(stream = %stream_id, node, "push ended: the node holding it stopped answering");
+                ended += 1;
+            }
+        }
+        Ok(ended)
+    }
+
+    /// `PushEnded` of `stream_id` when it is live on `node` (or on no recorded node).
+    async fn end_held(&self, stream_id: &str, project_id: &str, node: &str) -> Result<bool, StreamError> {
+        let mut tx = self.db.begin_write().await?;
+        // Locked until the commit: the status cannot move between this check and the write.
+        let Some(mut row) = Db::stream_in(&mut tx, project_id, stream_id).await? else {
+            return Ok(false);
+        };
+        let holder = Db::stream_live_node_in(&mut tx, stream_id).await?;
+        let held = holder.as_deref().is_none_or(|holder| holder == node);
+        if row.state().status != StreamStatus::Live || !held {
+            return Ok(false);
+        }
+        self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update).await?;
+        Ok(true)
     }
 
     /// Ends the sessions of this process whose stream is not live here any more: after the

@@ -7,6 +7,7 @@ pub mod api_keys;
 pub mod credits;
 pub mod invitations;
 pub mod keys;
+pub mod nodes;
 pub mod notify;
 pub mod playback;
 pub mod recordings;

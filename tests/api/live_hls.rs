@@ -32,7 +32,7 @@ async fn get_text(t: &TestApp, url: &str) -> (u16, String) {
 }
 
 /// `(msn, index within its segment, uri)` of the newest part of a media playlist.
-fn last_part(playlist: &str) -> (u64, u64, String) {
+pub(crate) fn last_part(playlist: &str) -> (u64, u64, String) {
     let mut msn: u64 = playlist
         .lines()
         .find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))

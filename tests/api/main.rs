@@ -6,6 +6,7 @@ mod support;
 mod api_keys;
 mod auth;
 mod client_ip;
+mod cluster;
 mod credits;
 mod errors;
 mod lifecycle;

@@ -20,7 +20,7 @@ use crate::webhooks::create_webhook;
 both_backends!(a_recorded_push_becomes_a_complete_vod);
 
 /// A 640×360 30 fps push of `seconds` of media (the pusher ends by itself), with AAC.
-fn push_for(url: &str, seconds: u32) -> Killed {
+pub(crate) fn push_for(url: &str, seconds: u32) -> Killed {
     let video = format!("testsrc2=size=640x360:rate=30:duration={seconds}");
     ffmpeg_push(url, &video, 30, &["-shortest", "-b:v", "600k"])
 }

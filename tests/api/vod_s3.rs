@@ -11,7 +11,7 @@ use crate::support::{eventually, spawn_app_with, Backend, Killed};
 use crate::vod::{create, delete_vod, finished, make_file, probe_video, put_file, uploaded};
 
 /// moto's server on a free port, with an empty bucket `sluice`.
-async fn moto() -> (Killed, String) {
+pub(crate) async fn moto() -> (Killed, String) {
     let bin = std::env::var("SLUICE_TEST_MOTO")
         .unwrap_or_else(|_| format!("{}/target/moto/bin/moto_server", env!("CARGO_MANIFEST_DIR")));
     let port = crate::support::free_port();

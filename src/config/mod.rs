@@ -118,6 +118,16 @@ pub struct ConfigArgs {
     /// share it.
     #[arg(long, global = true, env = "SLUICE_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
+    /// The base URL other nodes reach this one at (live relay, WHEP): default
+    /// `http://127.0.0.1:<HTTP port>`, right for nodes on one machine (docs/scale-out.md).
+    #[arg(long, global = true, env = "SLUICE_INTERNAL_URL")]
+    pub internal_url: Option<String>,
+    /// Seconds without a heartbeat after which the other nodes take a node's work over.
+    #[arg(long, global = true, env = "SLUICE_NODE_TIMEOUT")]
+    pub node_timeout: Option<u64>,
+    /// The operator's bearer for `/v1/admin/*` (unset: those answer 403).
+    #[arg(long, global = true, env = "SLUICE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum, Default)]
@@ -194,6 +204,9 @@ struct FileConfig {
     transcode_workers: Option<u32>,
     billing: Option<Billing>,
     master_key: Option<String>,
+    internal_url: Option<String>,
+    node_timeout: Option<u64>,
+    admin_token: Option<String>,
 }
 
 /// A setting that cannot be used, said so that the operator can fix it (start-up).
@@ -245,6 +258,12 @@ pub struct Settings {
     pub billing: Billing,
     /// Hex; `None`: the key file in the data dir.
     pub master_key: Option<String>,
+    /// `SLUICE_INTERNAL_URL`; `None`: `http(s)://127.0.0.1:<bound HTTP port>`.
+    pub internal_url: Option<String>,
+    /// `SLUICE_NODE_TIMEOUT` seconds.
+    pub node_timeout: u64,
+    /// `SLUICE_ADMIN_TOKEN`: the operator's bearer for `/v1/admin/*`.
+    pub admin_token: Option<String>,
 }
 
 impl fmt::Debug for Settings {
@@ -280,6 +299,9 @@ impl fmt::Debug for Settings {
             .field("transcode_workers", &self.transcode_workers)
             .field("billing", &self.billing)
             .field("master_key", &self.master_key.as_ref().map(|_| "<set>"))
+            .field("internal_url", &self.internal_url)
+            .field("node_timeout", &self.node_timeout)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<set>"))
             .finish()
     }
 }
@@ -358,6 +380,13 @@ impl Settings {
             transcode_workers: pick(args.transcode_workers, file.transcode_workers, 1),
             billing: pick(args.billing, file.billing, Billing::Off),
             master_key: args.master_key.clone().or(file.master_key),
+            internal_url: args
+                .internal_url
+                .clone()
+                .or(file.internal_url)
+                .map(|u| u.trim_end_matches('/').to_string()),
+            node_timeout: pick(args.node_timeout, file.node_timeout, 10),
+            admin_token: args.admin_token.clone().or(file.admin_token).filter(|t| !t.is_empty()),
             data_dir,
         };
         settings.check()?;
@@ -399,6 +428,17 @@ impl Settings {
         if let Some(k) = &self.master_key {
             if crate::domain::content_key::MasterKey::from_hex(k).is_none() {
                 return Err(ConfigError("master key must be 64 hexadecimal characters (32 bytes)".into()));
+            }
+        }
+        if !(2..=3600).contains(&self.node_timeout) {
+            return Err(ConfigError("node timeout must be 2 to 3600 seconds".into()));
+        }
+        if self.admin_token.as_ref().is_some_and(|t| t.len() < 16) {
+            return Err(ConfigError("the admin token must be at least 16 characters".into()));
+        }
+        if let Some(url) = &self.internal_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(ConfigError("internal URL must start with http:// or https://".into()));
             }
         }
         if self.transcode_workers > 64 {
@@ -511,76 +551,4 @@ pub fn redact_url(url: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn webrtc_settings() {
-        assert_eq!(parse_ports("40000-40999").ok(), Some((40000, 40999)));
-        assert!(parse_ports("5-4").is_err() && parse_ports("0-4").is_err() && parse_ports("x").is_err());
-        let servers = parse_ice_servers("stun:stun.example:3478, turn:u:p@turn.example:3478").expect("valid");
-        assert_eq!(servers.len(), 2);
-        assert!(parse_ice_servers("http://x").is_err());
-        assert_eq!(redact_ice("turn:u:secret@h:3478"), "turn:***@h:3478");
-        assert_eq!(redact_ice("stun:h:3478"), "stun:h:3478");
-    }
-
-    #[test]
-    fn redacts_passwords_and_queries() {
-        assert_eq!(
-            redact_url("postgres://u:secret@127.0.0.1:5432/test"),
-            "postgres://u:***@127.0.0.1:5432/test"
-        );
-        assert_eq!(redact_url("sqlite://./data/sluice.db"), "sqlite://./data/sluice.db");
-        assert_eq!(redact_url("s3://b?endpoint=x&secret=y"), "s3://b?…");
-    }
-
-    #[test]
-    fn flags_win_over_file_over_defaults() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("sluice.toml");
-        std::fs::write(&file, "http_addr = \"127.0.0.1:9000\"\nmode = \"development\"\n").unwrap();
-        let args = ConfigArgs {
-            config: Some(file),
-            data_dir: Some(dir.path().to_path_buf()),
-            mode: Some(Mode::Production),
-            ..Default::default()
-        };
-        let s = Settings::resolve(&args).unwrap();
-        assert_eq!(s.http_addr.port(), 9000);
-        assert_eq!(s.mode, Mode::Production);
-        assert_eq!(s.public_url, "http://127.0.0.1:9000");
-        assert_eq!(s.playback_base, "http://127.0.0.1:9000/play");
-        assert!(s.database_url.ends_with("/sluice.db"));
-        assert_eq!(s.rate_limit_burst, 100);
-        assert_eq!(s.billing, Billing::Off, "billing is off by default");
-        std::fs::write(dir.path().join("billing.toml"), "billing = \"on\"\n").unwrap();
-        let args = ConfigArgs { config: Some(dir.path().join("billing.toml")), ..Default::default() };
-        assert_eq!(Settings::resolve(&args).unwrap().billing, Billing::On);
-    }
-
-    #[test]
-    fn trusted_proxies_come_from_flags_or_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("sluice.toml");
-        std::fs::write(&file, "trusted_proxies = \"10.0.0.0/8, 192.0.2.7\"\n").unwrap();
-        let args = ConfigArgs { config: Some(file.clone()), ..Default::default() };
-        let s = Settings::resolve(&args).unwrap();
-        assert!(s.trusted_proxies.contains("10.1.2.3".parse().unwrap()));
-        assert!(s.trusted_proxies.contains("192.0.2.7".parse().unwrap()));
-        let args =
-            ConfigArgs { config: Some(file), trusted_proxies: Some(String::new()), ..Default::default() };
-        assert!(Settings::resolve(&args).unwrap().trusted_proxies.is_empty(), "the flag wins");
-        let args = ConfigArgs { trusted_proxies: Some("proxy.example".into()), ..Default::default() };
-        assert!(Settings::resolve(&args).is_err());
-    }
-
-    #[test]
-    fn unknown_file_keys_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("sluice.toml");
-        std::fs::write(&file, "htp_addr = \"127.0.0.1:9000\"\n").unwrap();
-        let args = ConfigArgs { config: Some(file), ..Default::default() };
-        assert!(Settings::resolve(&args).is_err());
-    }
-}
+mod tests;
