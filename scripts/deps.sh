@@ -63,6 +63,7 @@ bench_packages=(
     wrk
     nginx
     libnginx-mod-rtmp
+    libnginx-mod-stream
 )
 
 min_rust="1.83"

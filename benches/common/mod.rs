@@ -173,6 +173,20 @@ impl Nginx {
         Nginx::spawn(dir, &conf, 0, http, root.to_path_buf(), log)
     }
 
+    /// nginx running `config` (the load balancer of docs/scale-out.md, its ports already
+    /// replaced) with its pid and error log in `dir`; ready once `http` listens.
+    pub fn balancer(dir: &Path, config: &str, http: u16) -> Nginx {
+        let log = dir.join("nginx-lb.log");
+        let conf = dir.join("nginx-lb.conf");
+        let full = format!(
+            "daemon off;\npid {pid};\nerror_log {log} warn;\n{config}",
+            pid = dir.join("nginx-lb.pid").display(),
+            log = log.display(),
+        );
+        std::fs::write(&conf, full).expect("nginx-lb.conf");
+        Nginx::spawn(dir, &conf, 0, http, dir.to_path_buf(), log)
+    }
+
     fn spawn(dir: &Path, conf: &Path, rtmp: u16, http: u16, hls_dir: PathBuf, log: PathBuf) -> Nginx {
         let proc = Proc(
             Command::new("nginx")

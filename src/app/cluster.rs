@@ -98,9 +98,20 @@ impl App {
         }
     }
 
+    /// Where RTSP viewers reach this node: the host of its internal URL when one is set (nodes
+    /// on several machines), else the public host; its bound RTSP port.
+    fn rtsp_url(&self) -> Option<String> {
+        let port = self.rtsp.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|s| s.addr.port())?;
+        let host = match &self.settings.internal_url {
+            Some(url) => url::Url::parse(url).ok()?.host_str()?.to_string(),
+            None => self.settings.public_host(),
+        };
+        Some(format!("rtsp://{host}:{port}"))
+    }
+
     async fn beat(&self, url: &str, cpu: &mut CpuClock) {
         let load = self.load(cpu);
-        match self.nodes().beat(&load).await {
+        match self.nodes().beat(&load, self.rtsp_url().as_deref()).await {
             Ok(true) => {}
             Ok(false) => {
                 tracing::error!(

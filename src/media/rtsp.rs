@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use gstreamer as gst;
 use gstreamer::glib;
+use gstreamer::glib::translate::FromGlibPtrBorrow;
 use gstreamer::prelude::*;
 use gstreamer_rtsp as gst_rtsp;
 use gstreamer_rtsp_server as rtsp;
@@ -36,9 +37,12 @@ const SOURCE_MAX_BYTES: u64 = 2 * 1024 * 1024;
 const AUTHORIZE_DEADLINE: Duration = Duration::from_secs(5);
 
 /// What the authorisation of a request says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Allowed,
+    /// Allowed, and another node holds the push: its RTSP base URL (`rtsp://host:port`); a
+    /// DESCRIBE is redirected there (302 with `Location`, which ffmpeg and rtspsrc follow).
+    Elsewhere(String),
     /// Signed and no valid token (401).
     Unauthorized,
     /// No such stream (404).
@@ -185,13 +189,22 @@ fn admit(
     // The streams this client's requests were authorised for: a SETUP whose URL lost the
     // token (players build it from the base URL and the control path) is the DESCRIBE's.
     let authorised: Arc<Mutex<Vec<String>>> = Arc::default();
+    // The `Location` of the redirect this client's DESCRIBE is answered with, if any.
+    let redirect: Arc<Mutex<Option<String>>> = Arc::default();
     let check = {
         let authorised = authorised.clone();
         let (taps, mounts, authorize, runtime, context) =
             (taps.clone(), mounts.clone(), authorize.clone(), runtime.clone(), context.clone());
         let gone = gone.clone();
-        move |client: &rtsp::RTSPClient, ctx: &rtsp::RTSPContext| -> gst_rtsp::RTSPStatusCode {
-            let Some((stream, token)) = ctx.uri().and_then(|u| stream_and_token(&u.request_uri())) else {
+        let redirect = redirect.clone();
+        move |client: &rtsp::RTSPClient,
+              ctx: &rtsp::RTSPContext,
+              describe: bool|
+              -> gst_rtsp::RTSPStatusCode {
+            let Some(uri) = ctx.uri().map(|u| u.request_uri()) else {
+                return gst_rtsp::RTSPStatusCode::NotFound;
+            };
+            let Some((stream, token)) = stream_and_token(&uri) else {
                 return gst_rtsp::RTSPStatusCode::NotFound;
             };
             let known = authorised.lock().unwrap_or_else(|p| p.into_inner()).contains(&stream);
@@ -206,6 +219,15 @@ fn admit(
             };
             match verdict {
                 Verdict::Allowed => {}
+                Verdict::Elsewhere(base) if describe => {
+                    let Some(location) = relocated(&uri, &base) else {
+                        return gst_rtsp::RTSPStatusCode::NotFound;
+                    };
+                    tracing::debug!(stream = %stream, "RTSP: DESCRIBE redirected to the node holding the push");
+                    *redirect.lock().unwrap_or_else(|p| p.into_inner()) = Some(location);
+                    return gst_rtsp::RTSPStatusCode::MoveTemporarily;
+                }
+                Verdict::Elsewhere(_) => return gst_rtsp::RTSPStatusCode::NotFound,
                 Verdict::Unauthorized => return gst_rtsp::RTSPStatusCode::Unauthorized,
                 Verdict::NotFound => return gst_rtsp::RTSPStatusCode::NotFound,
                 Verdict::Unavailable => return gst_rtsp::RTSPStatusCode::ServiceUnavailable,
@@ -233,8 +255,37 @@ fn admit(
         }
     };
     let setup = check.clone();
-    client.connect_pre_describe_request(move |client, ctx| check(client, ctx));
-    client.connect_pre_setup_request(move |client, ctx| setup(client, ctx));
+    client.connect_pre_describe_request(move |client, ctx| check(client, ctx, true));
+    client.connect_pre_setup_request(move |client, ctx| setup(client, ctx, false));
+    // gst-rtsp-server sends a refused DESCRIBE's response with no headers of ours: the
+    // `Location` of a redirect is added as it goes out (on the same main-loop thread, right
+    // after the pre-describe check). The bindings do not wrap `send-message`.
+    client.connect("send-message", false, move |args| {
+        let ptr = args.get(2)?.get::<glib::Pointer>().ok()? as *mut gst_rtsp::ffi::GstRTSPMessage;
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: `send-message` hands the response about to be written, valid for the call.
+        let message = unsafe { gst_rtsp::rtsp_message::RTSPMessage::from_glib_borrow(ptr) };
+        let redirecting = unsafe {
+            (*ptr).type_ == gst_rtsp::ffi::GST_RTSP_MESSAGE_RESPONSE
+                && (*ptr).type_data.response.code == gst_rtsp::ffi::GST_RTSP_STS_MOVE_TEMPORARILY
+        };
+        if redirecting {
+            if let Some(location) = redirect.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                message.add_header(gst_rtsp::RTSPHeaderField::Location, &location);
+            }
+        }
+        None
+    });
+}
+
+/// `uri` (the request's, `rtsp://this:port/live/<id>?token=…`) on the node at `base`: its path
+/// and query kept, so the token goes along.
+fn relocated(uri: &str, base: &str) -> Option<String> {
+    let parsed = url::Url::parse(uri).ok()?;
+    let query = parsed.query().map(|q| format!("?{q}")).unwrap_or_default();
+    Some(format!("{}{}{query}", base.trim_end_matches('/'), parsed.path()))
 }
 
 /// The streams mounted at `/live/<id>`: each while its push lasts, from its first client on.

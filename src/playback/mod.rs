@@ -66,7 +66,11 @@ pub fn rtsp_authorize(origin: Arc<Origin>) -> crate::media::rtsp::Authorize {
         let origin = origin.clone();
         Box::pin(async move {
             match authorize_token(&origin, token, client, &Resource::Stream(&stream)).await {
-                Ok(_) => Verdict::Allowed,
+                // Held by another node: a DESCRIBE goes there (docs/scale-out.md).
+                Ok(_) => match origin.relay.holder(&stream, false).await.and_then(|h| h.rtsp) {
+                    Some(base) => Verdict::Elsewhere(base),
+                    None => Verdict::Allowed,
+                },
                 Err(Refused::Denied(_)) => Verdict::Unauthorized,
                 Err(Refused::NotFound | Refused::NotLive) => Verdict::NotFound,
                 Err(Refused::Internal) => Verdict::Unavailable,

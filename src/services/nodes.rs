@@ -33,6 +33,8 @@ pub struct Holder {
     pub node: String,
     /// The node's internal base URL (`http://10.0.0.2:8080`), no trailing slash.
     pub url: String,
+    /// Where RTSP viewers reach it (`rtsp://10.0.0.2:8554`), once it said.
+    pub rtsp: Option<String>,
 }
 
 /// What a node reports of itself at each heartbeat.
@@ -107,10 +109,11 @@ impl Nodes {
         self.db.register_node(&self.node_id, internal_url.trim_end_matches('/'), now_ms()).await
     }
 
-    /// The heartbeat; `false` when the others declared this node dead meanwhile.
-    pub async fn beat(&self, load: &Load) -> Result<bool, DbError> {
+    /// The heartbeat, with where RTSP viewers reach this node; `false` when the others
+    /// declared this node dead meanwhile.
+    pub async fn beat(&self, load: &Load, rtsp_url: Option<&str>) -> Result<bool, DbError> {
         let json = serde_json::to_string(load).unwrap_or_default();
-        self.db.node_heartbeat(&self.node_id, now_ms(), &json).await
+        self.db.node_heartbeat(&self.node_id, now_ms(), &json, rtsp_url).await
     }
 
     pub async fn stopped(&self) -> Result<(), DbError> {
@@ -143,8 +146,8 @@ impl Nodes {
             .db
             .live_holder(stream_id, self.alive_after())
             .await?
-            .filter(|(node, _)| *node != self.node_id)
-            .map(|(node, url)| Holder { node, url });
+            .filter(|(node, _, _)| *node != self.node_id)
+            .map(|(node, url, rtsp)| Holder { node, url, rtsp });
         let mut holders = self.lock();
         if holders.len() >= HOLDERS_MAX {
             holders.retain(|_, (at, _)| at.elapsed() < HOLDER_TTL);

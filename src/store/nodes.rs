@@ -9,6 +9,7 @@ use super::{Db, DbError};
 pub struct NodeRow {
     pub id: String,
     pub internal_url: String,
+    pub rtsp_url: Option<String>,
     pub started_at: i64,
     pub heartbeat_at: i64,
     /// JSON of the node's last reported load.
@@ -45,14 +46,22 @@ impl Db {
 
     /// The node's heartbeat. `false` when another node declared it dead meanwhile: its pushes
     /// were ended and its recordings taken over, so it must not go on serving them.
-    pub async fn node_heartbeat(&self, id: &str, now: i64, load: &str) -> Result<bool, DbError> {
-        let done =
-            sqlx::query("UPDATE nodes SET heartbeat_at = $2, load = $3 WHERE id = $1 AND reaped_at IS NULL")
-                .bind(id)
-                .bind(now)
-                .bind(load)
-                .execute(self.pool())
-                .await?;
+    pub async fn node_heartbeat(
+        &self,
+        id: &str,
+        now: i64,
+        load: &str,
+        rtsp_url: Option<&str>,
+    ) -> Result<bool, DbError> {
+        let done = sqlx::query(
+            "UPDATE nodes SET heartbeat_at = $2, load = $3, rtsp_url = $4 WHERE id = $1 AND reaped_at IS NULL",
+        )
+        .bind(id)
+        .bind(now)
+        .bind(load)
+        .bind(rtsp_url)
+        .execute(self.pool())
+        .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -94,7 +103,7 @@ impl Db {
     /// Every node, newest first.
     pub async fn nodes(&self) -> Result<Vec<NodeRow>, DbError> {
         sqlx::query_as(
-            "SELECT id, internal_url, started_at, heartbeat_at, load, reaped_at, reaped_by FROM nodes \
+            "SELECT id, internal_url, rtsp_url, started_at, heartbeat_at, load, reaped_at, reaped_by FROM nodes \
              ORDER BY started_at DESC, id",
         )
         .fetch_all(self.pool())
@@ -116,9 +125,9 @@ impl Db {
         &self,
         stream_id: &str,
         alive_after: i64,
-    ) -> Result<Option<(String, String)>, DbError> {
+    ) -> Result<Option<(String, String, Option<String>)>, DbError> {
         sqlx::query_as(
-            "SELECT n.id, n.internal_url FROM streams s JOIN nodes n ON n.id = s.live_node \
+            "SELECT n.id, n.internal_url, n.rtsp_url FROM streams s JOIN nodes n ON n.id = s.live_node \
              WHERE s.id = $1 AND s.status = 'live' AND n.reaped_at IS NULL AND n.heartbeat_at >= $2",
         )
         .bind(stream_id)

@@ -103,15 +103,21 @@ impl Sluice {
     /// Starts it with extra environment `env` (overriding the defaults), its log on the bench's
     /// stderr, and waits until it answers.
     pub async fn start(env: &[(&str, String)]) -> Sluice {
-        Sluice::launch(env, None).await
+        Sluice::launch(env, None, None).await
     }
 
     /// The same, its log written to `log`.
     pub async fn start_logged(env: &[(&str, String)], log: PathBuf) -> Sluice {
-        Sluice::launch(env, Some(log)).await
+        Sluice::launch(env, Some(log), None).await
     }
 
-    async fn launch(env: &[(&str, String)], log: Option<PathBuf>) -> Sluice {
+    /// Another node on the database of a first one (`env` names it): no bootstrap, the first
+    /// one's `key`.
+    pub async fn join(env: &[(&str, String)], key: &str) -> Sluice {
+        Sluice::launch(env, None, Some(key.to_string())).await
+    }
+
+    async fn launch(env: &[(&str, String)], log: Option<PathBuf>, key: Option<String>) -> Sluice {
         let dir = tempfile::tempdir().expect("tempdir");
         let (http, rtmp) = (free_port(), free_port());
         let configure = || {
@@ -125,14 +131,18 @@ impl Sluice {
             }
             cmd
         };
-        let mut boot = configure();
-        let out =
-            boot.args(["admin", "bootstrap", "--project", "bench", "--json"]).output().expect("sluice runs");
-        assert!(out.status.success(), "bootstrap: {}", String::from_utf8_lossy(&out.stderr));
-        let key = serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
-            .as_str()
-            .expect("key")
-            .to_string();
+        let key = key.unwrap_or_else(|| {
+            let mut boot = configure();
+            let out = boot
+                .args(["admin", "bootstrap", "--project", "bench", "--json"])
+                .output()
+                .expect("sluice runs");
+            assert!(out.status.success(), "bootstrap: {}", String::from_utf8_lossy(&out.stderr));
+            serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
+                .as_str()
+                .expect("key")
+                .to_string()
+        });
         let mut serve = configure();
         serve.arg("serve").stdin(Stdio::null()).stdout(Stdio::null());
         if let Some(log) = &log {

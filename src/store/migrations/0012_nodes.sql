@@ -6,6 +6,8 @@
 CREATE TABLE nodes (
     id TEXT PRIMARY KEY,
     internal_url TEXT NOT NULL,
+    -- Where RTSP viewers reach it (a DESCRIBE on another node is redirected here).
+    rtsp_url TEXT,
     started_at BIGINT NOT NULL,
     heartbeat_at BIGINT NOT NULL,
     load TEXT,
