@@ -318,3 +318,36 @@ async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
 async fn text_owned(client: Client, url: String) -> (u16, String) {
     text(&client, &url).await
 }
+
+/// The node-to-node header with anything but the service's own credential is ignored: a signed
+/// stream still needs its token, and garbage in the header does not reach the relay.
+#[tokio::test]
+async fn a_forged_node_credential_is_only_a_viewer() {
+    use crate::support::{spawn_app, Backend};
+    let t = spawn_app(Backend::Sqlite).await;
+    let resp = t.post_json_with(&t.project_url("/streams"), &t.key, &json!({"name": "signed"})).await;
+    let s: Value = resp.json().await.expect("json");
+    let id = s["_id"].as_str().expect("id").to_string();
+    let resp = t
+        .with_key(reqwest::Method::PATCH, &t.project_url(&format!("/streams/{id}/signed-playback")), &t.key)
+        .json(&json!({"enabled": true}))
+        .send()
+        .await
+        .expect("switch");
+    assert_eq!(resp.status(), 200);
+    let master = t.url(&format!("/play/live/{id}/master.m3u8"));
+    for forged in ["", "0", &"0".repeat(64), &"a".repeat(64), &"f".repeat(10_000), "Bearer x"] {
+        let resp = t
+            .client
+            .get(&master)
+            .header("x-sluice-relay", forged)
+            .header("x-sluice-client", "10.9.8.7")
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(resp.status(), 401, "forged credential {:?}", forged.get(..8));
+        assert_eq!(resp.headers().get("x-deny-reason").and_then(|v| v.to_str().ok()), Some("missing_token"));
+    }
+    // Still serving.
+    assert_eq!(t.client.get(t.url("/readyz")).send().await.expect("readyz").status(), 200);
+}
