@@ -129,6 +129,9 @@ SLUICE_KEY="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["apiKey"][
 admin_email="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["user"]["email"])' <<<"$boot")"
 admin_password="$(python3 -c 'import json,sys; print(json.load(sys.stdin)["user"]["password"])' <<<"$boot")"
 export SLUICE_KEY SLUICE_PROJECT=demo SLUICE_URL="http://127.0.0.1:$http_port"
+# The operator's bearer of /v1/admin/* (the server reads it from the environment).
+SLUICE_ADMIN_TOKEN="contract-operator-$(python3 -c 'import secrets; print(secrets.token_hex(16))')"
+export SLUICE_ADMIN_TOKEN
 
 # Development mode: the programs' webhook receivers listen on loopback. The per-key and failed-auth
 # limits are raised so that the fuzzer meets the handlers rather than 429 (which is documented,

@@ -294,7 +294,7 @@ impl App {
         let docs = service.swagger_ui();
         let (guard_app, metrics_app) = (self.clone(), self.clone());
         let allow = Arc::new(crate::api::allow::AllowTable::from_spec(&spec));
-        Route::new()
+        let api = Route::new()
             .nest("/", service)
             .nest("/v1/whip", crate::api::whip::routes(self.whip.clone()))
             .at("/v1/openapi.json", get(openapi_json).data(Arc::new(spec)))
@@ -302,7 +302,6 @@ impl App {
             .at("/healthz", get(healthz))
             .at("/readyz", get(readyz).data(self.clone()))
             .at("/metrics", get(metrics::metrics).data(self.clone()))
-            .nest("/play", crate::playback::routes().data(self.origin.clone()))
             .nest("/upload", crate::upload::routes().data(self.uploads.clone()))
             .with(CookieJarManager::new())
             .with(CatchPanic::new())
@@ -311,13 +310,22 @@ impl App {
             .around(move |ep, req| {
                 let allow = allow.clone();
                 async move {
-                    let path = req.uri().path().to_string();
+                    let uri = req.uri().clone();
                     let mut resp = ep.call(req).await?;
-                    allow.complete(&path, &mut resp);
+                    allow.complete(uri.path(), &mut resp);
                     Ok(resp)
                 }
             })
-            .around(move |ep, req| guard(guard_app.clone(), ep, req))
+            .around(move |ep, req| guard(guard_app.clone(), ep, req));
+        // Playback takes none of the API's layers (cookies, CSRF, the Allow table): a playlist
+        // reload costs what its handler costs.
+        let play = crate::playback::routes()
+            .data(self.origin.clone())
+            .with(CatchPanic::new())
+            .catch_all_error(|err| async move { to_json_error(err) });
+        Route::new()
+            .nest("/play", play)
+            .nest("/", api)
             .around(move |ep, req| observe(metrics_app.clone(), ep, req))
     }
 
@@ -546,17 +554,17 @@ async fn observe<E: Endpoint<Output = Response>>(
     if let Some(ip) = ip {
         req.extensions_mut().insert(ClientIp(ip));
     }
-    let method = req.method().to_string();
-    let path = req.uri().path().to_string();
+    // Both reference-counted: no copy of the path per request.
+    let (method, uri) = (req.method().clone(), req.uri().clone());
     let resp = ep.call(req).await?;
-    let status = resp.status().as_u16();
+    let status = resp.status();
     let seconds = started.elapsed().as_secs_f64();
-    app.metrics.observe(&method, &path, status, seconds);
+    app.metrics.observe(method.as_str(), uri.path(), status.as_str(), seconds);
     tracing::debug!(
         client_ip = %ip.map(|ip| ip.to_string()).unwrap_or_default(),
         %method,
-        route = %crate::metrics::route_of(&path),
-        status,
+        route = %crate::metrics::route_of(uri.path()),
+        status = status.as_u16(),
         ms = (seconds * 1000.0).round() as u64,
         "request"
     );

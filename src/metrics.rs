@@ -27,9 +27,9 @@ impl Metrics {
         Metrics { registry, requests, latency }
     }
 
-    pub fn observe(&self, method: &str, path: &str, status: u16, seconds: f64) {
+    pub fn observe(&self, method: &str, path: &str, status: &str, seconds: f64) {
         let route = route_of(path);
-        self.requests.with_label_values(&[method, &route, &status.to_string()]).inc();
+        self.requests.with_label_values(&[method, &route, status]).inc();
         self.latency.with_label_values(&[method, &route]).observe(seconds);
     }
 

@@ -13,14 +13,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use poem::http::{header, HeaderMap, Method, StatusCode};
+use bytes::Bytes;
+use poem::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use poem::web::{Data, Path};
 use poem::{get, handler, patch, post, Body, IntoResponse, Request, Response, Route};
 
 use super::relay::Kind;
-use super::rewrite::sign_playlist;
+use super::rewrite::{sign_playlist, sign_rendered};
 use super::{authorize, is_relayed, Grant, Origin, Resource};
-use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery};
+use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery, Rendered};
 use crate::services::nodes::Holder;
 
 pub(super) const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
@@ -123,12 +124,11 @@ async fn relayed(
     match kind {
         Kind::Media => ranged(req.headers(), req.method(), answer.body, "video/mp4", MEDIA_CACHE),
         Kind::Playlist | Kind::Blocking => {
-            let text = String::from_utf8_lossy(&answer.body).into_owned();
-            playlist(
-                text,
-                if matches!(kind, Kind::Blocking) { BLOCKING_CACHE } else { PLAYLIST_CACHE },
-                grant,
-            )
+            let cache = if matches!(kind, Kind::Blocking) { BLOCKING_CACHE } else { PLAYLIST_CACHE };
+            match grant.child_token {
+                None => playlist_response(answer.body, cache, grant),
+                Some(_) => playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant),
+            }
         }
     }
 }
@@ -144,16 +144,31 @@ pub(super) fn status(code: StatusCode, text: &'static str) -> Response {
 
 /// A playlist; with a session token, every URI it lists carries the token and no shared cache
 /// keeps it (it names one viewer's session).
-pub(super) fn playlist(text: String, cache: &str, grant: &Grant) -> Response {
-    let (text, cache) = match &grant.child_token {
-        Some(token) => (sign_playlist(&text, token), SIGNED_PLAYLIST_CACHE),
-        None => (text, cache),
+pub(super) fn playlist(text: String, cache: &'static str, grant: &Grant) -> Response {
+    let text = match &grant.child_token {
+        Some(token) => sign_playlist(&text, token),
+        None => text,
     };
+    playlist_response(Bytes::from(text), cache, grant)
+}
+
+/// A live media playlist as the channel rendered it for its current version: shared as it is,
+/// or with a session token spliced in after each URI.
+fn rendered_playlist(r: Rendered, cache: &'static str, grant: &Grant) -> Response {
+    let body = match &grant.child_token {
+        Some(token) => Bytes::from(sign_rendered(&r.text, &r.uri_ends, token)),
+        None => r.text,
+    };
+    playlist_response(body, cache, grant)
+}
+
+fn playlist_response(body: Bytes, cache: &'static str, grant: &Grant) -> Response {
+    let cache = if grant.child_token.is_some() { SIGNED_PLAYLIST_CACHE } else { cache };
     Response::builder()
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-        .header(header::CACHE_CONTROL, cache)
-        .content_type(PLAYLIST_TYPE)
-        .body(text)
+        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"))
+        .header(header::CACHE_CONTROL, HeaderValue::from_static(cache))
+        .header(header::CONTENT_TYPE, HeaderValue::from_static(PLAYLIST_TYPE))
+        .body(body)
 }
 
 #[handler]
@@ -208,9 +223,13 @@ async fn media(
             Err(e) => return status(StatusCode::BAD_REQUEST, e),
         };
         return match c.playlist(&rendition, q, hold).await {
-            Ok(Some(text)) => {
-                app.per_stream.served(&id, text.len());
-                playlist(text, if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE }, &grant)
+            Ok(Some(rendered)) => {
+                app.per_stream.served(&id, rendered.text.len());
+                rendered_playlist(
+                    rendered,
+                    if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE },
+                    &grant,
+                )
             }
             Ok(None) => status(StatusCode::SERVICE_UNAVAILABLE, "the requested part did not arrive in time"),
             Err(Miss::TooFarAhead) => {

@@ -152,7 +152,8 @@ impl Relay {
         }
         if entries.len() >= MAX_ENTRIES || self.kept_bytes(&entries) > MAX_BYTES {
             entries.retain(|_, e| e.fresh());
-            if entries.len() >= MAX_ENTRIES {
+            if entries.len() >= MAX_ENTRIES || self.kept_bytes(&entries) > MAX_BYTES {
+                // Still too much: everything goes (requests in flight keep their own entry).
                 entries.clear();
             }
         }
@@ -162,10 +163,7 @@ impl Relay {
     }
 
     fn kept_bytes(&self, entries: &HashMap<String, Arc<Entry>>) -> usize {
-        // Counted only when the map is large: a few thousand lengths, no IO.
-        if entries.len() < 256 {
-            return 0;
-        }
+        // At most a few thousand lengths, read in memory: no IO under the lock.
         entries.values().filter_map(|e| e.answer.get()).map(|a| a.body.len()).sum()
     }
 

@@ -2,6 +2,8 @@
 //! `EXT-X-PART`, `EXT-X-PRELOAD-HINT`, `EXT-X-RENDITION-REPORT`, `EXT-X-KEY`, `EXT-X-MEDIA` —
 //! gets the session's `token` (CONTRACT: the origin rewrites child URIs).
 
+use crate::media::hls::uris;
+
 /// Appends `uri` with `token=<token>` added to its query.
 fn push_with_token(out: &mut String, uri: &str, token: &str) {
     out.push_str(uri);
@@ -18,28 +20,14 @@ pub fn with_token(url: &str, token: &str) -> String {
 
 /// `text` with every URI carrying `token`.
 pub fn sign_playlist(text: &str, token: &str) -> String {
-    let uris = text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).count()
-        + text.matches("URI=\"").count();
-    let mut out = String::with_capacity(text.len() + uris * (token.len() + 7));
-    for line in text.lines() {
-        if line.is_empty() {
-        } else if !line.starts_with('#') {
-            push_with_token(&mut out, line, token);
-        } else {
-            // Tag attributes: every `URI="…"` (quoted strings hold no quotes, RFC 8216bis 4.2).
-            let mut rest = line;
-            while let Some(at) = rest.find("URI=\"") {
-                let start = at + 5;
-                let Some(len) = rest[start..].find('"') else { break };
-                out.push_str(&rest[..start]);
-                push_with_token(&mut out, &rest[start..start + len], token);
-                rest = &rest[start + len..];
-            }
-            out.push_str(rest);
-        }
-        out.push('\n');
-    }
-    out
+    let spliced = uris::splice(text.as_bytes(), &uris::ends(text), token);
+    // Only ASCII was inserted after whole URIs: still UTF-8.
+    String::from_utf8(spliced).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// A rendered playlist with its URI ends (computed once per version) signed for `token`.
+pub fn sign_rendered(text: &[u8], ends: &[uris::UriEnd], token: &str) -> Vec<u8> {
+    uris::splice(text, ends, token)
 }
 
 #[cfg(test)]

@@ -324,3 +324,44 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     let body: Value = status.json().await.expect("json");
     assert_eq!(body["status"], "idle");
 }
+
+/// A player opened the moment the master playlist exists finds every media playlist it lists
+/// holding a whole segment, and hls.js (low-latency mode, ABR on) reports no `levelEmptyError`
+/// (issue: "media playlists are offered before they hold a segment").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_player_opened_as_the_master_appears_finds_no_empty_playlist() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let resp = t
+        .post_json_with(&t.project_url("/streams"), &t.key, &json!({"name": "fresh", "qualities": ["240p"]}))
+        .await;
+    let stream: Value = resp.json().await.expect("json");
+    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let _pusher = push(stream["ingestUrl"].as_str().expect("ingestUrl"));
+    let master = eventually("the master playlist", Duration::from_secs(30), || async {
+        let (status, text) = get_text(&t, &master_url).await;
+        (status == 200).then_some(text)
+    })
+    .await;
+    let player = Player::start(&master_url).await;
+    let base = master_url.trim_end_matches("master.m3u8").to_string();
+    let uris: Vec<&str> = master
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .chain(master.lines().filter_map(|l| attr(l, "URI")))
+        .collect();
+    assert_eq!(uris.len(), 3, "240p, source and audio: {master}");
+    for uri in uris {
+        let (status, text) = get_text(&t, &format!("{base}{uri}")).await;
+        assert_eq!(status, 200, "{uri}");
+        assert!(
+            text.contains("#EXTINF:"),
+            "{uri} lists a whole segment as soon as the master exists:\n{text}"
+        );
+    }
+    let reports = player.wait_until("hls.js plays 4 s", Duration::from_secs(60), |r| played(r) >= 4.0).await;
+    let empty: Vec<&String> =
+        reports.iter().flat_map(|r| r.errors.iter()).filter(|e| e.contains("levelEmptyError")).collect();
+    assert!(empty.is_empty(), "hls.js: {empty:?}");
+    let last = reports.last().expect("a report");
+    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+}

@@ -5,6 +5,7 @@
 
 pub mod master;
 pub mod tags;
+pub mod uris;
 
 #[cfg(test)]
 mod golden;

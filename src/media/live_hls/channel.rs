@@ -123,6 +123,33 @@ struct Rendition {
     peak_bps: f64,
     /// The rendition's media lags the wall clock by more than two segments (said once).
     behind: bool,
+    /// The media playlist as last rendered (without and with `_HLS_skip`): every request for
+    /// the same version of the channel shares it.
+    rendered: [Option<Rendered>; 2],
+}
+
+/// A media playlist rendered once for a version of its channel, with where its URIs end (a
+/// signed session's token is spliced in there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    version: u64,
+    pub text: Bytes,
+    pub uri_ends: Arc<[crate::media::hls::uris::UriEnd]>,
+}
+
+impl Rendered {
+    pub fn new(version: u64, text: String) -> Rendered {
+        let uri_ends = crate::media::hls::uris::ends(&text).into();
+        Rendered { version, text: Bytes::from(text), uri_ends }
+    }
+}
+
+impl std::ops::Deref for Rendered {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        std::str::from_utf8(&self.text).unwrap_or_default()
+    }
 }
 
 impl Rendition {
@@ -278,6 +305,7 @@ impl Channel {
             pending: BTreeSet::new(),
             peak_bps: 0.0,
             behind: false,
+            rendered: [None, None],
         });
         r.kind = kind;
         if r.playlist.last_part().is_none() {

@@ -394,7 +394,15 @@ fn take_output(
     out.channel.feed(
         out.generation,
         name,
-        Chunk::Part { starts_segment, independent: starts_segment, duration, pdt, data: Bytes::from(data) },
+        // Every AAC frame decodes on its own: each audio part is independent (RFC 8216bis
+        // 4.4.4.9), so a player joining or switching mid-segment need not go back for audio.
+        Chunk::Part {
+            starts_segment,
+            independent: starts_segment || name == ladder::AUDIO,
+            duration,
+            pdt,
+            data: Bytes::from(data),
+        },
     );
 }
 

@@ -276,14 +276,16 @@ impl MediaPlaylist {
         let _ = writeln!(out, "#EXTM3U");
         let _ = writeln!(out, "#EXT-X-VERSION:9");
         let _ = writeln!(out, "#EXT-X-TARGETDURATION:{}", c.target_duration);
+        // Rounded up at the precision parts are written with, so no part exceeds it as written.
+        let part_target = (c.part_target * 1e5).ceil() / 1e5;
+        // At least three times the PART-TARGET as written (Apple's LL-HLS rules check the
+        // written figures): rounded up, not to nearest.
+        let hold_back = (PART_HOLD_BACK_PARTS * part_target * 1e3).ceil() / 1e3;
         let _ = writeln!(
             out,
-            "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK={:.3},CAN-SKIP-UNTIL={:.1}",
-            PART_HOLD_BACK_PARTS * c.part_target,
-            can_skip_until
+            "#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK={hold_back:.3},CAN-SKIP-UNTIL={can_skip_until:.1}"
         );
-        // Rounded up at the precision parts are written with, so no part exceeds it as written.
-        let _ = writeln!(out, "#EXT-X-PART-INF:PART-TARGET={:.5}", (c.part_target * 1e5).ceil() / 1e5);
+        let _ = writeln!(out, "#EXT-X-PART-INF:PART-TARGET={part_target:.5}");
         let _ = writeln!(out, "#EXT-X-MEDIA-SEQUENCE:{}", self.media_sequence());
         if self.discontinuity_sequence > 0 {
             let _ = writeln!(out, "#EXT-X-DISCONTINUITY-SEQUENCE:{}", self.discontinuity_sequence);

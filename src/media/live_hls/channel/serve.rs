@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Channel, Kind, Miss, PlaylistQuery, Rendition};
+use super::{Channel, Kind, Miss, PlaylistQuery, Rendered};
 use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::media::live_hls::ladder;
 use crate::media::live_hls::playlist::{RenditionReport, Wait};
 
 impl Channel {
-    /// The master playlist, once every rendition has published media and knows its codec.
+    /// The master playlist, once every rendition holds a complete segment and knows its codec:
+    /// a media playlist it lists is never empty (hls.js's `levelEmptyError`), and the bandwidth
+    /// it gives is measured on whole segments.
     pub fn master(&self) -> Option<String> {
         let s = self.lock();
         let mut variants = Vec::new();
@@ -22,7 +24,7 @@ impl Channel {
             if r.playlist.is_ended() && !s.ended {
                 continue;
             }
-            r.playlist.last_part()?;
+            r.playlist.segments().next()?;
             let codec = r.codec.clone()?;
             match r.kind {
                 Kind::Audio { channels } => {
@@ -31,7 +33,7 @@ impl Channel {
                 }
                 Kind::Video { width, height, kbps, frame_rate } => {
                     let configured = kbps.map_or(0.0, |k| f64::from(k) * 1000.0 * 1.1);
-                    let bandwidth = configured.max(r.peak_bps).max(current_bps(r)).round() as u64;
+                    let bandwidth = configured.max(r.peak_bps).round() as u64;
                     variants.push(Variant {
                         uri: format!("{}/{name}/index.m3u8", self.session),
                         bandwidth,
@@ -43,16 +45,13 @@ impl Channel {
                 }
             }
         }
-        // Audio caps come with the first packets; until a segment is complete, a master
-        // without audio may just be early.
-        let segment_done = s.renditions.values().any(|r| r.playlist.segments().next().is_some());
-        if variants.is_empty() || audio.is_none() && !segment_done {
+        if variants.is_empty() {
             return None;
         }
         let audio_bps = s
             .renditions
             .get(ladder::AUDIO)
-            .map(|r| r.peak_bps.max(current_bps(r)))
+            .map(|r| r.peak_bps)
             .filter(|_| audio.is_some())
             .map_or(0, |bps| (bps.max(ladder::AUDIO_KBPS_GUESS as f64 * 1000.0)).round() as u64);
         for v in &mut variants {
@@ -61,18 +60,30 @@ impl Channel {
         Some(render_master(&variants, audio.as_ref()))
     }
 
-    /// A media playlist, now, or `None` when the request must wait (blocking reload).
-    fn try_playlist(&self, name: &str, q: PlaylistQuery) -> Result<Option<String>, Miss> {
-        let s = self.lock();
-        let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
-        if r.playlist.last_part().is_none() && !r.playlist.is_ended() {
-            return Ok(None);
-        }
-        if let Some(msn) = q.msn {
-            match r.playlist.wait_for(msn, q.part) {
-                Wait::Ready => {}
-                Wait::Hold => return Ok(None),
-                Wait::TooFarAhead => return Err(Miss::TooFarAhead),
+    /// A media playlist, now, or `None` when the request must wait (blocking reload). Rendered
+    /// once per version of the channel: a reload between two changes shares the same bytes.
+    fn try_playlist(&self, name: &str, q: PlaylistQuery) -> Result<Option<Rendered>, Miss> {
+        let mut s = self.lock();
+        // Read under the state lock: a change bumps the version after releasing it, so a
+        // rendering kept under an older version is only ever rendered again, never served stale.
+        let version = *self.version.borrow();
+        let slot = usize::from(q.skip);
+        {
+            let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
+            // Held until it lists a complete segment: players treat a playlist of parts only as
+            // empty (hls.js: `levelEmptyError`).
+            if r.playlist.segments().next().is_none() && !r.playlist.is_ended() {
+                return Ok(None);
+            }
+            if let Some(msn) = q.msn {
+                match r.playlist.wait_for(msn, q.part) {
+                    Wait::Ready => {}
+                    Wait::Hold => return Ok(None),
+                    Wait::TooFarAhead => return Err(Miss::TooFarAhead),
+                }
+            }
+            if let Some(hit) = r.rendered[slot].as_ref().filter(|c| c.version == version) {
+                return Ok(Some(hit.clone()));
             }
         }
         let reports: Vec<RenditionReport> = s
@@ -81,7 +92,10 @@ impl Channel {
             .filter(|(other, _)| other.as_str() != name)
             .filter_map(|(other, o)| o.playlist.report(&format!("../{other}/index.m3u8")))
             .collect();
-        Ok(Some(r.playlist.render(q.skip, &reports)))
+        let r = s.renditions.get_mut(name).ok_or(Miss::NotFound)?;
+        let rendered = Rendered::new(version, r.playlist.render(q.skip, &reports));
+        r.rendered[slot] = Some(rendered.clone());
+        Ok(Some(rendered))
     }
 
     /// A media playlist; a blocking request (`_HLS_msn`/`_HLS_part`) waits until the playlist
@@ -92,7 +106,7 @@ impl Channel {
         name: &str,
         q: PlaylistQuery,
         timeout: Duration,
-    ) -> Result<Option<String>, Miss> {
+    ) -> Result<Option<Rendered>, Miss> {
         self.wait(timeout, || self.try_playlist(name, q)).await
     }
 
@@ -168,15 +182,6 @@ impl Channel {
             }
         }
     }
-}
-
-/// Bits per second of the open segment so far (before any segment is complete).
-fn current_bps(r: &Rendition) -> f64 {
-    let duration: f64 = r.playlist.open_parts().iter().map(|p| p.duration).sum();
-    if duration < 0.5 {
-        return 0.0;
-    }
-    r.open.iter().map(Bytes::len).sum::<usize>() as f64 * 8.0 / duration
 }
 
 /// `<prefix><number><suffix>` → number.

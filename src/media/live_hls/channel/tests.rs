@@ -134,11 +134,13 @@ async fn the_master_waits_for_every_rendition_and_lists_audio() {
     let c = Channel::new(config());
     c.add_rendition(0, "360p", video(), TIMING);
     c.add_rendition(0, ladder::AUDIO, Kind::Audio { channels: 2 }, TIMING);
-    feed(&c, 0, "360p", 1);
+    feed(&c, 0, "360p", 2);
     c.set_codec(0, "360p", "avc1.64001e".into());
     assert_eq!(c.master(), None, "audio has no media yet");
     feed(&c, 0, ladder::AUDIO, 1);
     c.set_codec(0, ladder::AUDIO, "mp4a.40.2".into());
+    assert_eq!(c.master(), None, "audio's first segment is still open: its playlist would be empty");
+    feed(&c, 0, ladder::AUDIO, 1);
     let master = c.master().unwrap();
     assert!(master.contains(&format!("\n{}/360p/index.m3u8\n", c.session)), "{master}");
     assert!(master.contains("RESOLUTION=640x360,CODECS=\"avc1.64001e,mp4a.40.2\""), "{master}");
@@ -228,10 +230,14 @@ async fn blocked_readers_wake_promptly_while_dvr_segments_are_written_slowly() {
     let dvr = ChannelConfig { dvr: Some((600.0, dir.path().to_path_buf())), ..config() };
     let c = Channel::with_sink(dvr, disk.clone());
     c.add_rendition(0, "360p", video(), TIMING);
+    // The first segment, whole: until one is complete, every request waits for it.
     c.feed(0, "360p", part(true, 0));
+    for n in 1..PARTS {
+        c.feed(0, "360p", part(false, n as u8));
+    }
     let mut rounds: Vec<Vec<Duration>> = Vec::new();
     let mut writing = 0;
-    for n in 1..SEGMENTS * PARTS {
+    for n in PARTS..SEGMENTS * PARTS {
         let (msn, p) = (n / PARTS, n % PARTS);
         let q = PlaylistQuery { msn: Some(msn), part: Some(p), skip: false };
         let readers: Vec<_> = (0..READERS)
@@ -349,4 +355,30 @@ async fn a_stuck_disk_costs_dvr_segments_never_the_media_thread_nor_unbounded_me
         assert!(std::time::Instant::now() < deadline, "the writer never caught up: {:?}", c.held("360p"));
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// A playlist is rendered once per version of its channel: reloads between two changes share
+/// the same bytes (and URI offsets for signed sessions); a change renders it again.
+#[tokio::test]
+async fn a_playlist_is_rendered_once_per_version() {
+    let c = Channel::new(config());
+    c.add_rendition(0, "360p", video(), TIMING);
+    feed(&c, 0, "360p", 2);
+    let t = Duration::from_millis(10);
+    let plain = PlaylistQuery::default();
+    let skip = PlaylistQuery { skip: true, ..plain };
+    let a = c.playlist("360p", plain, t).await.unwrap().unwrap();
+    let b = c.playlist("360p", plain, t).await.unwrap().unwrap();
+    assert_eq!(a.text.as_ptr(), b.text.as_ptr(), "the same bytes, not a second rendering");
+    assert_eq!(&a.uri_ends[..], &crate::media::hls::uris::ends(&a)[..], "the URI ends of that text");
+    let signed = String::from_utf8(crate::media::hls::uris::splice(&a.text, &a.uri_ends, "T")).unwrap();
+    assert_eq!(signed.matches("?token=T").count(), a.uri_ends.len());
+    assert!(signed.contains("URI=\"p1.m4s?token=T\""), "{signed}");
+    let s = c.playlist("360p", skip, t).await.unwrap().unwrap();
+    assert_ne!(s.text.as_ptr(), a.text.as_ptr(), "a delta update is its own rendering");
+    c.feed(0, "360p", part(false, 99));
+    let d = c.playlist("360p", plain, t).await.unwrap().unwrap();
+    assert_ne!(d.text.as_ptr(), a.text.as_ptr(), "a change renders it again");
+    let parts = |text: &str| text.matches("#EXT-X-PART:").count();
+    assert_eq!(parts(&d), parts(&a) + 1, "the new part is listed: {d:?}");
 }

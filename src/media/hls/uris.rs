@@ -1,0 +1,70 @@
+//! Where a playlist's URIs end: the places a signed session's `token` goes (every URI line and
+//! every `URI="…"` attribute, RFC 8216bis 4.2: quoted strings hold no quotes). Computed once per
+//! rendered playlist, so that signing a playlist for each viewer is a splice, not a parse.
+
+/// One URI of a playlist: the byte offset just past it, and whether it has a query already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UriEnd {
+    pub at: usize,
+    pub has_query: bool,
+}
+
+/// Every URI end of `text`, in order.
+pub fn ends(text: &str) -> Vec<UriEnd> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches(['\n', '\r']);
+        if body.is_empty() {
+        } else if !body.starts_with('#') {
+            out.push(UriEnd { at: start + body.len(), has_query: body.contains('?') });
+        } else {
+            let mut from = 0;
+            while let Some(at) = body[from..].find("URI=\"") {
+                let uri_start = from + at + 5;
+                let Some(len) = body[uri_start..].find('"') else { break };
+                let uri = &body[uri_start..uri_start + len];
+                out.push(UriEnd { at: start + uri_start + len, has_query: uri.contains('?') });
+                from = uri_start + len;
+            }
+        }
+        start += line.len();
+    }
+    out
+}
+
+/// `text` with `token=<token>` added to every URI at `ends` (from [`ends`] of the same text):
+/// one exact-size allocation and a copy per URI.
+pub fn splice(text: &[u8], ends: &[UriEnd], token: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + ends.len() * (token.len() + 7));
+    let mut from = 0;
+    for e in ends {
+        let Some(chunk) = text.get(from..e.at) else { break };
+        out.extend_from_slice(chunk);
+        out.extend_from_slice(if e.has_query { b"&token=" } else { b"?token=" });
+        out.extend_from_slice(token.as_bytes());
+        from = e.at;
+    }
+    out.extend_from_slice(text.get(from..).unwrap_or_default());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splices_after_every_uri() {
+        let text = "#EXTM3U\n#EXT-X-MAP:URI=\"init0.mp4\"\n#EXTINF:2.0,\ns0.m4s\n\
+                    #EXT-X-STREAM-INF:BANDWIDTH=1\n720p/index.m3u8?x=1\n";
+        let e = ends(text);
+        assert_eq!(e.len(), 3);
+        let signed = String::from_utf8(splice(text.as_bytes(), &e, "T")).unwrap();
+        assert_eq!(
+            signed,
+            "#EXTM3U\n#EXT-X-MAP:URI=\"init0.mp4?token=T\"\n#EXTINF:2.0,\ns0.m4s?token=T\n\
+             #EXT-X-STREAM-INF:BANDWIDTH=1\n720p/index.m3u8?x=1&token=T\n"
+        );
+        assert_eq!(splice(b"no uris\n", &[], "T"), b"no uris\n");
+    }
+}
