@@ -95,7 +95,7 @@ impl App {
         let settings = Arc::new(settings);
         let storage = Storage::open(&settings.storage_url)?;
         let db = Db::connect(&settings.database_url).await?;
-        let node_id = node_id(&settings.data_dir)?;
+        let node_id = cluster::node_id(&settings.data_dir)?;
         let master_key = master_key(&settings)?;
         let sealed =
             db.seal_legacy_secrets(&master_key).await.context("sealing secrets kept in the clear")?;
@@ -460,20 +460,6 @@ impl App {
             }
         });
     }
-}
-
-/// A stable identity for this process's data dir, created on first start.
-fn node_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
-    let path = data_dir.join("node-id");
-    if let Ok(id) = std::fs::read_to_string(&path) {
-        let id = id.trim().to_string();
-        if !id.is_empty() {
-            return Ok(id);
-        }
-    }
-    let id = crate::domain::new_id();
-    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
-    Ok(id)
 }
 
 /// Creates the data dir, readable by its owner only: it holds the database, the master key and

@@ -10,6 +10,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use super::App;
 use crate::config::Settings;
 use crate::domain::content_key::MasterKey;
@@ -40,6 +42,20 @@ pub(super) fn relay(
         None => None,
     };
     Ok(Arc::new(Relay::new(nodes, cert.as_deref())?))
+}
+
+/// A stable identity for this process's data dir, created on first start.
+pub(super) fn node_id(data_dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = data_dir.join("node-id");
+    if let Ok(id) = std::fs::read_to_string(&path) {
+        let id = id.trim().to_string();
+        if !id.is_empty() {
+            return Ok(id);
+        }
+    }
+    let id = crate::domain::new_id();
+    std::fs::write(&path, &id).with_context(|| format!("writing {}", path.display()))?;
+    Ok(id)
 }
 
 /// The internal URL of this node: `SLUICE_INTERNAL_URL`, or the bound HTTP port on loopback.
