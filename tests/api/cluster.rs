@@ -295,6 +295,18 @@ async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
         .clone();
     assert_eq!(a_row["alive"], false, "{a_row}");
     assert!(a_row["takenOverBy"].is_string(), "a survivor took A over: {a_row}");
+    // The same from the command line, off the database.
+    let out =
+        b.command(&db, &storage).args(["admin", "nodes", "--json"]).output().expect("sluice admin nodes");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let alive: Vec<&Value> =
+        listed["nodes"].as_array().expect("nodes").iter().filter(|n| n["alive"] == true).collect();
+    assert_eq!(alive.len(), 2, "B and C: {listed}");
+    let human = b.command(&db, &storage).args(["admin", "nodes"]).output().expect("sluice admin nodes");
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert_eq!(text.matches("alive").count(), 2, "{text}");
+    assert!(text.contains("gone") && text.contains(&format!("http://127.0.0.1:{}", a.http)), "{text}");
 
     // The publisher comes back on C and plays through B.
     let ingest_c = ingest.replace(&format!(":{}/", a.rtmp), &format!(":{}/", c.rtmp));
