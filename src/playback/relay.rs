@@ -25,6 +25,9 @@ const MAX_ENTRIES: usize = 4096;
 const MAX_BYTES: usize = 256 << 20;
 /// The largest body relayed (a segment of the top rung at a few seconds).
 const MAX_BODY: usize = 32 << 20;
+/// Upstream requests in flight at once; beyond, a relayed request is answered 503 at once (a
+/// flood of distinct URLs cannot open unbounded connections to the holding nodes).
+const MAX_IN_FLIGHT: usize = 256;
 
 /// What the holding node answered.
 #[derive(Debug, Clone)]
@@ -85,6 +88,7 @@ pub struct Relay {
     pub nodes: Arc<Nodes>,
     client: reqwest::Client,
     entries: Mutex<HashMap<String, Arc<Entry>>>,
+    in_flight: tokio::sync::Semaphore,
     /// Upstream requests made, and requests answered through the relay.
     pub fetches: AtomicU64,
     pub served: AtomicU64,
@@ -108,6 +112,7 @@ impl Relay {
             nodes,
             client: builder.build()?,
             entries: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(MAX_IN_FLIGHT),
             fetches: AtomicU64::new(0),
             served: AtomicU64::new(0),
         })
@@ -172,6 +177,9 @@ impl Relay {
     }
 
     async fn fetch(&self, url: &str, wait: Duration) -> Relayed {
+        let Ok(_permit) = self.in_flight.try_acquire() else {
+            return Relayed::failed(503, "too many relayed requests in flight; retry");
+        };
         self.fetches.fetch_add(1, Ordering::Relaxed);
         let request = self
             .client

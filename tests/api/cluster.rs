@@ -226,6 +226,19 @@ async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
     let fetched = b.metric(&client, "sluice_relay_fetches_total").await.expect("relay metric") - before;
     assert!(fetched <= 2, "30 blocked viewers on B cost A {fetched} requests");
 
+    // A flood of made-up part names through B: each is refused (404 from A, or 503 once 256
+    // relayed requests are in flight), and B still relays the stream.
+    let floods: Vec<_> = (0..600)
+        .map(|i| {
+            tokio::spawn(text_owned(client.clone(), playlist_b.replace("index.m3u8", &format!("x{i}.m4s"))))
+        })
+        .collect();
+    for f in floods {
+        let status = f.await.expect("flood").0;
+        assert!(status == 404 || status == 503, "a made-up part: {status}");
+    }
+    blocking_reload(&client, &playlist_b).await;
+
     // WHEP through B: the offer is relayed to A, whose media the viewer decodes.
     let whep_b = b.on_me(s["playbackUrls"]["webrtc"].as_str().expect("whep"), &a);
     let viewer = WhepViewer::play(&whep_b).await;
