@@ -118,11 +118,18 @@ async fn media_playlist(client: &Client, master: &str) -> String {
     .await
 }
 
-/// A blocking reload through `playlist` for the part after the last one listed: answered with
-/// that part, after waiting for it. Returns how long it was held.
+/// A blocking reload through `playlist` for the part after the last one listed in a plain
+/// reload of it (see [`blocking_reload_after`]).
 async fn blocking_reload(client: &Client, playlist: &str) -> Duration {
     let (_, body) = text(client, playlist).await;
-    let (msn, index, _) = last_part(&body);
+    blocking_reload_after(client, playlist, &body).await.0
+}
+
+/// A blocking reload through `playlist` for the part after the last one `body` (an earlier
+/// answer) lists, as an LL-HLS player asks: answered with that part, after waiting for it, and
+/// the part fetched. Returns how long it was held and the answer.
+async fn blocking_reload_after(client: &Client, playlist: &str, body: &str) -> (Duration, String) {
+    let (msn, index, _) = last_part(body);
     let asked = Instant::now();
     let (status, blocked) = text(client, &format!("{playlist}?_HLS_msn={msn}&_HLS_part={}", index + 1)).await;
     let held = asked.elapsed();
@@ -132,7 +139,7 @@ async fn blocking_reload(client: &Client, playlist: &str) -> Duration {
     let part = client.get(playlist.replace("index.m3u8", &uri)).send().await.expect("part");
     assert_eq!(part.status(), 200, "the part itself, relayed");
     assert!(!part.bytes().await.expect("part bytes").is_empty());
-    held
+    (held, blocked)
 }
 
 fn events_for(rx: &Receiver, id: &str) -> Vec<String> {
@@ -201,11 +208,15 @@ async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
         streams.iter().any(|c| c == "h264") && streams.iter().any(|c| c == "aac"),
         "through B: {streams:?}"
     );
-    // Held until the part exists (a part that appeared between the two requests is answered at
+    // Held until the part exists: five in a row, each asking for the part after the one the
+    // previous answer listed, as a player does (a part that appeared meanwhile is answered at
     // once: of five, at least one must have waited).
     let mut holds = Vec::new();
+    let (_, mut body) = text(&client, &playlist_b).await;
     for _ in 0..5 {
-        holds.push(blocking_reload(&client, &playlist_b).await);
+        let (held, answer) = blocking_reload_after(&client, &playlist_b, &body).await;
+        holds.push(held);
+        body = answer;
     }
     println!("blocking reloads through B held {holds:?}");
     assert!(
