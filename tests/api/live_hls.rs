@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::support::player::{played, Player};
+use crate::support::player::{played, Player, Report};
 use crate::support::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
 
 /// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 333: ten frames).
@@ -364,4 +364,85 @@ async fn a_player_opened_as_the_master_appears_finds_no_empty_playlist() {
     assert!(empty.is_empty(), "hls.js: {empty:?}");
     let last = reports.last().expect("a report");
     assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+}
+
+/// hls.js in low-latency mode with ABR on, starting on the lowest rung, switches up mid-play
+/// without a stall (issue 20): every part of a transcoded rung starts with a
+/// keyframe and says `INDEPENDENT=YES`, so hls.js starts the new rung at the part at its buffer's
+/// end, not at the segment's start behind what it already plays (docs/live-hls.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hls_js_switches_up_from_the_lowest_rung_without_a_stall() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let body = json!({"name": "switch", "qualities": ["360p", "240p"]});
+    let stream: Value =
+        t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
+    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let _pusher = push(stream["ingestUrl"].as_str().expect("ingestUrl"));
+    let master = eventually("the master playlist", Duration::from_secs(30), || async {
+        let (status, text) = get_text(&t, &master_url).await;
+        (status == 200).then_some(text)
+    })
+    .await;
+
+    // The packager: every part of a transcoded rung is independent.
+    let base = master_url.trim_end_matches("master.m3u8").to_string();
+    for rung in ["240p", "360p"] {
+        let uri = master.lines().find(|l| l.ends_with(&format!("{rung}/index.m3u8"))).expect("the rung");
+        let playlist = eventually("two segments of parts", Duration::from_secs(20), || async {
+            let (_, text) = get_text(&t, &format!("{base}{uri}")).await;
+            (text.matches("#EXTINF:").count() >= 2).then_some(text)
+        })
+        .await;
+        let parts: Vec<&str> = playlist.lines().filter(|l| l.starts_with("#EXT-X-PART:")).collect();
+        assert!(parts.len() >= 6, "{rung}: {playlist}");
+        let dependent: Vec<&&str> = parts.iter().filter(|p| !p.ends_with(",INDEPENDENT=YES")).collect();
+        assert!(dependent.is_empty(), "{rung}: parts without a keyframe: {dependent:?}");
+    }
+
+    // Kept on 240p for 4 s of play (hls.js's own first up-switch came about then in the runs
+    // the issue describes), catching up to its target latency meanwhile.
+    let player = Player::start_lowest(&master_url, 4.0, 360).await;
+    let height = |r: &Report| usize::try_from(r.level).ok().and_then(|l| r.levels.get(l)).map(|l| l.height);
+    let reports = player
+        .wait_until("hls.js on the 360p rung, 6 s after it switched up", Duration::from_secs(90), |rs| {
+            let switched = rs.iter().find(|r| height(r) == Some(360));
+            matches!((switched, rs.last()), (Some(s), Some(l)) if l.current_time - s.current_time >= 6.0)
+        })
+        .await;
+    assert_eq!(
+        reports.iter().find_map(height),
+        Some(240),
+        "hls.js starts on the lowest rung: {:?}",
+        reports.last().map(|r| &r.events)
+    );
+    let last = reports.last().expect("a report");
+    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+    let events = &last.events;
+    let playing = events.iter().position(|e| e == "video playing").expect("playing");
+    let stalls: Vec<&String> = events[playing..].iter().filter(|e| e.starts_with("video waiting")).collect();
+    assert!(stalls.is_empty(), "stalled after it started playing: {events:?}");
+    // Chromium does not report a frozen picture while audio plays on (no `waiting` for a
+    // video-only underflow of a second or so): count the frames decoded per second of play. The
+    // push is 30 fps; a switch back to the segment's start freezes the picture for 0.3–0.7 s, seen
+    // here as 10–19 frames in such a second.
+    let start =
+        reports.iter().find(|r| r.decoded_frames.unwrap_or(0) > 0).expect("frames").current_time + 1.0;
+    let played: Vec<&Report> = reports.iter().filter(|r| r.current_time >= start).collect();
+    for (i, a) in played.iter().enumerate() {
+        let Some(b) = played[i..].iter().find(|b| b.current_time - a.current_time >= 1.0) else { break };
+        let frames = b.decoded_frames.unwrap_or(0).saturating_sub(a.decoded_frames.unwrap_or(0)) as f64;
+        let rate = frames / (b.current_time - a.current_time);
+        assert!(
+            rate >= 24.0,
+            "the picture froze: {rate:.0} frames/s decoded from {:.2} to {:.2} (level {} → {}); {events:?}",
+            a.current_time,
+            b.current_time,
+            a.level,
+            b.level
+        );
+    }
+    // A stall would also have raised hls.js's target latency (liveSyncOnStallIncrease).
+    let targets: Vec<f64> = reports.iter().filter(|r| r.live).filter_map(|r| r.target_latency).collect();
+    let (first, last_target) = (targets.first().copied(), targets.last().copied());
+    assert_eq!(first, last_target, "hls.js's target latency moved: {first:?} → {last_target:?}");
 }

@@ -272,13 +272,25 @@ impl Player {
     /// Serves the page on 127.0.0.1:0, starts headless Chromium on it with `?src=<hls_url>` and
     /// waits for the page's first report.
     pub async fn start_with(hls_url: &str, low_latency: bool) -> Player {
-        Player::start_opts(hls_url, low_latency, false).await
+        Player::start_opts(hls_url, &format!("lowLatency={}", if low_latency { 1 } else { 0 })).await
+    }
+
+    /// Low latency with ABR on, starting on the lowest rung (`startLevel: 0`) and kept there
+    /// (`autoLevelCapping: 0`) until `hold` seconds have played; then ABR may pick any rung up to
+    /// `up_to` pixels tall, as when a player grows: hls.js switches up mid-play, with the buffer
+    /// it keeps at the live edge.
+    pub async fn start_lowest(hls_url: &str, hold: f64, up_to: u32) -> Player {
+        Player::start_opts(
+            hls_url,
+            &format!("lowLatency=1&catchUp=1&startLevel=0&holdLowest={hold}&upTo={up_to}"),
+        )
+        .await
     }
 
     /// Low latency, and hls.js may play at up to 1.5x to get back to its target latency after a
     /// stall (`maxLiveSyncPlaybackRate`): latency then measures the stream, not the join.
     pub async fn start_catching_up(hls_url: &str) -> Player {
-        Player::start_opts(hls_url, true, true).await
+        Player::start_opts(hls_url, "lowLatency=1&catchUp=1").await
     }
 
     /// Sluice's live demo page playing `whep_url` and `hls_url` side by side.
@@ -324,16 +336,10 @@ impl Player {
         }
     }
 
-    async fn start_opts(hls_url: &str, low_latency: bool, catch_up: bool) -> Player {
-        let player = Player::open(|addr| {
-            format!(
-                "http://{addr}/player.html?src={}&lowLatency={}&catchUp={}",
-                encode(hls_url),
-                if low_latency { 1 } else { 0 },
-                if catch_up { 1 } else { 0 }
-            )
-        })
-        .await;
+    /// The player page on `hls_url` with `options` (player.html's query) after it.
+    async fn start_opts(hls_url: &str, options: &str) -> Player {
+        let player =
+            Player::open(|addr| format!("http://{addr}/player.html?src={}&{options}", encode(hls_url))).await;
         player.wait_until("the player page's first report", FIRST_REPORT, |r| !r.is_empty()).await;
         player
     }

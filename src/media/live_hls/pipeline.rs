@@ -18,7 +18,7 @@
 //! `DELTA_UNIT`).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -149,11 +149,11 @@ fn attach_video(
     let segment_target = out.channel.config().segment.ceil() as u32;
     // Unknown frame rates are taken as 30 fps.
     let frame = 1.0 / source.frame_rate.unwrap_or(30.0);
-    let (chunk, part_target) = ladder::part_timing(out.channel.config().part, frame);
+    let (part, part_target) = ladder::part_timing(out.channel.config().part, frame);
     let keyint = (2.0 * out.channel.config().segment / frame).round().max(1.0) as u32;
     // cmafmux ends a chunk before the first frame at or after chunk start + chunk-duration;
     // half a frame short of the part, millisecond-rounded timestamps cannot tip a frame over.
-    let chunk = chunk - frame / 2.0;
+    let chunk = part - frame / 2.0;
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
@@ -195,7 +195,7 @@ fn attach_video(
             feed_channel(&ladder_bin, &r.name, out, wall.clone())?;
             keep.push(r.name.clone());
         }
-        force_keyframes(&ladder_bin, out.channel.config().segment, frame)?;
+        force_keyframes(&ladder_bin, out.channel.config().segment, part, frame)?;
         link_branch(pipeline, tee, &ladder_bin, "q")?;
     }
     out.channel.retire_others(out.generation, &keep);
@@ -225,29 +225,49 @@ fn mux_and_sink(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) ->
     )
 }
 
-/// Before each decoded frame that comes a segment after the last keyframe (less half a frame, for
-/// millisecond-rounded timestamps), sends a force-keyframe event down to every rung's encoder.
-/// Each muxer then starts a fragment exactly there (see [`mux_and_sink`]).
-fn force_keyframes(bin: &gst::Bin, segment: f64, frame: f64) -> Result<(), String> {
+/// Sends a force-keyframe event down to every rung's encoder before each decoded frame that
+/// starts a segment (a segment after the last segment's keyframe) or a part (a part after the
+/// last keyframe) — less half a frame, for millisecond-rounded timestamps. Each muxer then
+/// starts a fragment at the segment's keyframe (see [`mux_and_sink`]), and every part of a
+/// transcoded rung starts with a keyframe: it is `INDEPENDENT`, so a player switching to this
+/// rung starts at the part at its buffer's end instead of going back to the segment's start,
+/// behind what it already plays (docs/live-hls.md, "Switching renditions").
+fn force_keyframes(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Result<(), String> {
     let pad = bin.by_name("raw").and_then(|t| t.static_pad("sink")).ok_or("the ladder has no raw tee")?;
-    let segment = gst::ClockTime::from_nseconds(((segment - frame / 2.0) * 1e9).round() as u64);
-    // The pts (ns) of the last keyframe; u64::MAX before the first frame.
-    let last = AtomicU64::new(u64::MAX);
+    let ns = |seconds: f64| ((seconds - frame / 2.0) * 1e9).round().max(0.0) as u64;
+    let (segment, part) = (ns(segment), ns(part));
+    // The pts (ns) of the last segment's keyframe and of the last keyframe; u64::MAX before the
+    // first frame.
+    let last = std::sync::Mutex::new((u64::MAX, u64::MAX));
     pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
         let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
-        let Some(pts) = buffer.pts() else { return gst::PadProbeReturn::Ok };
-        let previous = last.load(Ordering::Relaxed);
-        if previous == u64::MAX {
-            // The first frame is a keyframe anyway.
-            last.store(pts.nseconds(), Ordering::Relaxed);
-        } else if pts.nseconds() >= previous.saturating_add(segment.nseconds()) {
-            last.store(pts.nseconds(), Ordering::Relaxed);
+        let Some(pts) = buffer.pts().map(|p| p.nseconds()) else { return gst::PadProbeReturn::Ok };
+        let force = {
+            let Ok(mut last) = last.lock() else { return gst::PadProbeReturn::Ok };
+            let (segment_start, keyframe) = *last;
+            if segment_start == u64::MAX {
+                // The first frame is a keyframe anyway.
+                *last = (pts, pts);
+                false
+            } else if pts >= segment_start.saturating_add(segment) {
+                *last = (pts, pts);
+                true
+            } else if pts >= keyframe.saturating_add(part) {
+                last.1 = pts;
+                true
+            } else {
+                false
+            }
+        };
+        if force {
             let running = pad.sticky_event::<gst::event::Segment>(0).and_then(|s| {
-                s.segment().downcast_ref::<gst::ClockTime>().and_then(|s| s.to_running_time(pts))
+                s.segment()
+                    .downcast_ref::<gst::ClockTime>()
+                    .and_then(|s| s.to_running_time(gst::ClockTime::from_nseconds(pts)))
             });
             let event = gstreamer_video::DownstreamForceKeyUnitEvent::builder()
-                .timestamp(pts)
-                .running_time(running.unwrap_or(pts))
+                .timestamp(gst::ClockTime::from_nseconds(pts))
+                .running_time(running.unwrap_or(gst::ClockTime::from_nseconds(pts)))
                 .all_headers(true)
                 .build();
             if !pad.send_event(event) {
@@ -391,18 +411,16 @@ fn take_output(
             data.extend_from_slice(&map);
         }
     }
+    let independent =
+        starts_segment || name == ladder::AUDIO || super::moof::starts_with_sync_sample(&data) == Some(true);
     out.channel.feed(
         out.generation,
         name,
         // Every AAC frame decodes on its own: each audio part is independent (RFC 8216bis
         // 4.4.4.9), so a player joining or switching mid-segment need not go back for audio.
-        Chunk::Part {
-            starts_segment,
-            independent: starts_segment || name == ladder::AUDIO,
-            duration,
-            pdt,
-            data: Bytes::from(data),
-        },
+        // A video part is independent when it starts with a keyframe: every part of a transcoded
+        // rung (see [`force_keyframes`]), the source's where the publisher put one.
+        Chunk::Part { starts_segment, independent, duration, pdt, data: Bytes::from(data) },
     );
 }
 
