@@ -325,23 +325,28 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     assert_eq!(body["status"], "idle");
 }
 
+/// A stream created with `body` and pushed to: its master playlist URL, the master's first
+/// answer, and the pusher.
+async fn live(t: &TestApp, body: Value) -> (String, String, Killed) {
+    let stream: Value =
+        t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
+    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let pusher = push(stream["ingestUrl"].as_str().expect("ingestUrl"));
+    let master = eventually("the master playlist", Duration::from_secs(30), || async {
+        let (status, text) = get_text(t, &master_url).await;
+        (status == 200).then_some(text)
+    })
+    .await;
+    (master_url, master, pusher)
+}
+
 /// A player opened the moment the master playlist exists finds every media playlist it lists
 /// holding a whole segment, and hls.js (low-latency mode, ABR on) reports no `levelEmptyError`
 /// (issue: "media playlists are offered before they hold a segment").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_player_opened_as_the_master_appears_finds_no_empty_playlist() {
     let t = spawn_app(Backend::Sqlite).await;
-    let resp = t
-        .post_json_with(&t.project_url("/streams"), &t.key, &json!({"name": "fresh", "qualities": ["240p"]}))
-        .await;
-    let stream: Value = resp.json().await.expect("json");
-    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
-    let _pusher = push(stream["ingestUrl"].as_str().expect("ingestUrl"));
-    let master = eventually("the master playlist", Duration::from_secs(30), || async {
-        let (status, text) = get_text(&t, &master_url).await;
-        (status == 200).then_some(text)
-    })
-    .await;
+    let (master_url, master, _pusher) = live(&t, json!({"name": "fresh", "qualities": ["240p"]})).await;
     let player = Player::start(&master_url).await;
     let base = master_url.trim_end_matches("master.m3u8").to_string();
     let uris: Vec<&str> = master
@@ -373,16 +378,8 @@ async fn a_player_opened_as_the_master_appears_finds_no_empty_playlist() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hls_js_switches_up_from_the_lowest_rung_without_a_stall() {
     let t = spawn_app(Backend::Sqlite).await;
-    let body = json!({"name": "switch", "qualities": ["360p", "240p"]});
-    let stream: Value =
-        t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
-    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
-    let _pusher = push(stream["ingestUrl"].as_str().expect("ingestUrl"));
-    let master = eventually("the master playlist", Duration::from_secs(30), || async {
-        let (status, text) = get_text(&t, &master_url).await;
-        (status == 200).then_some(text)
-    })
-    .await;
+    let (master_url, master, _pusher) =
+        live(&t, json!({"name": "switch", "qualities": ["360p", "240p"]})).await;
 
     // The packager: every part of a transcoded rung is independent.
     let base = master_url.trim_end_matches("master.m3u8").to_string();

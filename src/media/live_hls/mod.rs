@@ -1,8 +1,8 @@
 //! LL-HLS packaging of live sessions (issue 5): the ladder plan and master playlist
-//! (`ladder`), the media playlist model (`playlist`) and the live edge in memory (`channel`) are
-//! plain data, unit-tested without GStreamer (and `moof` reads a chunk's first sample flags); `dvr` writes a channel's DVR segments off its
-//! locks; `pipeline` attaches the transcode and packaging
-//! branches to a push's ingest pipeline and feeds the channel.
+//! (`ladder`), the media playlist model (`playlist`), the live edge in memory (`channel`) and
+//! what a part's `moof` says of its first sample (`moof`) are plain data, unit-tested without
+//! GStreamer; `dvr` writes a channel's DVR segments off its locks; `pipeline` attaches the
+//! transcode and packaging branches to a push's ingest pipeline and feeds the channel.
 
 pub mod channel;
 pub mod dvr;
