@@ -421,7 +421,7 @@ async fn hls_js_switches_up_from_the_lowest_rung_without_a_stall() {
     // Chromium does not report a frozen picture while audio plays on (no `waiting` for a
     // video-only underflow of a second or so): count the frames decoded per second of play. The
     // push is 30 fps; a switch back to the segment's start freezes the picture for 0.3–0.7 s, seen
-    // here as 10–19 frames in such a second.
+    // here as 10–23 frames in such a second.
     let start =
         reports.iter().find(|r| r.decoded_frames.unwrap_or(0) > 0).expect("frames").current_time + 1.0;
     let played: Vec<&Report> = reports.iter().filter(|r| r.current_time >= start).collect();
