@@ -275,10 +275,11 @@ impl Player {
         Player::start_opts(hls_url, &format!("lowLatency={}", if low_latency { 1 } else { 0 })).await
     }
 
-    /// Low latency with ABR on, starting on the lowest rung (`startLevel: 0`) and kept there
-    /// (`autoLevelCapping: 0`) until `hold` seconds have played; then ABR may pick any rung up to
-    /// `up_to` pixels tall, as when a player grows: hls.js switches up mid-play, with the buffer
-    /// it keeps at the live edge.
+    /// Low latency with ABR on and catching up to its target latency (as
+    /// [`Player::start_catching_up`]), starting on the lowest rung (`startLevel: 0`) and kept
+    /// there (`autoLevelCapping: 0`) until `hold` seconds have played; then ABR may pick any rung
+    /// up to `up_to` pixels tall, as when a player grows: hls.js switches up mid-play, with the
+    /// buffer it keeps at the live edge.
     pub async fn start_lowest(hls_url: &str, hold: f64, up_to: u32) -> Player {
         Player::start_opts(
             hls_url,

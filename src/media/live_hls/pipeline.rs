@@ -241,19 +241,20 @@ fn force_keyframes(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Resul
     let last = std::sync::Mutex::new((u64::MAX, u64::MAX));
     pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
         let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
-        let Some(pts) = buffer.pts().map(|p| p.nseconds()) else { return gst::PadProbeReturn::Ok };
+        let Some(pts) = buffer.pts() else { return gst::PadProbeReturn::Ok };
         let force = {
             let Ok(mut last) = last.lock() else { return gst::PadProbeReturn::Ok };
             let (segment_start, keyframe) = *last;
+            let ns = pts.nseconds();
             if segment_start == u64::MAX {
                 // The first frame is a keyframe anyway.
-                *last = (pts, pts);
+                *last = (ns, ns);
                 false
-            } else if pts >= segment_start.saturating_add(segment) {
-                *last = (pts, pts);
+            } else if ns >= segment_start.saturating_add(segment) {
+                *last = (ns, ns);
                 true
-            } else if pts >= keyframe.saturating_add(part) {
-                last.1 = pts;
+            } else if ns >= keyframe.saturating_add(part) {
+                last.1 = ns;
                 true
             } else {
                 false
@@ -261,13 +262,11 @@ fn force_keyframes(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Resul
         };
         if force {
             let running = pad.sticky_event::<gst::event::Segment>(0).and_then(|s| {
-                s.segment()
-                    .downcast_ref::<gst::ClockTime>()
-                    .and_then(|s| s.to_running_time(gst::ClockTime::from_nseconds(pts)))
+                s.segment().downcast_ref::<gst::ClockTime>().and_then(|s| s.to_running_time(pts))
             });
             let event = gstreamer_video::DownstreamForceKeyUnitEvent::builder()
-                .timestamp(gst::ClockTime::from_nseconds(pts))
-                .running_time(running.unwrap_or(gst::ClockTime::from_nseconds(pts)))
+                .timestamp(pts)
+                .running_time(running.unwrap_or(pts))
                 .all_headers(true)
                 .build();
             if !pad.send_event(event) {
