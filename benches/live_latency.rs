@@ -4,7 +4,7 @@
 //! One 720p30 2.5 Mbit/s H.264+AAC push (`ffmpeg -re -c copy` of a file with a keyframe every
 //! 2 s) goes to a release `sluice serve` (stream with the default 720p+480p ladder) and, at the
 //! same time, to nginx (`hls_fragment 1s`, its shortest useful setting). For each part duration
-//! in `BENCH_PART_MS` (default "200,333,500"; segments stay 2 s):
+//! in `BENCH_PART_MS` (default "200,333"; segments stay 2 s):
 //!
 //! - **ingest → part available**: a client issues blocking reloads (`_HLS_msn`/`_HLS_part`) for
 //!   each next part of the 720p rendition; the latency of a part is the moment its playlist
@@ -12,16 +12,18 @@
 //!   `EXT-X-PROGRAM-DATE-TIME`, which Sluice sets to the arrival time of the segment's first
 //!   frame, plus the parts before it and its own duration). Median and p95 over the window.
 //! - **glass to glass, by hls.js**: hls.js in headless Chromium (low-latency mode) plays the
-//!   master playlist; `Date.now() - hls.playingDate` is the time from a frame's arrival at
-//!   ingest to its display, and `hls.latency` is hls.js's own live-edge distance. Medians of
-//!   the reports of the window. hls.js may play at up to 1.5x to return to its target latency
+//!   master playlist, `BENCH_RUNS` times (default 10), each a fresh page joining the running
+//!   stream; `Date.now() - hls.playingDate` is the time from a frame's arrival at ingest to its
+//!   display, and `hls.latency` is hls.js's own live-edge distance. Printed: the median of the
+//!   runs' medians (and their range), and the `waiting` events after the first `playing` of
+//!   every run (stalls). hls.js may play at up to 1.5x to return to its target latency
 //!   (`maxLiveSyncPlaybackRate`), so a stall while joining does not decide the figure; its
 //!   `targetLatency` (three PART-TARGETs for LL-HLS) is printed beside it.
 //!
 //! nginx: a fragment is available when its `.m3u8` lists it; its latency is that moment minus
 //! when its last frame was pushed (the push's start plus the fragment's end in media time). The
 //! same hls.js plays nginx's playlist for its `hls.latency` (nginx writes no PROGRAM-DATE-TIME).
-//! Knobs: `BENCH_PART_MS`, `BENCH_WINDOW` (seconds, default 20).
+//! Knobs: `BENCH_PART_MS`, `BENCH_WINDOW` (seconds of each measurement, default 15), `BENCH_RUNS`.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -110,6 +112,17 @@ async fn play(url: &str, window: Duration) -> Vec<Report> {
     player.reports()[from..].to_vec()
 }
 
+/// `waiting` events after the video first played: stalls.
+fn stalls(reports: &[Report]) -> usize {
+    reports.last().map_or(0, |last| {
+        last.events
+            .iter()
+            .skip_while(|e| !e.starts_with("video playing"))
+            .filter(|e| e.starts_with("video waiting"))
+            .count()
+    })
+}
+
 /// nginx: (seconds from push start to each new fragment's listing, minus its media end).
 async fn nginx_latencies(playlist: &std::path::Path, pushed_at: Instant, until: Instant) -> Vec<f64> {
     let mut durations: BTreeMap<u64, f64> = BTreeMap::new();
@@ -149,20 +162,22 @@ fn median_of(reports: &[Report], f: impl Fn(&Report) -> Option<f64>) -> f64 {
 
 fn main() {
     let parts: Vec<u32> = std::env::var("BENCH_PART_MS")
-        .unwrap_or_else(|_| "200,333,500".into())
+        .unwrap_or_else(|_| "200,333".into())
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let window =
-        Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(20));
+        Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(15));
+    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(10).max(1);
     let file = sample_file();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!(
-        "live latency: one 720p30 2.5 Mbit/s push (ffmpeg -re -c copy), 720p+480p ladder, 2-s segments, {} s windows, release build",
-        window.as_secs()
+        "live latency: one 720p30 2.5 Mbit/s push (ffmpeg -re -c copy), 720p+480p ladder, 2-s segments, {runs} hls.js runs of {} s each, release build, load1 {:.2}",
+        window.as_secs(),
+        common::load1()
     );
     println!(
-        "  part   | ingest->part available  median     p95 | hls.js: ingest->screen median  p95 | hls.latency (target)"
+        "  part   | ingest->part available  median     p95 | hls.js ingest->screen: median of run medians (min-max)  p95 | stalls | hls.latency (target) | load1"
     );
     let mut sluice_rows = Vec::new();
     for &part_ms in &parts {
@@ -185,30 +200,47 @@ fn main() {
             };
             let rendition = text.lines().find(|l| l.ends_with("/720p/index.m3u8")).expect("720p variant");
             let media = format!("{}{rendition}", master.trim_end_matches("master.m3u8"));
-            // Let the pipeline settle, then measure parts and playback side by side.
+            // Let the pipeline settle, then measure parts, then hls.js joins `runs` times.
             tokio::time::sleep(Duration::from_secs(3)).await;
-            let until = Instant::now() + window;
-            let (latencies, reports) = tokio::join!(part_latencies(&media, until), play(&master, window));
-            let lat = sorted(latencies);
-            let screen = sorted(reports.iter().filter_map(|r| r.playing_date.map(|d| (r.t - d) / 1000.0)).collect());
-            let hls_latency = median_of(&reports, |r| r.latency);
-            let target = median_of(&reports, |r| r.target_latency);
-            if let Some(last) = reports.last() {
-                let stalls: Vec<&String> = last.events.iter().filter(|e| e.starts_with("video waiting") || e.starts_with("LEVEL_SWITCHED")).collect();
-                eprintln!("    {part_ms} ms: stalls {stalls:?}");
+            let lat = sorted(part_latencies(&media, Instant::now() + window).await);
+            let (mut run_medians, mut all, mut latencies, mut targets, mut stalled) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), 0);
+            for run in 1..=runs {
+                let reports = play(&master, window).await;
+                let screen: Vec<f64> =
+                    reports.iter().filter_map(|r| r.playing_date.map(|d| (r.t - d) / 1000.0)).collect();
+                let median = percentile(&sorted(screen.clone()), 0.5);
+                let n = stalls(&reports);
+                stalled += n;
+                eprintln!(
+                    "    {part_ms} ms run {run}: ingest->screen {median:.3} s, hls.latency {:.3} s (target {:.3} s), {n} stalls",
+                    median_of(&reports, |r| r.latency),
+                    median_of(&reports, |r| r.target_latency)
+                );
+                run_medians.push(median);
+                all.extend(screen);
+                latencies.push(median_of(&reports, |r| r.latency));
+                targets.push(median_of(&reports, |r| r.target_latency));
             }
+            let run_medians = sorted(run_medians);
+            let all = sorted(all);
+            let g2g = percentile(&run_medians, 0.5);
+            let hls_latency = percentile(&sorted(latencies), 0.5);
             println!(
-                "  {part_ms:>4} ms | {:>3} parts        {:>6.3} s {:>6.3} s | {:>6.3} s {:>6.3} s             | {:>6.3} s ({:.3} s)",
+                "  {part_ms:>4} ms | {:>3} parts        {:>6.3} s {:>6.3} s | {:>6.3} s ({:.3}-{:.3})                    {:>6.3} s | {stalled:>6} | {:>6.3} s ({:.3} s)     | {:.2}",
                 lat.len(),
                 percentile(&lat, 0.5),
                 percentile(&lat, 0.95),
-                percentile(&screen, 0.5),
-                percentile(&screen, 0.95),
+                g2g,
+                run_medians.first().copied().unwrap_or(f64::NAN),
+                run_medians.last().copied().unwrap_or(f64::NAN),
+                percentile(&all, 0.95),
                 hls_latency,
-                target
+                percentile(&sorted(targets), 0.5),
+                common::load1()
             );
             drop(sluice);
-            (part_ms, percentile(&lat, 0.5), percentile(&screen, 0.5), hls_latency)
+            (part_ms, percentile(&lat, 0.5), g2g, hls_latency)
         });
         sluice_rows.push(row);
     }

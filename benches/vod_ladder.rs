@@ -8,8 +8,11 @@
 //! Sluice's time runs from `POST /vod/<id>/uploaded` (the file already uploaded) to the VOD being
 //! `complete`: probe, queue, transcode, thumbnail and storing every output. ffmpeg's is the
 //! command's wall time. Printed: both, their ratio, Sluice's realtime factor (source seconds per
-//! wall second), and the bitrate each produced per rung.
-//! Knobs: `BENCH_SECONDS` (source length, default 60), `BENCH_ROUNDS` (default 1).
+//! wall second), the bitrate each produced per rung and its SSIM.
+//! Quality: ffmpeg's `ssim` of each rung (Sluice's through its playback URL, ffmpeg's from its
+//! folder) against the source scaled to the rung's size, in the first `BENCH_SSIM_ROUNDS` rounds.
+//! Knobs: `BENCH_SECONDS` (source lengths, default "20,60"), `BENCH_ROUNDS` (default 3; the
+//! summary is the median ratio), `BENCH_SSIM_ROUNDS` (default 1).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -145,39 +148,111 @@ async fn sluice_ladder(sluice: &Sluice, src: &Path) -> (Duration, Value) {
     }
 }
 
+/// SSIM (ffmpeg's `ssim` filter, "All") of the video of `rendition` (an HLS media playlist, a
+/// file or a URL) against `src` scaled to `width`x`height` with ffmpeg's default scaler, both
+/// timelines counted from their first frame.
+fn ssim(rendition: &str, src: &Path, width: u32, height: u32) -> Option<f64> {
+    let filter = format!(
+        "[0:v]setpts=PTS-STARTPTS[dist];[1:v]scale={width}:{height},setpts=PTS-STARTPTS[ref];[dist][ref]ssim"
+    );
+    let out = Command::new("ffmpeg")
+        .args(["-nostats", "-hide_banner", "-i", rendition, "-i"])
+        .arg(src)
+        .args(["-lavfi", &filter, "-f", "null", "-"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    text.lines()
+        .filter(|l| l.contains("SSIM Y:"))
+        .find_map(|l| l.split(" All:").nth(1)?.split_whitespace().next()?.parse().ok())
+}
+
+/// The media playlist of each rung Sluice published, by rung name.
+async fn sluice_playlists(sluice: &Sluice, record: &Value) -> Vec<(String, String)> {
+    let Some(master) = record["playbackUrl"].as_str() else { return Vec::new() };
+    let Ok(resp) = sluice.client.get(master).send().await else { return Vec::new() };
+    let text = resp.text().await.unwrap_or_default();
+    let base = &master[..master.rfind('/').map_or(0, |i| i + 1)];
+    common::parse_master(&text).into_iter().map(|(name, uri)| (name, format!("{base}{uri}"))).collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 fn main() {
-    let seconds: u32 = std::env::var("BENCH_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let rounds: u32 = std::env::var("BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let lengths: Vec<u32> = std::env::var("BENCH_SECONDS")
+        .unwrap_or_else(|_| "20,60".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let env_u32 =
+        |name: &str, default: u32| std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default);
+    let rounds = env_u32("BENCH_ROUNDS", 3).max(1);
+    let ssim_rounds = env_u32("BENCH_SSIM_ROUNDS", 1);
     let out = out_dir();
-    let src = source(seconds);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         let sluice = Sluice::start(&[]).await;
-        println!("vod_ladder: {seconds}-s 1080p30 source, ladder 1080p 5M / 720p 3M / 480p 1500k / 360p 800k, x264 veryfast, {SEGMENT}-s segments, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
-        for round in 1..=rounds {
-            let ff = ffmpeg_ladder(&src, &out.join("vod-ffmpeg"));
-            let ff_kbps = ffmpeg_bitrates(&out.join("vod-ffmpeg"), f64::from(seconds));
-            let (sl, record) = sluice_ladder(&sluice, &src).await;
-            let ratio = sl.as_secs_f64() / ff.as_secs_f64();
-            println!(
-                "round {round}: Sluice {:.1} s, ffmpeg {:.1} s, Sluice/ffmpeg wall time {ratio:.2}x; \
-                 Sluice realtime factor {:.2}x (ffmpeg {:.2}x)",
-                sl.as_secs_f64(),
-                ff.as_secs_f64(),
-                f64::from(seconds) / sl.as_secs_f64(),
-                f64::from(seconds) / ff.as_secs_f64()
-            );
-            for (i, (name, _, _, kbps)) in LADDER.iter().enumerate() {
-                let produced = record["renditions"]
-                    .as_array()
-                    .and_then(|r| r.iter().find(|x| x["name"] == *name))
-                    .and_then(|x| x["averageBandwidth"].as_f64())
-                    .map_or(0.0, |b| b / 1000.0);
+        println!(
+            "vod_ladder: 1080p30 sources of {lengths:?} s, ladder 1080p 5M / 720p 3M / 480p 1500k / 360p 800k, x264 veryfast, {SEGMENT}-s segments, {rounds} rounds, {} cores, load1 {:.2} before",
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            common::load1()
+        );
+        let mut summary = Vec::new();
+        for &seconds in &lengths {
+            let src = source(seconds);
+            let mut ratios = Vec::new();
+            for round in 1..=rounds {
+                let ff = ffmpeg_ladder(&src, &out.join("vod-ffmpeg"));
+                let ff_kbps = ffmpeg_bitrates(&out.join("vod-ffmpeg"), f64::from(seconds));
+                let (sl, record) = sluice_ladder(&sluice, &src).await;
+                let ratio = sl.as_secs_f64() / ff.as_secs_f64();
+                ratios.push(ratio);
                 println!(
-                    "  {name}: asked {kbps} kbit/s; Sluice {produced:.0}, ffmpeg {:.0}",
-                    ff_kbps.get(i).copied().unwrap_or(0.0)
+                    "{seconds}-s round {round}: Sluice {:.1} s, ffmpeg {:.1} s, Sluice/ffmpeg wall time {ratio:.2}x; \
+                     Sluice realtime factor {:.2}x (ffmpeg {:.2}x); load1 {:.2}",
+                    sl.as_secs_f64(),
+                    ff.as_secs_f64(),
+                    f64::from(seconds) / sl.as_secs_f64(),
+                    f64::from(seconds) / ff.as_secs_f64(),
+                    common::load1()
                 );
+                let playlists = if round <= ssim_rounds { sluice_playlists(&sluice, &record).await } else { Vec::new() };
+                for (i, (name, w, h, kbps)) in LADDER.iter().enumerate() {
+                    let produced = record["renditions"]
+                        .as_array()
+                        .and_then(|r| r.iter().find(|x| x["name"] == *name))
+                        .and_then(|x| x["averageBandwidth"].as_f64())
+                        .map_or(0.0, |b| b / 1000.0);
+                    let theirs = ff_kbps.get(i).copied().unwrap_or(0.0);
+                    let mut line = format!(
+                        "  {name}: asked {kbps} kbit/s; Sluice {produced:.0}, ffmpeg {theirs:.0} ({:+.1} %)",
+                        (produced / theirs - 1.0) * 100.0
+                    );
+                    if round <= ssim_rounds {
+                        let ours = playlists
+                            .iter()
+                            .find(|(n, _)| n == name)
+                            .and_then(|(_, url)| ssim(url, &src, *w, *h));
+                        let ff_playlist = out.join("vod-ffmpeg").join(i.to_string()).join("index.m3u8");
+                        let theirs = ssim(&ff_playlist.to_string_lossy(), &src, *w, *h);
+                        match (ours, theirs) {
+                            (Some(a), Some(b)) => line.push_str(&format!(
+                                "; SSIM Sluice {a:.4}, ffmpeg {b:.4} ({:+.4})",
+                                a - b
+                            )),
+                            _ => line.push_str(&format!("; SSIM Sluice {ours:?}, ffmpeg {theirs:?}")),
+                        }
+                    }
+                    println!("{line}");
+                }
             }
+            summary.push((seconds, median(ratios)));
+        }
+        for (seconds, ratio) in summary {
+            println!("{seconds}-s source: Sluice/ffmpeg wall time, median of {rounds} rounds: {ratio:.2}x");
         }
     });
 }

@@ -54,9 +54,11 @@ impl Descriptions {
     }
 
     /// The rung description with its placeholders filled: `{keyint}` is twice the segment in
-    /// frames, so the encoder's own keyframes never come between the forced ones.
-    fn rung(&self, r: &Rung, keyint: u32) -> String {
+    /// frames, so the encoder's own keyframes never come between the forced ones;
+    /// `{colorimetry}` is the source's ([`crate::media::colorimetry_of`]).
+    fn rung(&self, r: &Rung, keyint: u32, colorimetry: &str) -> String {
         self.rung
+            .replace("{colorimetry}", colorimetry)
             .replace("{width}", &r.width.to_string())
             .replace("{height}", &r.height.to_string())
             .replace("{kbps}", &r.video_kbps.to_string())
@@ -122,6 +124,7 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
                 .ok()
                 .filter(|f| f.numer() > 0 && f.denom() > 0)
                 .map(|f| f64::from(f.numer()) / f64::from(f.denom())),
+            colorimetry: crate::media::colorimetry_of(c.caps()).unwrap_or_else(|| "bt709".into()),
         };
         if let Err(e) = attach_video(&pipeline, &video_tee, &out, &wall, &source) {
             tracing::error!(pipeline = %pipeline.name(), error = %e, "building the live ladder");
@@ -136,6 +139,7 @@ struct SourceFormat {
     width: u32,
     height: u32,
     frame_rate: Option<f64>,
+    colorimetry: String,
 }
 
 fn attach_video(
@@ -178,7 +182,7 @@ fn attach_video(
         for r in &rungs {
             desc.push_str(&format!(
                 "raw. ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 ! {} ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! {}\n",
-                out.descriptions.rung(r, keyint).trim(),
+                out.descriptions.rung(r, keyint, &source.colorimetry).trim(),
                 mux_and_sink(out, &r.name, chunk, Some(frame))
             ));
         }

@@ -3,5 +3,6 @@
 
 pub mod hls;
 pub mod probe;
+mod thumbnail;
 pub mod transcode;
 pub mod worker;
