@@ -58,8 +58,14 @@
 //! 2-core machine is 200 %. Other work on the machine counts against the servers: look at
 //! `machine` and `load1`, and run it on an idle machine.
 //!
-//! Knobs: `BENCH_LADDER_STEPS` (default "1,2,3,4,5,6"), `BENCH_PASS_STEPS` (default
-//! "4,8,16,32,48,64"),
+//! - **ffmpeg ladder**: the peer of the ladder: each push goes to its own ffmpeg listening for
+//!   RTMP, which encodes what a ladder stream encodes (720p 2.8 Mbit/s and 480p 1.4 Mbit/s,
+//!   x264 `veryfast` `zerolatency`, 1-s VBV, a keyframe every 333-ms part) and copies the source
+//!   video and the audio into HLS. A step passes like an nginx step, on the 720p and 480p
+//!   playlists of every push. Ladder and ffmpeg steps alternate.
+//!
+//! Knobs: `BENCH_LADDER_STEPS` (default "1,2,3,4,5,6"), `BENCH_FFMPEG_STEPS` (default: the
+//! ladder steps), `BENCH_PASS_STEPS` (default "4,8,16,32,48,64"),
 //! `BENCH_NGINX_STEPS` (default: the passthrough steps), `BENCH_WINDOW` seconds (default 20).
 //! Logs: `benches/out/live_capacity-sluice.log`, `benches/out/live_capacity-nginx.log`.
 
@@ -810,6 +816,126 @@ async fn nginx_step(nginx: &Nginx, number: usize, file: &Path, n: usize, window:
 }
 
 // ---------------------------------------------------------------------------------------------
+// ffmpeg doing the ladder
+
+/// Whether something listens on 127.0.0.1:`port` (TCP, IPv4), from /proc/net/tcp.
+fn listening(port: u16) -> bool {
+    let want = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
+        t.lines().skip(1).any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(1) == Some(&want.as_str()) && f.get(3) == Some(&"0A")
+        })
+    })
+}
+
+/// One ffmpeg as the RTMP server of one push (`-listen 1`), encoding what a Sluice ladder stream
+/// encodes: 720p at 2.8 Mbit/s and 480p at 1.4 Mbit/s with x264 `veryfast` `zerolatency`, a 1-s
+/// VBV buffer and a keyframe at every 333-ms part (10 frames), the source video and the AAC
+/// copied; HLS (2-s MPEG-TS segments) into `dir` as `<name>_<variant>.m3u8`.
+fn ffmpeg_ladder(port: u16, name: &str, dir: &Path) -> Proc {
+    let mut cmd = std::process::Command::new("ffmpeg");
+    cmd.args(["-loglevel", "error", "-nostdin", "-listen", "1", "-i"])
+        .arg(format!("rtmp://127.0.0.1:{port}/live/{name}"))
+        .args(["-filter_complex", "[0:v]split=2[a][b];[b]scale=854:480[v480]"])
+        .args(["-map", "[a]", "-map", "[v480]", "-map", "0:v", "-map", "0:a"]);
+    for (i, kbps) in [(0, 2800), (1, 1400)] {
+        let opt = |name: &str| format!("-{name}:v:{i}");
+        cmd.args([&opt("c"), "libx264", &opt("preset"), "veryfast", &opt("tune"), "zerolatency"])
+            .args([&opt("profile"), "high", &opt("pix_fmt"), "yuv420p", &opt("g"), "10"])
+            .args([&opt("keyint_min"), "10", &opt("sc_threshold"), "0"])
+            .args([&opt("b"), &format!("{kbps}k"), &opt("maxrate"), &format!("{kbps}k")])
+            .args([&opt("bufsize"), &format!("{kbps}k")]);
+    }
+    cmd.args(["-c:v:2", "copy", "-c:a", "copy"])
+        .args(["-f", "hls", "-hls_time", "2", "-hls_list_size", "5", "-hls_flags", "delete_segments"])
+        .args([
+            "-var_stream_map",
+            "v:0,agroup:aud,name:720p v:1,agroup:aud,name:480p v:2,agroup:aud,name:source a:0,agroup:aud,name:audio",
+        ])
+        .arg("-hls_segment_filename")
+        .arg(dir.join(format!("{name}_%v_%d.ts")))
+        .arg(dir.join(format!("{name}_%v.m3u8")))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    Proc(cmd.spawn().expect("ffmpeg runs"))
+}
+
+/// Step number `number` of ffmpeg's ladder: `n` pushes, each to its own ffmpeg. Judged like an
+/// nginx step, on the 720p and 480p playlists of every push.
+async fn ffmpeg_step(dir: &Path, number: usize, file: &Path, n: usize, window: Duration) -> Step {
+    let names: Vec<String> = (0..n).map(|i| format!("ff{number}-{i}")).collect();
+    let ports: Vec<u16> = names.iter().map(|_| free_port()).collect();
+    let mut encoders: Vec<Proc> =
+        names.iter().zip(&ports).map(|(name, port)| ffmpeg_ladder(*port, name, dir)).collect();
+    if !settle(Duration::from_secs(10), async || ports.iter().all(|p| listening(*p))).await {
+        return Step::not_run(n, "the ffmpeg transcoders did not listen within 10 s".into());
+    }
+    let started = Instant::now();
+    let pushers: Vec<Proc> = names
+        .iter()
+        .zip(&ports)
+        .map(|(name, port)| push(file, &format!("rtmp://127.0.0.1:{port}/live/{name}")))
+        .collect();
+    let pusher_pids: Vec<u32> = pushers.iter().map(|p| p.0.id()).collect();
+    tokio::time::sleep_until((started + WARMUP).into()).await;
+
+    let meter = Meter::start(encoders.iter().map(|p| p.0.id()).collect(), pusher_pids);
+    let end = Instant::now() + window;
+    let variants: Vec<String> =
+        names.iter().flat_map(|n| [format!("{n}_720p"), format!("{n}_480p")]).collect();
+    let mut tracks: Vec<NginxTrack> = variants.iter().map(|_| NginxTrack::default()).collect();
+    for (t, v) in tracks.iter_mut().zip(&variants) {
+        t.poll(dir, v, true);
+    }
+    let mut next = Instant::now();
+    loop {
+        next += POLL;
+        let done = next >= end;
+        tokio::time::sleep_until(next.min(end).into()).await;
+        for (t, v) in tracks.iter_mut().zip(&variants) {
+            t.poll(dir, v, false);
+        }
+        if done {
+            break;
+        }
+    }
+    let at = SystemTime::now();
+    let mut step = Step::new(n, meter.stop(), load1());
+    let alive: Vec<bool> = encoders.iter_mut().map(Proc::running).collect();
+    drop(pushers);
+    drop(encoders);
+    for (i, alive) in alive.iter().enumerate() {
+        let mut why = Vec::new();
+        if !alive {
+            why.push("ffmpeg transcoder exited".to_string());
+        }
+        for t in &tracks[2 * i..2 * i + 2] {
+            let (ratio, age, unseen, problem) = t.result(at);
+            step.media_min = step.media_min.min(ratio);
+            step.lag_max = step.lag_max.max(age);
+            step.unseen += unseen;
+            if let Some(p) = problem {
+                why.push(p);
+            } else {
+                if ratio < MIN_RATIO {
+                    why.push(format!("media {ratio:.2}"));
+                }
+                if age > MAX_LAG {
+                    why.push(format!("newest segment {age:.1} s old"));
+                }
+            }
+        }
+        if why.is_empty() {
+            step.passed += 1;
+        } else if step.why.len() < 3 {
+            step.why.push(format!("push {i}: {}", why.join(", ")));
+        }
+    }
+    step
+}
+
+// ---------------------------------------------------------------------------------------------
 // Report
 
 const HEADER: &str =
@@ -875,6 +1001,9 @@ fn main() {
     let nginx_steps = std::env::var("BENCH_NGINX_STEPS")
         .map(|_| env_steps("BENCH_NGINX_STEPS", ""))
         .unwrap_or_else(|_| pass_steps.clone());
+    let ffmpeg_steps = std::env::var("BENCH_FFMPEG_STEPS")
+        .map(|_| env_steps("BENCH_FFMPEG_STEPS", ""))
+        .unwrap_or_else(|_| ladder_steps.clone());
     let window =
         Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(20));
     let out = out_dir();
@@ -902,14 +1031,33 @@ fn main() {
 
     eprintln!("ladder ramp {ladder_steps:?}, passthrough {pass_steps:?}, nginx {nginx_steps:?}");
     let mut created = 0;
-    let mut ladder = Vec::new();
-    for &n in &ladder_steps {
-        let s =
-            rt.block_on(sluice_step(&mut sluice, &mut created, &file, n, &["720p", "480p"], LADDER, window));
-        progress("ladder", &s);
-        let ok = s.ok();
-        ladder.push(s);
-        if !ok {
+    // The ladder and ffmpeg doing it alternate step by step, as passthrough and nginx do.
+    let ff_dir = dir.path().join("ffmpeg");
+    std::fs::create_dir_all(&ff_dir).expect("ffmpeg dir");
+    let (mut ladder, mut ff) = (Vec::new(), Vec::new());
+    let (mut ladder_on, mut ff_on) = (true, true);
+    for i in 0..ladder_steps.len().max(ffmpeg_steps.len()) {
+        if let Some(&n) = ladder_steps.get(i).filter(|_| ladder_on) {
+            let s = rt.block_on(sluice_step(
+                &mut sluice,
+                &mut created,
+                &file,
+                n,
+                &["720p", "480p"],
+                LADDER,
+                window,
+            ));
+            progress("ladder", &s);
+            ladder_on = s.ok();
+            ladder.push(s);
+        }
+        if let Some(&n) = ffmpeg_steps.get(i).filter(|_| ff_on) {
+            let s = rt.block_on(ffmpeg_step(&ff_dir, ff.len() + 1, &file, n, window));
+            progress("ffmpeg ladder", &s);
+            ff_on = s.ok();
+            ff.push(s);
+        }
+        if !ladder_on && !ff_on {
             break;
         }
     }
@@ -944,6 +1092,11 @@ fn main() {
 
     println!();
     table("Sluice ladder 720p+480p (renditions 720p, 480p [x264], source, audio):", &ladder, &ladder_steps);
+    table(
+        "ffmpeg doing the same ladder, one process per push (720p, 480p [x264]; source, audio copied; lag = age of the newest 720p/480p segment):",
+        &ff,
+        &ffmpeg_steps,
+    );
     table("Sluice passthrough (renditions source, audio; no transcode):", &pass, &pass_steps);
     table(
         "nginx-rtmp HLS (remux to 2-s MPEG-TS fragments; lag = age of the newest fragment):",
@@ -953,10 +1106,14 @@ fn main() {
     let (l, l_cpu) = sustained(&ladder);
     let (p, p_cpu) = sustained(&pass);
     let (g, g_cpu) = sustained(&ngx);
+    let (f, f_cpu) = sustained(&ff);
     println!();
-    println!("sustained: ladder 720p+480p {l}, passthrough {p}, nginx-rtmp HLS {g} (of the steps tried)");
+    println!(
+        "sustained: ladder 720p+480p {l} (ffmpeg doing it {f}), passthrough {p}, nginx-rtmp HLS {g} (of the steps tried)"
+    );
     let ramps = [
         ("ladder", &ladder, &ladder_steps),
+        ("ffmpeg ladder", &ff, &ffmpeg_steps),
         ("passthrough", &pass, &pass_steps),
         ("nginx", &ngx, &nginx_steps),
     ];
@@ -976,6 +1133,11 @@ fn main() {
         println!("  not run (no steps): {}", not_run.join(", "));
     }
     let ratio = |a: f64, b: f64| if b > 0.0 && a.is_finite() && b.is_finite() { a / b } else { f64::NAN };
+    println!(
+        "  ladder/ffmpeg: pushes {:.2}x; CPU per push at the sustained step: Sluice {l_cpu:.1} %, ffmpeg {f_cpu:.1} % ({:.2}x)",
+        ratio(l as f64, f as f64),
+        ratio(l_cpu, f_cpu)
+    );
     println!(
         "  passthrough/nginx: pushes {:.2}x; server CPU per push at the sustained step: ladder {l_cpu:.1} %, \
          passthrough {p_cpu:.1} %, nginx {g_cpu:.1} % (passthrough/nginx {:.1}x)",
