@@ -1012,7 +1012,10 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("rt");
 
     let rtsp = ("SLUICE_RTSP_ADDR", format!("127.0.0.1:{}", free_port()));
-    let mut sluice = rt.block_on(Sluice::start_logged(&[rtsp], out.join("live_capacity-sluice.log")));
+    // Every push comes from 127.0.0.1: above the per-address cap (16 by default) pushes would be
+    // refused, not measured.
+    let per_ip = ("SLUICE_RTMP_MAX_PER_IP", "1000".to_string());
+    let mut sluice = rt.block_on(Sluice::start_logged(&[rtsp, per_ip], out.join("live_capacity-sluice.log")));
     let hls = NginxHls { fragment: 2, playlist: 10, serve: false };
     let nginx = Nginx::start_with(dir.path(), Some(hls), out.join("live_capacity-nginx.log"));
 
