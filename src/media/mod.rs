@@ -39,8 +39,8 @@ pub fn description(dir: Option<&std::path::Path>, name: &str, builtin: &str) -> 
 /// The colorimetry of video with `caps` (raw or H.264) as a caps string: the one they state, else
 /// GStreamer's default for their size (BT.709 above 576 lines, BT.601 at or below). A scaler
 /// whose output caps leave colorimetry open fixes the default of the *output* size, so an HD
-/// source scaled to an SD rung would go through a matrix conversion on every frame (a fifth of
-/// such a rung's scaling and encoding time) and come out with every pixel moved off the
+/// source scaled to an SD rung would go through a matrix conversion on every frame (a fifth
+/// more time in a one-rung decode-scale-encode pipeline) and come out with every pixel moved off the
 /// source's values (SSIM 0.955 against 0.997 at 360p of 1080p); the ladders pin this instead.
 pub fn colorimetry_of(caps: &gstreamer::CapsRef) -> Option<String> {
     let s = caps.structure(0)?;
@@ -53,4 +53,22 @@ pub fn colorimetry_of(caps: &gstreamer::CapsRef) -> Option<String> {
         .build()
         .ok()
         .map(|info| info.colorimetry().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colorimetry_of;
+    use std::str::FromStr;
+
+    #[test]
+    fn colorimetry_is_the_stated_one_or_the_default_for_the_size() {
+        gstreamer::init().expect("GStreamer");
+        let of = |s: &str| colorimetry_of(&gstreamer::Caps::from_str(s).expect("caps"));
+        assert_eq!(of("video/x-h264,width=1920,height=1080").as_deref(), Some("bt709"));
+        assert_eq!(of("video/x-raw,format=I420,width=640,height=360").as_deref(), Some("bt601"));
+        assert_eq!(of("video/x-raw,width=640,height=360,colorimetry=bt709").as_deref(), Some("bt709"));
+        assert_eq!(of("video/x-h264,width=1280,height=720,colorimetry=bt601").as_deref(), Some("bt601"));
+        assert_eq!(of("video/x-h264"), None);
+        assert_eq!(of("video/x-h264,width=-4,height=720"), None);
+    }
 }

@@ -111,7 +111,7 @@ pub const AUDIO_NAME: &str = "audio";
 ///
 /// The multi-tap bilinear scaler: the default 2-tap one aliases on the 2-3x downscales of a
 /// ladder (SSIM against the source 0.984 against 0.997 at 360p of 1080p, measured with
-/// `benches/vod_ladder`'s method) for 7 % more time in the rung's branch.
+/// `benches/vod_ladder`'s method) for 8 % more time in a one-rung decode-scale-encode pipeline.
 fn fit_chain(r: &PlannedRung, name: &str) -> String {
     let mut chain = format!(
         "videoscale method=bilinear2 add-borders=false \
