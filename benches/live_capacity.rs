@@ -1,6 +1,7 @@
 //! `cargo bench --bench live_capacity`: how many concurrent live pushes one machine turns into
 //! LL-HLS **without dropping a part**, for two kinds of stream, beside nginx's rtmp module
-//! (Debian's libnginx-mod-rtmp) producing HLS from the same pushes in the same run.
+//! (Debian's libnginx-mod-rtmp) producing HLS from the same pushes and ffmpeg encoding the same
+//! ladder for the same pushes, in the same run.
 //!
 //! Every push is one pre-encoded 720p30 2.5 Mbit/s H.264+AAC FLV (keyframe every 2 s), sent in
 //! real time by `ffmpeg -re -stream_loop -1 -c copy`, so the pushers cost little CPU. Kinds:
@@ -12,6 +13,11 @@
 //!   out: only `source` and `audio` (remux into CMAF parts, no transcode);
 //! - **nginx-rtmp HLS**: `application live { live on; record off; hls on; hls_fragment 2s;
 //!   hls_playlist_length 10s; }`, two workers. It only remuxes, so it compares with passthrough.
+//! - **ffmpeg ladder**: the peer of the ladder: each push goes to its own ffmpeg listening for
+//!   RTMP, which encodes what a ladder stream encodes (720p 2.8 Mbit/s and 480p 1.4 Mbit/s,
+//!   x264 `veryfast` `zerolatency`, 1-s VBV, a keyframe every 333-ms part) and copies the source
+//!   video and the audio into HLS. A step passes like an nginx step, on the 720p and 480p
+//!   playlists of every push. Ladder and ffmpeg steps alternate.
 //!
 //! Each step of a ramp pushes N streams at once (fresh streams each step). The warm-up lasts
 //! until 6 s after the pushes started and every master playlist has answered; the master is read
@@ -57,12 +63,6 @@
 //! /proc/stat) and the 1-min load average at the end. CPU figures are % of one core, so a
 //! 2-core machine is 200 %. Other work on the machine counts against the servers: look at
 //! `machine` and `load1`, and run it on an idle machine.
-//!
-//! - **ffmpeg ladder**: the peer of the ladder: each push goes to its own ffmpeg listening for
-//!   RTMP, which encodes what a ladder stream encodes (720p 2.8 Mbit/s and 480p 1.4 Mbit/s,
-//!   x264 `veryfast` `zerolatency`, 1-s VBV, a keyframe every 333-ms part) and copies the source
-//!   video and the audio into HLS. A step passes like an nginx step, on the 720p and 480p
-//!   playlists of every push. Ladder and ffmpeg steps alternate.
 //!
 //! Knobs: `BENCH_LADDER_STEPS` (default "1,2,3,4,5,6"), `BENCH_FFMPEG_STEPS` (default: the
 //! ladder steps), `BENCH_PASS_STEPS` (default "4,8,16,32,48,64"),
