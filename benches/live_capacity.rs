@@ -743,6 +743,69 @@ impl NginxTrack {
     }
 }
 
+/// Polls the HLS playlists `<dir>/<name>.m3u8` (nginx's, or ffmpeg's) about every second until
+/// `end`: one track per name, its base taken at the first poll.
+async fn poll_playlists(dir: &Path, names: &[String], end: Instant) -> Vec<NginxTrack> {
+    let mut tracks: Vec<NginxTrack> = names.iter().map(|_| NginxTrack::default()).collect();
+    for (t, name) in tracks.iter_mut().zip(names) {
+        t.poll(dir, name, true);
+    }
+    let mut next = Instant::now();
+    loop {
+        next += POLL;
+        let done = next >= end;
+        tokio::time::sleep_until(next.min(end).into()).await;
+        for (t, name) in tracks.iter_mut().zip(names) {
+            t.poll(dir, name, false);
+        }
+        if done {
+            return tracks;
+        }
+    }
+}
+
+/// Judges the pushes of a playlist step: push `i` owns the `tracks.len() / alive.len()` tracks
+/// from `i` times that on, and passes when its process is `alive` (else `exited`) and each of
+/// its playlists gained media worth `MIN_RATIO` of the wall time, its newest `file` at most
+/// `MAX_LAG` old.
+fn judge_playlists(
+    step: &mut Step,
+    tracks: &[NginxTrack],
+    alive: &[bool],
+    at: SystemTime,
+    exited: &str,
+    file: &str,
+) {
+    let per_push = tracks.len() / alive.len().max(1);
+    for (i, (own, alive)) in tracks.chunks(per_push.max(1)).zip(alive).enumerate() {
+        let mut why = Vec::new();
+        if !alive {
+            why.push(exited.to_string());
+        }
+        for t in own {
+            let (ratio, age, unseen, problem) = t.result(at);
+            step.media_min = step.media_min.min(ratio);
+            step.lag_max = step.lag_max.max(age);
+            step.unseen += unseen;
+            if let Some(p) = problem {
+                why.push(p);
+            } else {
+                if ratio < MIN_RATIO {
+                    why.push(format!("media {ratio:.2}"));
+                }
+                if age > MAX_LAG {
+                    why.push(format!("newest {file} {age:.1} s old"));
+                }
+            }
+        }
+        if why.is_empty() {
+            step.passed += 1;
+        } else if step.why.len() < 3 {
+            step.why.push(format!("push {i}: {}", why.join(", ")));
+        }
+    }
+}
+
 /// Step number `number` of nginx (its streams are named after it).
 async fn nginx_step(nginx: &Nginx, number: usize, file: &Path, n: usize, window: Duration) -> Step {
     let log_from = file_len(&nginx.log);
@@ -757,52 +820,12 @@ async fn nginx_step(nginx: &Nginx, number: usize, file: &Path, n: usize, window:
     tokio::time::sleep_until((started + WARMUP).into()).await;
 
     let meter = Meter::start(nginx.pids(), pusher_pids);
-    let end = Instant::now() + window;
-    let mut tracks: Vec<NginxTrack> = names.iter().map(|_| NginxTrack::default()).collect();
-    for (t, name) in tracks.iter_mut().zip(&names) {
-        t.poll(&nginx.hls_dir, name, true);
-    }
-    let mut next = Instant::now();
-    loop {
-        next += POLL;
-        let done = next >= end;
-        tokio::time::sleep_until(next.min(end).into()).await;
-        for (t, name) in tracks.iter_mut().zip(&names) {
-            t.poll(&nginx.hls_dir, name, false);
-        }
-        if done {
-            break;
-        }
-    }
+    let tracks = poll_playlists(&nginx.hls_dir, &names, Instant::now() + window).await;
     let at = SystemTime::now();
     let mut step = Step::new(n, meter.stop(), load1());
     let alive: Vec<bool> = pushers.iter_mut().map(Proc::running).collect();
     drop(pushers);
-    for (i, (t, alive)) in tracks.iter().zip(&alive).enumerate() {
-        let (ratio, age, unseen, problem) = t.result(at);
-        step.media_min = step.media_min.min(ratio);
-        step.lag_max = step.lag_max.max(age);
-        step.unseen += unseen;
-        let mut why = Vec::new();
-        if !alive {
-            why.push("ffmpeg exited".to_string());
-        }
-        if let Some(p) = problem {
-            why.push(p);
-        } else {
-            if ratio < MIN_RATIO {
-                why.push(format!("media {ratio:.2}"));
-            }
-            if age > MAX_LAG {
-                why.push(format!("newest fragment {age:.1} s old"));
-            }
-        }
-        if why.is_empty() {
-            step.passed += 1;
-        } else if step.why.len() < 3 {
-            step.why.push(format!("push {i}: {}", why.join(", ")));
-        }
-    }
+    judge_playlists(&mut step, &tracks, &alive, at, "ffmpeg exited", "fragment");
     // nginx logs the ends of the pushes once it has closed them: read its log after that.
     if !settle(Duration::from_secs(30), async || connections_to(nginx.rtmp) == 0).await {
         step.why.push("pushes still connected 30 s after their pushers stopped".into());
@@ -881,57 +904,15 @@ async fn ffmpeg_step(dir: &Path, number: usize, file: &Path, n: usize, window: D
     tokio::time::sleep_until((started + WARMUP).into()).await;
 
     let meter = Meter::start(encoders.iter().map(|p| p.0.id()).collect(), pusher_pids);
-    let end = Instant::now() + window;
     let variants: Vec<String> =
         names.iter().flat_map(|n| [format!("{n}_720p"), format!("{n}_480p")]).collect();
-    let mut tracks: Vec<NginxTrack> = variants.iter().map(|_| NginxTrack::default()).collect();
-    for (t, v) in tracks.iter_mut().zip(&variants) {
-        t.poll(dir, v, true);
-    }
-    let mut next = Instant::now();
-    loop {
-        next += POLL;
-        let done = next >= end;
-        tokio::time::sleep_until(next.min(end).into()).await;
-        for (t, v) in tracks.iter_mut().zip(&variants) {
-            t.poll(dir, v, false);
-        }
-        if done {
-            break;
-        }
-    }
+    let tracks = poll_playlists(dir, &variants, Instant::now() + window).await;
     let at = SystemTime::now();
     let mut step = Step::new(n, meter.stop(), load1());
     let alive: Vec<bool> = encoders.iter_mut().map(Proc::running).collect();
     drop(pushers);
     drop(encoders);
-    for (i, alive) in alive.iter().enumerate() {
-        let mut why = Vec::new();
-        if !alive {
-            why.push("ffmpeg transcoder exited".to_string());
-        }
-        for t in &tracks[2 * i..2 * i + 2] {
-            let (ratio, age, unseen, problem) = t.result(at);
-            step.media_min = step.media_min.min(ratio);
-            step.lag_max = step.lag_max.max(age);
-            step.unseen += unseen;
-            if let Some(p) = problem {
-                why.push(p);
-            } else {
-                if ratio < MIN_RATIO {
-                    why.push(format!("media {ratio:.2}"));
-                }
-                if age > MAX_LAG {
-                    why.push(format!("newest segment {age:.1} s old"));
-                }
-            }
-        }
-        if why.is_empty() {
-            step.passed += 1;
-        } else if step.why.len() < 3 {
-            step.why.push(format!("push {i}: {}", why.join(", ")));
-        }
-    }
+    judge_playlists(&mut step, &tracks, &alive, at, "ffmpeg transcoder exited", "segment");
     step
 }
 
