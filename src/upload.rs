@@ -11,11 +11,19 @@
 //! Errors: a bad signature or an expired URL 403, a VOD no longer waiting for its file 409, a
 //! file over `SLUICE_MAX_UPLOAD_BYTES` 413 (and what arrived is removed), a chunk that starts past
 //! what arrived 416.
+//!
+//! A refusal is answered only after the rest of the body has been read and dropped (at most
+//! [`DRAIN_BYTES`] more, for at most [`DRAIN_TIME`]): a client that sends its body without
+//! waiting for `100 Continue` (most do) would otherwise have the connection reset under it
+//! while still sending, and lose the answer. A client that asked `Expect: 100-continue` and was
+//! refused before its body was read is not asked for it.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use futures_util::StreamExt;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 use poem::http::{header, StatusCode};
 use poem::web::{Data, Path};
 use poem::{handler, put, Body, Request, Response, Route};
@@ -41,6 +49,11 @@ pub struct Uploads {
     /// Uploads running on this process.
     pub uploading: Uploading,
 }
+
+/// The most of a refused body read (and dropped) before the answer.
+const DRAIN_BYTES: u64 = 8 << 20;
+/// The longest a refused body is read before the answer.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
 
 /// The signed message of an upload URL.
 pub fn message(vod_id: &str, expires: i64) -> String {
@@ -118,8 +131,49 @@ fn incomplete(len: u64, total: u64) -> Response {
     r.body(serde_json::json!({"received": len, "total": total}).to_string())
 }
 
+/// A request body as it is read.
+type BodyStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+
 #[handler]
 async fn upload(req: &Request, body: Body, app: Data<&Arc<Uploads>>, Path(id): Path<String>) -> Response {
+    let mut stream: BodyStream = Box::pin(body.into_bytes_stream());
+    let mut polled = false;
+    let response = receive(req, &mut stream, &mut polled, app.0.as_ref(), &id).await;
+    if !response.status().is_success() {
+        let continue_asked = req
+            .headers()
+            .get(header::EXPECT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+        if polled || !continue_asked {
+            drain(&mut stream).await;
+        }
+    }
+    response
+}
+
+/// Reads and drops what is left of a refused body, within [`DRAIN_BYTES`] and [`DRAIN_TIME`].
+async fn drain(stream: &mut BodyStream) {
+    let mut left = DRAIN_BYTES;
+    let read = async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            left = left.saturating_sub(chunk.len() as u64);
+            if left == 0 {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, read).await;
+}
+
+/// The upload itself; `polled` is set once the body has been read from.
+async fn receive(
+    req: &Request,
+    stream: &mut BodyStream,
+    polled: &mut bool,
+    app: &Uploads,
+    id: &str,
+) -> Response {
     let q: std::collections::HashMap<String, String> =
         url::form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes()).into_owned().collect();
     let expires = q.get("expires").and_then(|e| e.parse::<i64>().ok());
@@ -127,7 +181,7 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<Uploads>>, Path(id): P
         return answer(StatusCode::FORBIDDEN, "upload URL is not signed");
     };
     let keys = app.keys.ring_for(KeyRing::kid_of(sig)).await;
-    if !keys.verify(&message(&id, expires), sig) {
+    if !keys.verify(&message(id, expires), sig) {
         return answer(StatusCode::FORBIDDEN, "upload URL signature is invalid");
     }
     if expires.saturating_mul(1000) < now_ms() {
@@ -136,7 +190,7 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<Uploads>>, Path(id): P
             "upload URL has expired; POST /vod/<id>/heartbeat gives a new one",
         );
     }
-    let row = match app.db.vod_by_id(&id).await {
+    let row = match app.db.vod_by_id(id).await {
         Ok(Some(row)) => row,
         Ok(None) => return answer(StatusCode::NOT_FOUND, "VOD not found"),
         Err(e) => {
@@ -147,10 +201,10 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<Uploads>>, Path(id): P
     if row.status() != VodStatus::PendingUpload {
         return answer(StatusCode::CONFLICT, "this VOD is not waiting for an upload");
     }
-    let Some(path) = app.storage.local_path(&source_key(&id)) else {
+    let Some(path) = app.storage.local_path(&source_key(id)) else {
         return answer(StatusCode::NOT_FOUND, "uploads go to the storage's own presigned URL");
     };
-    let Some(_busy) = app.uploading.enter(&id) else {
+    let Some(_busy) = app.uploading.enter(id) else {
         return answer(StatusCode::CONFLICT, "another upload of this VOD is in progress");
     };
     let max = app.max_bytes;
@@ -189,7 +243,8 @@ async fn upload(req: &Request, body: Body, app: Data<&Arc<Uploads>>, Path(id): P
         Some((Some((a, b)), _)) => (a, Some(b - a + 1)),
         None => (0, None),
     };
-    match write(&partial, start, declared, max, body).await {
+    *polled = true;
+    match write(&partial, start, declared, max, stream).await {
         Ok(written) => {
             let len = start + written;
             let whole = match range {
@@ -236,7 +291,7 @@ async fn write(
     start: u64,
     declared: Option<u64>,
     max: u64,
-    body: Body,
+    stream: &mut BodyStream,
 ) -> Result<u64, WriteError> {
     let mut file = tokio::fs::OpenOptions::new()
         .create(true)
@@ -247,7 +302,6 @@ async fn write(
         .map_err(WriteError::Io)?;
     file.set_len(start).await.map_err(WriteError::Io)?;
     file.seek(std::io::SeekFrom::Start(start)).await.map_err(WriteError::Io)?;
-    let mut stream = body.into_bytes_stream();
     let mut written = 0u64;
     let mut failure = None;
     while let Some(chunk) = stream.next().await {

@@ -385,9 +385,18 @@ impl VodApi {
         };
         app.vods.apply(tx, &mut row, mv).await.map_err(vod_error)?;
         if probed.is_ok() {
-            app.vods.queue(&id).await.map_err(vod_error)?;
-            let mut conn = app.db.pool().acquire().await?;
-            row = Db::vod_in(&mut conn, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+            // The answer is the VOD as this call left it, `queued`, even when a worker has
+            // taken the job since (a GET shows `processing` then).
+            match app.vods.queue(&id).await.map_err(vod_error)? {
+                Some(at) => {
+                    row.set_status(VodStatus::Queued);
+                    row.updated_at = at;
+                }
+                None => {
+                    let mut conn = app.db.pool().acquire().await?;
+                    row = Db::vod_in(&mut conn, &p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+                }
+            }
         }
         match &probed {
             Ok(_) => tracing::info!(vod = %id.0, bytes = size, "source accepted; transcode queued"),

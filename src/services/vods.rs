@@ -95,15 +95,18 @@ impl Vods {
 
     /// `uploaded → queued`, as a compare-and-set (a worker that took the job on already, after
     /// a crash, keeps its move; this step fires no event), and the job `Probed` held back becomes
-    /// available in the same transaction. Wakes idle workers.
-    pub async fn queue(&self, vod_id: &str) -> Result<(), VodError> {
+    /// available in the same transaction. Wakes idle workers. Returns the time of the move, or
+    /// `None` when the VOD had moved on already.
+    pub async fn queue(&self, vod_id: &str) -> Result<Option<i64>, VodError> {
         let queued = VodStatus::Uploaded.apply(VodMove::Queued)?;
+        let now = now_ms();
         let mut tx = self.db.begin_write().await?;
-        Db::move_vod_status(&mut tx, vod_id, VodStatus::Uploaded.as_str(), queued.as_str(), now_ms()).await?;
+        let moved =
+            Db::move_vod_status(&mut tx, vod_id, VodStatus::Uploaded.as_str(), queued.as_str(), now).await?;
         Db::release_job(&mut tx, vod_id).await?;
         tx.commit().await?;
         self.wake.notify_waiters();
-        Ok(())
+        Ok(moved.then_some(now))
     }
 
     /// Wakes transcode workers waiting for a job.

@@ -488,6 +488,54 @@ async fn chunked_and_oversize_uploads() {
     error_message(uploaded(&t, &big_id).await, 409).await;
 }
 
+/// A refused upload is answered, never reset under a client still sending: refused by its
+/// Content-Length before a byte is read, refused once too much streamed in, and a chunk past
+/// what arrived — each many times over, on fresh connections and reused ones. A client
+/// that asks `Expect: 100-continue` (curl, for a large file) gets the 413 without sending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_uploads_are_answered_not_reset() {
+    let t = spawn_app_with(Backend::Sqlite, |a| a.max_upload_bytes = Some(300_000)).await;
+    let (_, url) = create(&t, json!({"name": "Refused", "filename": "big.bin"})).await;
+    let fresh = reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("client");
+    for round in 0..20 {
+        for client in [&t.client, &fresh] {
+            let resp = client.put(&url).body(vec![0u8; 1_000_000]).send().await;
+            let resp = resp.unwrap_or_else(|e| panic!("round {round}: by length: {e}"));
+            assert_eq!(resp.status(), 413, "round {round}: by length");
+            let chunks = (0..100).map(|_| Ok::<_, std::io::Error>(vec![0u8; 10_000]));
+            let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
+            let resp = client.put(&url).body(body).send().await;
+            let resp = resp.unwrap_or_else(|e| panic!("round {round}: streamed: {e}"));
+            assert_eq!(resp.status(), 413, "round {round}: streamed");
+            let resp = client
+                .put(&url)
+                .header("Content-Range", "bytes 100000-199999/200000")
+                .body(vec![0u8; 100_000])
+                .send()
+                .await;
+            let resp = resp.unwrap_or_else(|e| panic!("round {round}: past the end: {e}"));
+            assert_eq!(resp.status(), 416, "round {round}: past the end");
+        }
+    }
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("big.bin");
+    std::fs::write(&file, vec![0u8; 50_000_000]).expect("write");
+    let out = tokio::process::Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code} %{size_upload}", "-H", "Expect: 100-continue"])
+        .args(["--expect100-timeout", "30", "-T"])
+        .arg(&file)
+        .arg(&url)
+        .output()
+        .await
+        .expect("curl");
+    let printed = String::from_utf8_lossy(&out.stdout).to_string();
+    let (code, sent) = printed.split_once(' ').expect("code and size");
+    assert_eq!(code, "413", "{printed} {}", String::from_utf8_lossy(&out.stderr));
+    let sent: f64 = sent.parse().expect("size_upload");
+    assert!(sent < 10_000_000.0, "curl sent {sent} bytes of a refused 50-MB file");
+}
+
 /// A vertical video keeps its shape with `preserve` and gets black bars with `pad`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vertical_video_preserve_and_pad() {
