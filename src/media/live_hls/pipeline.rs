@@ -78,6 +78,15 @@ pub struct LiveOutput {
 /// `EXT-X-PROGRAM-DATE-TIME` of a part is this plus the part's timestamp.
 pub type WallBase = Arc<OnceLock<DateTime<Utc>>>;
 
+/// The entry of the `source` and `audio` branches: the ingest thread (appsrc → flvdemux → parse
+/// → tee) pushes straight into their muxers, with no queue thread between. Each thread a buffer
+/// crosses costs a wake-up per FLV tag, which is most of what a passthrough push costs
+/// (`benches/live_capacity`: 128 → 64 threads and 18.3k → 10.7k futex calls per second at 16
+/// passthrough pushes, together with the ingest description losing its demuxer queues). Only
+/// the ladder's decoder, which is slow, and the taps (leaky) keep a queue of their own. Muxing
+/// waits for nothing but its own input, so this never holds the ingest thread up for long.
+const PASSTHROUGH_ENTRY: &str = "identity name=in";
+
 /// Registers the statically linked fmp4 plugin (cmafmux) once.
 pub(crate) fn register_fmp4() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
@@ -95,11 +104,11 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     let target = out.channel.config().segment.ceil() as u32;
     let part = out.channel.config().part;
 
-    let audio = build_bin(&format!(
-        "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
-        mux_and_sink(&out, ladder::AUDIO, part, None)
-    ))?;
-    link_branch(pipeline, &audio_tee, &audio, "q")?;
+    // Straight into the muxer, on the ingest thread: no queue thread of its own (see
+    // [`PASSTHROUGH_ENTRY`]).
+    let audio =
+        build_bin(&format!("{PASSTHROUGH_ENTRY} ! {}", mux_and_sink(&out, ladder::AUDIO, part, None)))?;
+    link_branch(pipeline, &audio_tee, &audio, "in")?;
     watch_codec(&audio, ladder::AUDIO, out.clone(), Declared::Audio { target_duration: target, part })?;
     feed_channel(&audio, ladder::AUDIO, &out, wall.clone())?;
 
@@ -162,7 +171,7 @@ fn attach_video(
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
     let passthrough = build_bin(&format!(
-        "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {}",
+        "{PASSTHROUGH_ENTRY} ! {}",
         mux_and_sink(out, ladder::SOURCE, chunk, Some(frame))
     ))?;
     let source_kind =
@@ -172,7 +181,7 @@ fn attach_video(
     out.channel.add_rendition(out.generation, ladder::SOURCE, source_kind, timing(SOURCE_TARGET_DURATION));
     watch_codec(&passthrough, ladder::SOURCE, out.clone(), Declared::Video)?;
     feed_channel(&passthrough, ladder::SOURCE, out, wall.clone())?;
-    link_branch(pipeline, tee, &passthrough, "q")?;
+    link_branch(pipeline, tee, &passthrough, "in")?;
 
     if !rungs.is_empty() {
         let mut desc = format!(
