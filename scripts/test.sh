@@ -65,7 +65,9 @@ stage "lint: cargo clippy --all-targets --locked -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
 stage "tests: cargo test --locked (Postgres at ${SLUICE_TEST_POSTGRES_URL##*@})"
-cargo test --locked
+# Without backtraces a failing test's summary is its panic message and location, which is what a
+# log cut to its last lines must still show; SLUICE_TEST_BACKTRACE=1 brings them back.
+RUST_BACKTRACE="${SLUICE_TEST_BACKTRACE:-0}" cargo test --locked
 
 # The binary cargo test has just built, driven through the OpenAPI document: generated Python
 # and TypeScript clients running their programs, and schemathesis over every operation.
