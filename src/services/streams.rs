@@ -257,6 +257,8 @@ impl Streams {
             Db::set_stream_live_node(&mut tx, &row.id, Some(&self.node_id)).await?
         }
         if ends_push {
+            // The caller answers with `row`: it must show the input gone, as the table does.
+            row.input_info = None;
             Db::set_stream_input(&mut tx, &row.id, None).await?;
             Db::set_stream_live_node(&mut tx, &row.id, None).await?;
         }

@@ -86,9 +86,14 @@ async fn disabling_or_deleting_a_live_stream_sends_ended_then_disabled_once(app:
     let url = s["ingestUrl"].as_str().expect("ingestUrl").to_string();
     let stream_url = app.project_url(&format!("/streams/{id}"));
 
-    // PATCH enabled=false on the live stream.
+    // PATCH enabled=false on the live stream, once its input is recorded (the answer must not
+    // show the input of the push it ended).
     let mut pusher = push(&url);
     wait_status(&app, &id, "live", Duration::from_secs(20)).await;
+    eventually("the push's input recorded", Duration::from_secs(20), || async {
+        (stream(&app, &id).await["input"]["videoCodec"] == "h264").then_some(())
+    })
+    .await;
     let off =
         app.with_key(Method::PATCH, &stream_url, &app.key).json(&json!({"enabled": false})).send().await;
     let off: Value = off.expect("patch").json().await.expect("json");
