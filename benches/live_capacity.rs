@@ -976,6 +976,34 @@ fn progress(kind: &str, s: &Step) {
     let _ = std::io::stderr().flush();
 }
 
+/// Runs two ramps step by step in turn (Sluice's, then its peer's), so both see the machine in
+/// the same state; each stops at its first failing step. The peer's steps are numbered from 1.
+fn alternate(
+    (steps, kind, mut step): (&[usize], &str, impl FnMut(usize) -> Step),
+    (peer_steps, peer_kind, mut peer_step): (&[usize], &str, impl FnMut(usize, usize) -> Step),
+) -> (Vec<Step>, Vec<Step>) {
+    let (mut done, mut peer_done) = (Vec::new(), Vec::new());
+    let (mut on, mut peer_on) = (true, true);
+    for i in 0..steps.len().max(peer_steps.len()) {
+        if let Some(&n) = steps.get(i).filter(|_| on) {
+            let s = step(n);
+            progress(kind, &s);
+            on = s.ok();
+            done.push(s);
+        }
+        if let Some(&n) = peer_steps.get(i).filter(|_| peer_on) {
+            let s = peer_step(peer_done.len() + 1, n);
+            progress(peer_kind, &s);
+            peer_on = s.ok();
+            peer_done.push(s);
+        }
+        if !on && !peer_on {
+            break;
+        }
+    }
+    (done, peer_done)
+}
+
 fn main() {
     let ladder_steps = env_steps("BENCH_LADDER_STEPS", "1,2,3,4,5,6");
     let pass_steps = env_steps("BENCH_PASS_STEPS", "4,8,16,32,48,64");
@@ -1018,61 +1046,21 @@ fn main() {
     // The ladder and ffmpeg doing it alternate step by step, as passthrough and nginx do.
     let ff_dir = dir.path().join("ffmpeg");
     std::fs::create_dir_all(&ff_dir).expect("ffmpeg dir");
-    let (mut ladder, mut ff) = (Vec::new(), Vec::new());
-    let (mut ladder_on, mut ff_on) = (true, true);
-    for i in 0..ladder_steps.len().max(ffmpeg_steps.len()) {
-        if let Some(&n) = ladder_steps.get(i).filter(|_| ladder_on) {
-            let s = rt.block_on(sluice_step(
-                &mut sluice,
-                &mut created,
-                &file,
-                n,
-                &["720p", "480p"],
-                LADDER,
-                window,
-            ));
-            progress("ladder", &s);
-            ladder_on = s.ok();
-            ladder.push(s);
-        }
-        if let Some(&n) = ffmpeg_steps.get(i).filter(|_| ff_on) {
-            let s = rt.block_on(ffmpeg_step(&ff_dir, ff.len() + 1, &file, n, window));
-            progress("ffmpeg ladder", &s);
-            ff_on = s.ok();
-            ff.push(s);
-        }
-        if !ladder_on && !ff_on {
-            break;
-        }
-    }
+    let (ladder, ff) = alternate(
+        (&ladder_steps, "ladder", |n| {
+            rt.block_on(sluice_step(&mut sluice, &mut created, &file, n, &["720p", "480p"], LADDER, window))
+        }),
+        (&ffmpeg_steps, "ffmpeg ladder", |number, n| {
+            rt.block_on(ffmpeg_step(&ff_dir, number, &file, n, window))
+        }),
+    );
     // Passthrough and nginx alternate step by step, so both see the machine in the same state.
-    let (mut pass, mut ngx) = (Vec::new(), Vec::new());
-    let (mut pass_on, mut nginx_on) = (true, true);
-    for i in 0..pass_steps.len().max(nginx_steps.len()) {
-        if let Some(&n) = pass_steps.get(i).filter(|_| pass_on) {
-            let s = rt.block_on(sluice_step(
-                &mut sluice,
-                &mut created,
-                &file,
-                n,
-                &["1080p"],
-                PASSTHROUGH,
-                window,
-            ));
-            progress("passthrough", &s);
-            pass_on = s.ok();
-            pass.push(s);
-        }
-        if let Some(&n) = nginx_steps.get(i).filter(|_| nginx_on) {
-            let s = rt.block_on(nginx_step(&nginx, ngx.len() + 1, &file, n, window));
-            progress("nginx", &s);
-            nginx_on = s.ok();
-            ngx.push(s);
-        }
-        if !pass_on && !nginx_on {
-            break;
-        }
-    }
+    let (pass, ngx) = alternate(
+        (&pass_steps, "passthrough", |n| {
+            rt.block_on(sluice_step(&mut sluice, &mut created, &file, n, &["1080p"], PASSTHROUGH, window))
+        }),
+        (&nginx_steps, "nginx", |number, n| rt.block_on(nginx_step(&nginx, number, &file, n, window))),
+    );
 
     println!();
     table("Sluice ladder 720p+480p (renditions 720p, 480p [x264], source, audio):", &ladder, &ladder_steps);
