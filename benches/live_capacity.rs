@@ -82,7 +82,8 @@ use std::time::{Duration, Instant, SystemTime};
 use chrono::{DateTime, Utc};
 
 use common::{
-    connections_to, cpu_seconds, free_port, out_dir, push, sample_file, settle, Nginx, NginxHls, Proc, Sluice,
+    connections_to, cpu_seconds, free_port, listening, out_dir, push, sample_file, settle, Nginx, NginxHls,
+    Proc, Sluice,
 };
 
 const WARMUP: Duration = Duration::from_secs(6);
@@ -840,17 +841,6 @@ async fn nginx_step(nginx: &Nginx, number: usize, file: &Path, n: usize, window:
 
 // ---------------------------------------------------------------------------------------------
 // ffmpeg doing the ladder
-
-/// Whether something listens on 127.0.0.1:`port` (TCP, IPv4), from /proc/net/tcp.
-fn listening(port: u16) -> bool {
-    let want = format!("0100007F:{port:04X}");
-    std::fs::read_to_string("/proc/net/tcp").is_ok_and(|t| {
-        t.lines().skip(1).any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.get(1) == Some(&want.as_str()) && f.get(3) == Some(&"0A")
-        })
-    })
-}
 
 /// One ffmpeg as the RTMP server of one push (`-listen 1`), encoding what a Sluice ladder stream
 /// encodes: 720p at 2.8 Mbit/s and 480p at 1.4 Mbit/s with x264 `veryfast` `zerolatency`, a 1-s

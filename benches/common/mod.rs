@@ -32,18 +32,28 @@ pub fn load1() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// Established TCP connections to 127.0.0.1:`port` on this machine, from /proc/net/tcp: how a
-/// bench sees that a server has let go of its pushers.
-pub fn connections_to(port: u16) -> usize {
+/// IPv4 TCP sockets on 127.0.0.1:`port` on this machine in `state` (/proc/net/tcp's hex code).
+fn sockets_on(port: u16, state: &str) -> usize {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
     let local = format!("0100007F:{port:04X}");
-    // Fields: sl, local_address, rem_address, st (01 = ESTABLISHED), ...
+    // Fields: sl, local_address, rem_address, st, ...
     table
         .lines()
         .skip(1)
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|f| f.len() > 3 && f[1] == local && f[3] == "01")
+        .filter(|f| f.len() > 3 && f[1] == local && f[3] == state)
         .count()
+}
+
+/// Established TCP connections to 127.0.0.1:`port` on this machine, from /proc/net/tcp: how a
+/// bench sees that a server has let go of its pushers.
+pub fn connections_to(port: u16) -> usize {
+    sockets_on(port, "01")
+}
+
+/// Whether something listens on 127.0.0.1:`port` (TCP, IPv4), from /proc/net/tcp.
+pub fn listening(port: u16) -> bool {
+    sockets_on(port, "0A") > 0
 }
 
 /// Polls `settled` every 50 ms until it holds or `within` passes; returns whether it held.
