@@ -1,9 +1,11 @@
 //! `cargo bench --bench vod_ladder`: how long Sluice takes to turn a file into the default 4-rung
 //! HLS ladder (1080p 5M, 720p 3M, 480p 1500k, 360p 800k, AAC 128k, 4-s fMP4 segments, thumbnail),
 //! beside one ffmpeg command doing the same work in the same run: one decode, `split` into one
-//! x264 encoder per rung with the same preset (`veryfast`), bitrates (ABR with maxrate = bitrate
-//! and a 2-s VBV buffer, as x264enc's `pass=cbr vbv-buf-capacity=2000`) and GOP (one keyframe
-//! per segment, no scene cuts), AAC encoded once, HLS fMP4 output.
+//! x264 encoder per rung at x264's `veryfast` preset (Sluice's rungs: `veryfast` with `subme=1`,
+//! `pipelines/vod-rung.txt`), the same bitrates (ABR with maxrate = bitrate and a 2-s VBV
+//! buffer, as x264enc's `pass=cbr vbv-buf-capacity=2000`) and GOP (one keyframe per segment, no
+//! scene cuts), AAC encoded once, HLS fMP4 output. The quality each produced is printed beside
+//! the time (bitrate and SSIM per rung), so a faster setting shows what it costs.
 //!
 //! Sluice's time runs from `POST /vod/<id>/uploaded` (the file already uploaded) to the VOD being
 //! `complete`: probe, queue, transcode, thumbnail and storing every output. ffmpeg's is the
@@ -196,7 +198,7 @@ fn main() {
     rt.block_on(async {
         let sluice = Sluice::start(&[]).await;
         println!(
-            "vod_ladder: 1080p30 sources of {lengths:?} s, ladder 1080p 5M / 720p 3M / 480p 1500k / 360p 800k, x264 veryfast, {SEGMENT}-s segments, {rounds} rounds, {} cores, load1 {:.2} before",
+            "vod_ladder: 1080p30 sources of {lengths:?} s, ladder 1080p 5M / 720p 3M / 480p 1500k / 360p 800k, ffmpeg x264 veryfast, Sluice as pipelines/vod-rung.txt, {SEGMENT}-s segments, {rounds} rounds, {} cores, load1 {:.2} before",
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             common::load1()
         );
