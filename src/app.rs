@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use poem::endpoint::BoxEndpoint;
 use poem::http::StatusCode;
-use poem::listener::{Acceptor, AcceptorExt, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
 use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
@@ -351,19 +350,7 @@ impl App {
             }
             None => None,
         };
-        let acceptor = TcpListener::bind(self.settings.http_addr)
-            .into_acceptor()
-            .await
-            .with_context(|| format!("binding {}", self.settings.http_addr))?;
-        let acceptor = match &tls {
-            Some(tls) => tls.https(acceptor).boxed(),
-            None => acceptor.boxed(),
-        };
-        let addr = acceptor
-            .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().copied())
-            .context("listener has no address")?;
+        let (acceptor, addr) = listeners::Http::bind(self.settings.http_addr, tls.as_ref()).await?;
         self.endpoints.http_bound(addr);
         self.join_cluster(addr).await.context("joining the node registry")?;
         let routes = wrap(self.routes().boxed());
@@ -398,12 +385,7 @@ impl App {
         self.spawn_meter();
         crate::media::vod::worker::spawn(&self.transcoder);
         self.start_media_listeners(tls).await?;
-        let server = tokio::spawn(async move {
-            poem::Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
-                .await
-        });
-        Ok((addr, server))
+        Ok((addr, acceptor.serve(routes, shutdown)))
     }
 
     fn spawn_sender(self: &Arc<Self>) -> anyhow::Result<()> {
