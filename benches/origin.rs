@@ -14,7 +14,8 @@
 //!    signed and nginx, each case in each position once per three rounds, each run after a
 //!    1-s warm-up run; the median of each ratio.
 //! 2. **playlist reloads**: `wrk -t2 -c1000` on the media playlist (non-blocking; with signed
-//!    playback every URI in it is rewritten with the session token); nginx serves a copy.
+//!    playback every URI in it is rewritten with the session token); nginx serves a copy of the
+//!    unsigned one. The same rounds, order and warm-up as (1); the median of each ratio.
 //! 3. **blocking reloads, 1,000 waiting viewers**: 1,000 clients each loop on
 //!    `index.m3u8?_HLS_msn=<m>&_HLS_part=<p+1>` for the part after the newest they have, as
 //!    LL-HLS players do, for `BENCH_BLOCKING_SECONDS` (default 10). Printed: answers per second,
@@ -23,8 +24,11 @@
 //!    (from the first to the last viewer answered for the same part, median and p99). nginx has
 //!    no blocking reload; its row in (2) is the static figure to compare with.
 //!
-//! The load generators (wrk, the 1,000 clients) run on the same 2 cores as the servers, so all
-//! figures are of the machine as a whole; the ratios are what carries over.
+//! The load generators (wrk, the 1,000 clients) run on the same 2 cores as the servers, so the
+//! requests per second are of the machine as a whole and swing by a quarter between identical
+//! runs; the ratios are what carries over. Beside them, (1) and (2) print the server's own CPU
+//! per answer (Sluice's process, nginx's workers and master, over each measured run), which
+//! swings far less.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -132,6 +136,90 @@ async fn newest_part(client: &reqwest::Client, media: &str) -> String {
     let playlist = text(client, media).await;
     let (_, _, uri) = last_part(&playlist).expect("a part");
     join(media.split('?').next().expect("url"), &uri)
+}
+
+/// Requests per second of one round of the three cases.
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    unsigned: f64,
+    signed: f64,
+    nginx: f64,
+    /// The server's CPU per answer, µs (Sluice's process; nginx's workers and master).
+    cpu_us: [f64; 3],
+}
+
+impl Row {
+    fn line(&self) -> String {
+        format!(
+            "Sluice unsigned {:.0} req/s, signed {:.0} req/s, nginx static {:.0} req/s; signed/unsigned {:.2}x, \
+             unsigned/nginx {:.2}x, signed/nginx {:.2}x",
+            self.unsigned,
+            self.signed,
+            self.nginx,
+            self.signed / self.unsigned,
+            self.unsigned / self.nginx,
+            self.signed / self.nginx
+        ) + &format!(
+            "; server CPU per answer: Sluice unsigned {:.1} µs, signed {:.1} µs, nginx {:.1} µs",
+            self.cpu_us[0], self.cpu_us[1], self.cpu_us[2]
+        )
+    }
+
+    /// The median of each ratio over `rows`.
+    fn medians(rows: &[Row]) -> String {
+        let ratio = |f: fn(&Row) -> f64| median_of(rows.iter().map(f).collect());
+        format!(
+            "signed/unsigned {:.2}x, unsigned/nginx {:.2}x, signed/nginx {:.2}x; server CPU per answer \
+             against nginx's: unsigned {:.2}x, signed {:.2}x",
+            ratio(|r| r.signed / r.unsigned),
+            ratio(|r| r.unsigned / r.nginx),
+            ratio(|r| r.signed / r.nginx),
+            ratio(|r| r.cpu_us[0] / r.cpu_us[2]),
+            ratio(|r| r.cpu_us[1] / r.cpu_us[2])
+        )
+    }
+}
+
+fn median_of(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// One round of `urls` (Sluice unsigned, Sluice signed, nginx) with `connections` for `seconds`
+/// each. Each case takes each position in turn (a Latin square over three rounds), and each
+/// measured run follows a 1-s warm-up run of its own URL, so order and warm-up even out. Any
+/// non-2xx answer or socket error fails the bench.
+async fn three(
+    (s, nginx): (&Sluice, &Nginx),
+    id: &str,
+    round: u64,
+    connections: usize,
+    seconds: u64,
+    urls: [&str; 3],
+) -> Row {
+    let mut rps = [0.0; 3];
+    let mut cpu_us = [0.0; 3];
+    let cpu = |which: usize| if which < 2 { common::cpu_seconds(s.proc.0.id()) } else { nginx.cpu_seconds() };
+    let mut order = [0usize, 1, 2];
+    order.rotate_left((round % 3) as usize);
+    for which in order {
+        if which < 2 {
+            switch(s, id, which == 1).await;
+        }
+        wrk(urls[which], connections, 1);
+        let before = cpu(which);
+        let w = wrk(urls[which], connections, seconds);
+        cpu_us[which] = (cpu(which) - before) * 1e6 / (w.rps * seconds as f64).max(1.0);
+        assert!(
+            w.non_2xx == 0 && w.errors == 0,
+            "{}: {} non-2xx, {} socket errors",
+            urls[which],
+            w.non_2xx,
+            w.errors
+        );
+        rps[which] = w.rps;
+    }
+    Row { unsigned: rps[0], signed: rps[1], nginx: rps[2], cpu_us }
 }
 
 async fn switch(s: &Sluice, id: &str, enabled: bool) {
@@ -295,84 +383,38 @@ fn main() {
              with a session token",
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
-        let check = |what: &str, w: Wrk| {
-            assert!(w.non_2xx == 0 && w.errors == 0, "{what}: {} non-2xx, {} socket errors", w.non_2xx, w.errors);
-            w.rps
-        };
         // 1. Part fetches: each round one part (parts differ in size: keyframes), fetched by all
         //    three cases.
-        let mut rows: Vec<(f64, f64, f64)> = Vec::new();
+        let mut rows = Vec::new();
         for round in 0..rounds {
             switch(&sluice, &id, false).await;
             let unsigned_url = newest_part(client, &unsigned_media).await;
             let signed_url = format!("{unsigned_url}?token={token}");
             let part = client.get(&unsigned_url).send().await.expect("part").bytes().await.expect("bytes");
             std::fs::write(root.join("part.m4s"), &part).expect("write part");
-            // Each case takes each position in turn (a Latin square over three rounds), and each
-            // measured run follows a 1-s warm-up run of its own URL, so order and warm-up even out.
-            let mut row = (0.0, 0.0, 0.0);
-            let mut order: [u8; 3] = [0, 1, 2];
-            order.rotate_left(round as usize % 3);
-            for which in order {
-                match which {
-                    0 => {
-                        switch(&sluice, &id, false).await;
-                        wrk(&unsigned_url, 64, 1);
-                        row.0 = check("unsigned parts", wrk(&unsigned_url, 64, part_secs));
-                    }
-                    1 => {
-                        switch(&sluice, &id, true).await;
-                        wrk(&signed_url, 64, 1);
-                        row.1 = check("signed parts", wrk(&signed_url, 64, part_secs));
-                    }
-                    _ => {
-                        wrk(&nginx_part, 64, 1);
-                        row.2 = check("nginx part", wrk(&nginx_part, 64, part_secs));
-                    }
-                }
-            }
-            rows.push(row);
+            let row = three((&sluice, &nginx), &id, round, 64, part_secs, [&unsigned_url, &signed_url, &nginx_part]).await;
             println!(
-                "part fetches (64 connections), round {}, a {}-byte part: Sluice unsigned {:.0} req/s, signed \
-                 {:.0} req/s, nginx static {:.0} req/s; signed/unsigned {:.2}x, unsigned/nginx {:.2}x, \
-                 signed/nginx {:.2}x",
+                "part fetches (64 connections), round {}, a {}-byte part: {}",
                 round + 1,
                 part.len(),
-                row.0,
-                row.1,
-                row.2,
-                row.1 / row.0,
-                row.0 / row.2,
-                row.1 / row.2
+                row.line()
             );
+            rows.push(row);
         }
-        let median = |f: &dyn Fn(&(f64, f64, f64)) -> f64| {
-            let mut v: Vec<f64> = rows.iter().map(f).collect();
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        println!(
-            "part fetches, median of {rounds} rounds: signed/unsigned {:.2}x, unsigned/nginx {:.2}x, \
-             signed/nginx {:.2}x",
-            median(&|r| r.1 / r.0),
-            median(&|r| r.0 / r.2),
-            median(&|r| r.1 / r.2)
-        );
+        println!("part fetches, median of {rounds} rounds: {}", Row::medians(&rows));
 
-        // 2. Plain playlist reloads, 1,000 connections.
-        switch(&sluice, &id, false).await;
-        let unsigned = check("unsigned playlist", wrk(&unsigned_media, VIEWERS, part_secs));
-        switch(&sluice, &id, true).await;
-        let signed = check("signed playlist", wrk(&signed_media, VIEWERS, part_secs));
-        let nginx_rps = check("nginx playlist", wrk(&nginx_playlist, VIEWERS, part_secs));
-        println!(
-            "playlist reloads (1,000 connections, not blocking): Sluice unsigned {unsigned:.0} req/s, signed \
-             {signed:.0} req/s, nginx static {nginx_rps:.0} req/s; signed/unsigned {:.2}x, unsigned/nginx {:.2}x, \
-             signed/nginx {:.2}x",
-            signed / unsigned,
-            unsigned / nginx_rps,
-            signed / nginx_rps
-        );
+        // 2. Plain playlist reloads, 1,000 connections: the same playlist (nginx's copy is the
+        //    unsigned one) in the same rounds.
+        let mut rows = Vec::new();
+        for round in 0..rounds {
+            let row =
+                three((&sluice, &nginx), &id, round, VIEWERS, part_secs, [&unsigned_media, &signed_media, &nginx_playlist])
+                    .await;
+            println!("playlist reloads (1,000 connections, not blocking), round {}: {}", round + 1, row.line());
+            rows.push(row);
+        }
+        println!("playlist reloads, median of {rounds} rounds: {}", Row::medians(&rows));
+        let nginx_rps = median_of(rows.iter().map(|r| r.nginx).collect());
 
         // What signing costs per request, without the noise of the load generators.
         switch(&sluice, &id, false).await;
