@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use common::{push, sample_file, Nginx, Sluice};
+use common::{median, push, sample_file, Nginx, Sluice};
 
 const VIEWERS: usize = 1000;
 
@@ -167,7 +167,7 @@ impl Row {
 
     /// The median of each ratio over `rows`.
     fn medians(rows: &[Row]) -> String {
-        let ratio = |f: fn(&Row) -> f64| median_of(rows.iter().map(f).collect());
+        let ratio = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
         format!(
             "signed/unsigned {:.2}x, unsigned/nginx {:.2}x, signed/nginx {:.2}x; server CPU per answer \
              against nginx's: unsigned {:.2}x, signed {:.2}x",
@@ -178,11 +178,6 @@ impl Row {
             ratio(|r| r.cpu_us[1] / r.cpu_us[2])
         )
     }
-}
-
-fn median_of(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// One round of `urls` (Sluice unsigned, Sluice signed, nginx) with `connections` for `seconds`
@@ -414,7 +409,7 @@ fn main() {
             rows.push(row);
         }
         println!("playlist reloads, median of {rounds} rounds: {}", Row::medians(&rows));
-        let nginx_rps = median_of(rows.iter().map(|r| r.nginx).collect());
+        let nginx_rps = median(rows.iter().map(|r| r.nginx).collect());
 
         // What signing costs per request, without the noise of the load generators.
         switch(&sluice, &id, false).await;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use common::{clip, out_dir, Sluice};
+use common::{clip, median, out_dir, Sluice};
 
 /// (name, width, height, kbit/s)
 const LADDER: [(&str, u32, u32, u32); 4] = [
@@ -176,11 +176,6 @@ async fn sluice_playlists(sluice: &Sluice, record: &Value) -> Vec<(String, Strin
     let text = resp.text().await.unwrap_or_default();
     let base = &master[..master.rfind('/').map_or(0, |i| i + 1)];
     common::parse_master(&text).into_iter().map(|(name, uri)| (name, format!("{base}{uri}"))).collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn main() {

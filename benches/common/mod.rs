@@ -56,6 +56,12 @@ pub fn listening(port: u16) -> bool {
     sockets_on(port, "0A") > 0
 }
 
+/// The median of `v` (the upper one of an even count); NaN when empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 /// Polls `settled` every 50 ms until it holds or `within` passes; returns whether it held.
 pub async fn settle(within: Duration, mut settled: impl AsyncFnMut() -> bool) -> bool {
     let deadline = Instant::now() + within;
