@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use poem::endpoint::BoxEndpoint;
 use poem::http::StatusCode;
+use poem::listener::{Acceptor, AcceptorExt, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
 use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
@@ -350,7 +351,19 @@ impl App {
             }
             None => None,
         };
-        let (acceptor, addr) = listeners::Http::bind(self.settings.http_addr, tls.as_ref()).await?;
+        let acceptor = TcpListener::bind(self.settings.http_addr)
+            .into_acceptor()
+            .await
+            .with_context(|| format!("binding {}", self.settings.http_addr))?;
+        let acceptor = match &tls {
+            Some(tls) => tls.https(acceptor).boxed(),
+            None => acceptor.boxed(),
+        };
+        let addr = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().copied())
+            .context("listener has no address")?;
         self.endpoints.http_bound(addr);
         self.join_cluster(addr).await.context("joining the node registry")?;
         let routes = wrap(self.routes().boxed());
@@ -385,7 +398,12 @@ impl App {
         self.spawn_meter();
         crate::media::vod::worker::spawn(&self.transcoder);
         self.start_media_listeners(tls).await?;
-        Ok((addr, acceptor.serve(routes, shutdown)))
+        let server = tokio::spawn(async move {
+            poem::Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
+                .await
+        });
+        Ok((addr, server))
     }
 
     fn spawn_sender(self: &Arc<Self>) -> anyhow::Result<()> {
