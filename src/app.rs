@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use poem::endpoint::BoxEndpoint;
 use poem::http::StatusCode;
-use poem::listener::{Acceptor, AcceptorExt, Listener, TcpListener};
+use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
 use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
@@ -41,8 +41,12 @@ use crate::store::keys::SigningKeys;
 use crate::store::Db;
 use crate::upload::Uploads;
 
+/// How long open HTTP requests may take to finish once shutdown begins.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
 mod cluster;
 mod csrf;
+mod http;
 mod listeners;
 mod metrics;
 mod workers;
@@ -355,10 +359,6 @@ impl App {
             .into_acceptor()
             .await
             .with_context(|| format!("binding {}", self.settings.http_addr))?;
-        let acceptor = match &tls {
-            Some(tls) => tls.https(acceptor).boxed(),
-            None => acceptor.boxed(),
-        };
         let addr = acceptor
             .local_addr()
             .first()
@@ -397,12 +397,14 @@ impl App {
         self.spawn_kill_listener();
         self.spawn_meter();
         crate::media::vod::worker::spawn(&self.transcoder);
+        // Served on the acceptor's own connection type (src/app/http.rs); spawned once the
+        // media listeners are up, so a failed start leaves nothing serving.
+        let serve: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> = match &tls {
+            Some(tls) => Box::pin(http::serve(tls.https(acceptor), routes, shutdown, SHUTDOWN_GRACE)),
+            None => Box::pin(http::serve(acceptor, routes, shutdown, SHUTDOWN_GRACE)),
+        };
         self.start_media_listeners(tls).await?;
-        let server = tokio::spawn(async move {
-            poem::Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(routes, shutdown, Some(Duration::from_secs(10)))
-                .await
-        });
+        let server = tokio::spawn(serve);
         Ok((addr, server))
     }
 

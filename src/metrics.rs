@@ -83,18 +83,18 @@ pub fn route_of(path: &str) -> String {
         "master.m3u8",
         "index.m3u8",
     ];
-    let segments: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-    let top = segments.first().copied().unwrap_or("");
+    let segments = path.split('/').filter(|s| !s.is_empty());
+    let top = segments.clone().next().unwrap_or("");
     if !matches!(top, "v1" | "play" | "upload" | "healthz" | "readyz" | "metrics" | "docs") {
         return "other".into();
     }
     if top == "docs" {
         return "/docs".into();
     }
-    let mut out = Vec::with_capacity(segments.len());
+    // One allocation: every request passes here (the origin's too).
+    let mut out = String::with_capacity(48);
     let mut prev = "";
-    for seg in segments.iter().take(8) {
-        let seg = *seg;
+    for seg in segments.take(8) {
         let shown = if prev == "projects" {
             ":slug"
         } else if COLLECTIONS.contains(&prev) && !FIXED.contains(&seg) {
@@ -108,10 +108,11 @@ pub fn route_of(path: &str) -> String {
         } else {
             "*"
         };
-        out.push(shown);
+        out.push('/');
+        out.push_str(shown);
         prev = seg;
     }
-    format!("/{}", out.join("/"))
+    out
 }
 
 #[cfg(test)]
@@ -167,7 +168,16 @@ impl PerStream {
 
     /// Counts `bytes` served of `stream_id`'s playback.
     pub fn served(&self, stream_id: &str, bytes: usize) {
-        self.get(stream_id).bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        let add =
+            |c: &StreamCounters| c.bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        // Looked up before `get`, which copies the id to insert it: this runs on every answer.
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(stream_id) {
+            add(c);
+            return;
+        }
+        drop(map);
+        add(&self.get(stream_id));
     }
 
     /// The per-stream lines: `live(id)` (1 while this process holds its push), `viewers(id)`

@@ -262,6 +262,25 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Handshake<IO> {
             Poll::Pending => Poll::Pending,
         }
     }
+
+    /// Passed on, so that hyper hands a response's head and body over without first copying
+    /// them into one buffer (rustls takes the pieces into its own records either way).
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut().poll_ready(cx) {
+            Poll::Ready(Ok(s)) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Asked before the handshake is done: a rustls stream always takes vectored writes.
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]
