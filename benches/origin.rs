@@ -7,15 +7,19 @@
 //! on (URLs from a playback ticket, so every request verifies an HMAC token):
 //!
 //! 1. **part fetches**: `wrk -t2 -c64` for `BENCH_SECONDS` (default 4) on one recent part of the
-//!    `source` rendition (70–150 KB), the same part for the three cases of a round (Sluice
-//!    runs with 4-s segments so a part stays in memory that long); nginx serves a copy of it
-//!    from disk. Requests per second, and any
-//!    non-2xx answer (which fails the bench); `BENCH_ROUNDS` (default 3) rounds of unsigned,
-//!    signed and nginx, each case in each position once per three rounds, each run after a
-//!    1-s warm-up run; the median of each ratio.
+//!    `source` rendition (70–150 KB), the same part for every case of a round (Sluice runs with
+//!    4-s segments so a part stays in memory that long); nginx serves a copy of it from disk
+//!    (signing does not change a part's bytes, so that one nginx figure stands for both).
+//!    Requests per second, and any non-2xx answer (which fails the bench); `BENCH_ROUNDS`
+//!    (default 3) rounds, each case one position later each round, each run after a 1-s warm-up
+//!    run; the median of each ratio.
 //! 2. **playlist reloads**: `wrk -t2 -c1000` on the media playlist (non-blocking; with signed
-//!    playback every URI in it is rewritten with the session token); nginx serves a copy of the
-//!    unsigned one. The same rounds, order and warm-up as (1); the median of each ratio.
+//!    playback, the one under the session's token path that a ticket's master leads to, whose
+//!    URIs inherit the token, so it is served as rendered); nginx serves copies of the
+//!    same bytes, the unsigned playlist and the signed one, as static files — what the issue
+//!    holds a reload to ("reloads cost what a static file costs"). The same rounds, order and
+//!    warm-up as (1); unsigned is compared with nginx's unsigned file, signed with its signed
+//!    file; the median of each ratio.
 //! 3. **blocking reloads, 1,000 waiting viewers**: 1,000 clients each loop on
 //!    `index.m3u8?_HLS_msn=<m>&_HLS_part=<p+1>` for the part after the newest they have, as
 //!    LL-HLS players do, for `BENCH_BLOCKING_SECONDS` (default 10). Printed: answers per second,
@@ -138,30 +142,25 @@ async fn newest_part(client: &reqwest::Client, media: &str) -> String {
     join(media.split('?').next().expect("url"), &uri)
 }
 
-/// What one round of the three cases measured: requests per second, and the server CPU per answer.
+/// What one round measured, per case (Sluice unsigned, Sluice signed, nginx serving the
+/// unsigned bytes, nginx serving the signed bytes): requests per second, and the server's CPU
+/// per answer, µs (Sluice's process; nginx's workers and master).
 #[derive(Debug, Clone, Copy)]
 struct Row {
-    unsigned: f64,
-    signed: f64,
-    nginx: f64,
-    /// The server's CPU per answer, µs (Sluice's process; nginx's workers and master).
-    cpu_us: [f64; 3],
+    rps: [f64; 4],
+    cpu_us: [f64; 4],
 }
 
 impl Row {
     fn line(&self) -> String {
+        let [u, s, nu, ns] = self.rps;
+        let [cu, cs, cnu, cns] = self.cpu_us;
         format!(
-            "Sluice unsigned {:.0} req/s, signed {:.0} req/s, nginx static {:.0} req/s; signed/unsigned {:.2}x, \
-             unsigned/nginx {:.2}x, signed/nginx {:.2}x",
-            self.unsigned,
-            self.signed,
-            self.nginx,
-            self.signed / self.unsigned,
-            self.unsigned / self.nginx,
-            self.signed / self.nginx
-        ) + &format!(
-            "; server CPU per answer: Sluice unsigned {:.1} µs, signed {:.1} µs, nginx {:.1} µs",
-            self.cpu_us[0], self.cpu_us[1], self.cpu_us[2]
+            "Sluice unsigned {u:.0} req/s, signed {s:.0} req/s; nginx static, the same bytes: {nu:.0} req/s \
+             unsigned, {ns:.0} req/s signed; unsigned/nginx {:.2}x, signed/nginx {:.2}x; server CPU per answer: \
+             Sluice {cu:.1} / {cs:.1} µs, nginx {cnu:.1} / {cns:.1} µs",
+            u / nu,
+            s / ns,
         )
     }
 
@@ -169,42 +168,46 @@ impl Row {
     fn medians(rows: &[Row]) -> String {
         let ratio = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
         format!(
-            "signed/unsigned {:.2}x, unsigned/nginx {:.2}x, signed/nginx {:.2}x; server CPU per answer \
-             against nginx's: unsigned {:.2}x, signed {:.2}x",
-            ratio(|r| r.signed / r.unsigned),
-            ratio(|r| r.unsigned / r.nginx),
-            ratio(|r| r.signed / r.nginx),
+            "unsigned/nginx {:.2}x, signed/nginx {:.2}x (by req/s, nginx serving the same bytes); server CPU \
+             per answer against nginx's: unsigned {:.2}x, signed {:.2}x",
+            ratio(|r| r.rps[0] / r.rps[2]),
+            ratio(|r| r.rps[1] / r.rps[3]),
             ratio(|r| r.cpu_us[0] / r.cpu_us[2]),
-            ratio(|r| r.cpu_us[1] / r.cpu_us[2])
+            ratio(|r| r.cpu_us[1] / r.cpu_us[3])
         )
     }
 }
 
-/// One round of `urls` (Sluice unsigned, Sluice signed, nginx) with `connections` for `seconds`
-/// each. Each case takes each position in turn (a Latin square over three rounds), and each
-/// measured run follows a 1-s warm-up run of its own URL, so order and warm-up even out. Any
-/// non-2xx answer or socket error fails the bench.
-async fn three(
+/// One round of `urls` (Sluice unsigned, Sluice signed, nginx unsigned bytes, nginx signed
+/// bytes) with `connections` for `seconds` each. Each case takes the next position each round
+/// (a Latin square over four rounds), and each measured run follows a 1-s warm-up run of its
+/// own URL, so order and warm-up even out. When both nginx URLs are the same (a part: signing
+/// does not change its bytes), nginx runs once and stands for both. Any non-2xx answer or socket
+/// error fails the bench.
+async fn round_of(
     (s, nginx): (&Sluice, &Nginx),
     id: &str,
     round: u64,
     connections: usize,
     seconds: u64,
-    urls: [&str; 3],
+    urls: [&str; 4],
 ) -> Row {
-    let mut rps = [0.0; 3];
-    let mut cpu_us = [0.0; 3];
+    let mut row = Row { rps: [0.0; 4], cpu_us: [0.0; 4] };
     let cpu = |which: usize| if which < 2 { common::cpu_seconds(s.proc.0.id()) } else { nginx.cpu_seconds() };
-    let mut order = [0usize, 1, 2];
-    order.rotate_left((round % 3) as usize);
+    let mut order = [0usize, 1, 2, 3];
+    order.rotate_left((round % 4) as usize);
+    let same_nginx = urls[2] == urls[3];
     for which in order {
+        if which == 3 && same_nginx {
+            continue;
+        }
         if which < 2 {
             switch(s, id, which == 1).await;
         }
         wrk(urls[which], connections, 1);
         let before = cpu(which);
         let w = wrk(urls[which], connections, seconds);
-        cpu_us[which] = (cpu(which) - before) * 1e6 / (w.rps * seconds as f64).max(1.0);
+        row.cpu_us[which] = (cpu(which) - before) * 1e6 / (w.rps * seconds as f64).max(1.0);
         assert!(
             w.non_2xx == 0 && w.errors == 0,
             "{}: {} non-2xx, {} socket errors",
@@ -212,9 +215,12 @@ async fn three(
             w.non_2xx,
             w.errors
         );
-        rps[which] = w.rps;
+        row.rps[which] = w.rps;
     }
-    Row { unsigned: rps[0], signed: rps[1], nginx: rps[2], cpu_us }
+    if same_nginx {
+        (row.rps[3], row.cpu_us[3]) = (row.rps[2], row.cpu_us[2]);
+    }
+    row
 }
 
 async fn switch(s: &Sluice, id: &str, enabled: bool) {
@@ -349,7 +355,9 @@ fn main() {
             .expect("json");
         let signed_master = ticket["hls"].as_str().expect("hls").to_string();
         let signed_media = media_url(client, &signed_master).await;
-        let token = signed_media.split("token=").nth(1).expect("a session token").to_string();
+        // A ticket's master names the session's children under `t/<session token>/`.
+        let token = signed_media.split("/t/").nth(1).and_then(|t| t.split('/').next()).expect("a session token");
+        let under_token = |url: &str| url.replacen(&format!("/live/{id}/"), &format!("/live/{id}/t/{token}/"), 1);
         // Let the stream settle (DVR-less window full, encoder steady).
         tokio::time::sleep(Duration::from_secs(4)).await;
         // The mean duration of the parts listed: one answer per viewer per part is the ideal.
@@ -368,9 +376,12 @@ fn main() {
         std::fs::create_dir_all(&root).expect("www");
         std::fs::write(root.join("part.m4s"), b"").expect("write part");
         std::fs::write(root.join("index.m3u8"), text(client, &unsigned_media).await).expect("write playlist");
+        // The signed bytes too: a static file of them is what a signed reload is held to.
+        std::fs::write(root.join("signed.m3u8"), text(client, &signed_media).await).expect("write playlist");
         let nginx = Nginx::serve_static(static_dir.path(), &root);
         let nginx_part = format!("http://127.0.0.1:{}/part.m4s", nginx.http);
         let nginx_playlist = format!("http://127.0.0.1:{}/index.m3u8", nginx.http);
+        let nginx_signed_playlist = format!("http://127.0.0.1:{}/signed.m3u8", nginx.http);
         assert!(client.get(&nginx_part).send().await.expect("nginx").status().is_success(), "nginx serves");
 
         println!(
@@ -384,10 +395,18 @@ fn main() {
         for round in 0..rounds {
             switch(&sluice, &id, false).await;
             let unsigned_url = newest_part(client, &unsigned_media).await;
-            let signed_url = format!("{unsigned_url}?token={token}");
+            let signed_url = under_token(&unsigned_url);
             let part = client.get(&unsigned_url).send().await.expect("part").bytes().await.expect("bytes");
             std::fs::write(root.join("part.m4s"), &part).expect("write part");
-            let row = three((&sluice, &nginx), &id, round, 64, part_secs, [&unsigned_url, &signed_url, &nginx_part]).await;
+            let row = round_of(
+                (&sluice, &nginx),
+                &id,
+                round,
+                64,
+                part_secs,
+                [&unsigned_url, &signed_url, &nginx_part, &nginx_part],
+            )
+            .await;
             println!(
                 "part fetches (64 connections), round {}, a {}-byte part: {}",
                 round + 1,
@@ -402,14 +421,20 @@ fn main() {
         //    unsigned one) in the same rounds.
         let mut rows = Vec::new();
         for round in 0..rounds {
-            let row =
-                three((&sluice, &nginx), &id, round, VIEWERS, part_secs, [&unsigned_media, &signed_media, &nginx_playlist])
-                    .await;
+            let row = round_of(
+                (&sluice, &nginx),
+                &id,
+                round,
+                VIEWERS,
+                part_secs,
+                [&unsigned_media, &signed_media, &nginx_playlist, &nginx_signed_playlist],
+            )
+            .await;
             println!("playlist reloads (1,000 connections, not blocking), round {}: {}", round + 1, row.line());
             rows.push(row);
         }
         println!("playlist reloads, median of {rounds} rounds: {}", Row::medians(&rows));
-        let nginx_rps = median(rows.iter().map(|r| r.nginx).collect());
+        let nginx_rps = median(rows.iter().map(|r| r.rps[2]).collect());
 
         // What signing costs per request, without the noise of the load generators.
         switch(&sluice, &id, false).await;
@@ -417,10 +442,11 @@ fn main() {
         let (verify_us, rewrite_us) = token_costs(&format!("stream:{id}"), &plain);
         println!(
             "per request, in process: token check {verify_us:.2} µs; rewriting a {}-line media playlist with the \
-             token {rewrite_us:.1} µs ({} bytes unsigned, {} signed)",
+             token {rewrite_us:.1} µs, which a player with `?token=` gets and one under the token path does not \
+             ({} bytes unsigned and under the token path, {} with `?token=`)",
             plain.lines().count(),
             plain.len(),
-            text(client, &signed_media).await.len()
+            text(client, &format!("{unsigned_media}?token={token}")).await.len()
         );
 
         // 3. Blocking reloads, 1,000 viewers waiting on the next part.

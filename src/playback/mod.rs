@@ -3,8 +3,10 @@
 //!
 //! Signed playback (CONTRACT: Signed playback): when a stream or VOD requires it, every request
 //! under it — playlists, init sections, parts, segments, thumbnails, keys — needs a valid
-//! `?token=` (see [`token`]). Playlists are rewritten so that every URI they list carries the
-//! session's token, so a stock player needs only the master URL.
+//! `?token=` (see [`token`]), or, below a live signed session's master, a `t/<token>/` path
+//! segment. Playlists name their children so that every URI carries the session's token (a
+//! live master by the token path, which the media playlists' relative URIs inherit; the rest
+//! by rewriting), so a stock player needs only the master URL.
 
 pub mod demo;
 pub mod origin;
@@ -126,11 +128,23 @@ pub(crate) async fn authorize(
     req: &Request,
     resource: &Resource<'_>,
 ) -> Result<Grant, Refused> {
+    authorize_carried(app, req, resource, None).await
+}
+
+/// [`authorize`] with the token the request's path carries (`/live/<id>/t/<token>/…`), which
+/// is taken over one in its query.
+pub(crate) async fn authorize_carried(
+    app: &Origin,
+    req: &Request,
+    resource: &Resource<'_>,
+    path_token: Option<&str>,
+) -> Result<Grant, Refused> {
     if is_relayed(app, req) {
         // The relaying node authorised the viewer; this node only checks the resource.
         return check(app, None, None, resource, true).await;
     }
-    authorize_token(app, token_of(req), client_ip::of_request(req), resource).await
+    let token = path_token.map(str::to_string).or_else(|| token_of(req));
+    authorize_token(app, token, client_ip::of_request(req), resource).await
 }
 
 /// [`authorize`] of a request that is not HTTP (RTSP): its token and client address.

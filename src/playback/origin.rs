@@ -5,7 +5,10 @@
 //! Paths: `/live/<id>/master.m3u8`, `/live/<id>/<session>/<rendition>/index.m3u8`,
 //! `/live/<id>/<session>/<rendition>/<file>` and `/live/<id>/key` (`drmEnabled`). The session
 //! names one channel, so a later push never serves different bytes under a URL a CDN cached as
-//! immutable.
+//! immutable. A signed session's master lists its children under `/live/<id>/t/<token>/…`
+//! (the same paths below a token segment), so everything a media playlist names relative to it
+//! carries the token and the media playlist itself is served as rendered, shared with every
+//! viewer; `?token=` in the query still works, with playlists rewritten per request.
 //!
 //! Responses share the channel's bytes (reference-counted); no lock is held while a body is
 //! written, so a slow viewer holds up nobody else.
@@ -19,8 +22,8 @@ use poem::web::{Data, Path};
 use poem::{get, handler, patch, post, Body, IntoResponse, Request, Response, Route};
 
 use super::relay::Kind;
-use super::rewrite::{sign_playlist, sign_rendered};
-use super::{authorize, is_relayed, Grant, Origin, Resource};
+use super::rewrite::{sign_playlist, sign_rendered, tokened_master};
+use super::{authorize_carried, is_relayed, Grant, Origin, Resource};
 use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery, Rendered};
 use crate::services::nodes::Holder;
 
@@ -52,6 +55,9 @@ pub fn routes() -> Route {
             patch(super::whep::trickle).delete(super::whep::end).options(super::whep::preflight),
         )
         .at("/live/:id/:session/:rendition/:file", get(media).options(preflight))
+        // A signed session's paths: the same, below its token (see the module's doc).
+        .at("/live/:id/t/:token/key", get(live_key_under_token).options(preflight))
+        .at("/live/:id/t/:token/:session/:rendition/:file", get(media_under_token).options(preflight))
         .at("/vod/:id/:file", get(super::vod::top).options(preflight))
         .at("/vod/:id/:rendition/:file", get(super::vod::media).options(preflight))
 }
@@ -89,9 +95,29 @@ enum Source {
     Remote(Holder),
 }
 
+/// How a request carries its token, and so how the playlists it gets name their children.
+#[derive(Clone, Copy)]
+enum Carried<'a> {
+    /// In the query (`?token=`), or not at all: a playlist served to a signed session gets the
+    /// token spliced into each URI.
+    Query,
+    /// In the path (`t/<token>/`): URIs below it inherit the token, so a media playlist is
+    /// served as rendered.
+    Path(&'a str),
+}
+
 /// The source of a stream, after the authorisation step.
-async fn source(app: &Origin, req: &Request, id: &str) -> Result<(Source, Grant), Refused> {
-    let grant = authorize(app, req, &Resource::Stream(id)).await?;
+async fn source(
+    app: &Origin,
+    req: &Request,
+    id: &str,
+    carried: Carried<'_>,
+) -> Result<(Source, Grant), Refused> {
+    let path_token = match carried {
+        Carried::Path(token) => Some(token),
+        Carried::Query => None,
+    };
+    let grant = authorize_carried(app, req, &Resource::Stream(id), path_token).await?;
     if let Some(channel) = app.channels.get(id) {
         return Ok((Source::Local(channel), grant));
     }
@@ -108,7 +134,7 @@ async fn relayed(
     id: &str,
     (holder, grant): (&Holder, &Grant),
     path: &str,
-    kind: Kind,
+    (kind, listed): (Kind, Listed<'_>),
 ) -> Response {
     let answer = app.relay.get(holder, path, kind, RELAY_WAIT).await;
     if !answer.ok() {
@@ -125,9 +151,17 @@ async fn relayed(
         Kind::Media => ranged(req.headers(), req.method(), answer.body, "video/mp4", MEDIA_CACHE),
         Kind::Playlist | Kind::Blocking => {
             let cache = if matches!(kind, Kind::Blocking) { BLOCKING_CACHE } else { PLAYLIST_CACHE };
-            match grant.child_token {
-                None => playlist_response(answer.body, cache, grant),
-                Some(_) => playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant),
+            match (&grant.child_token, listed) {
+                (None, _) | (Some(_), Listed::Media(Carried::Path(_))) => {
+                    playlist_response(answer.body, cache, grant)
+                }
+                (Some(token), Listed::Master) => {
+                    let text = tokened_master(&String::from_utf8_lossy(&answer.body), token);
+                    playlist_response(Bytes::from(text), cache, grant)
+                }
+                (Some(_), Listed::Media(Carried::Query)) => {
+                    playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant)
+                }
             }
         }
     }
@@ -152,12 +186,22 @@ pub(super) fn playlist(text: String, cache: &'static str, grant: &Grant) -> Resp
     playlist_response(Bytes::from(text), cache, grant)
 }
 
-/// A live media playlist as the channel rendered it for its current version: shared as it is,
-/// or with a session token spliced in after each URI.
-fn rendered_playlist(r: Rendered, cache: &'static str, grant: &Grant) -> Response {
-    let body = match &grant.child_token {
-        Some(token) => Bytes::from(sign_rendered(&r.text, &r.uri_ends, token)),
-        None => r.text,
+/// Which playlist an answer is, for how a signed session's copy names its children.
+#[derive(Clone, Copy)]
+enum Listed<'a> {
+    /// The master: its children go under the session's token path.
+    Master,
+    /// A media playlist reached as the request carried its token.
+    Media(Carried<'a>),
+}
+
+/// A live media playlist as the channel rendered it for its current version: shared as it is
+/// (unsigned, or reached under a token path), or with a session token spliced in after each
+/// URI (a token in the query).
+fn rendered_playlist(r: Rendered, cache: &'static str, grant: &Grant, carried: Carried<'_>) -> Response {
+    let body = match (&grant.child_token, carried) {
+        (Some(token), Carried::Query) => Bytes::from(sign_rendered(&r.text, &r.uri_ends, token)),
+        _ => r.text,
     };
     playlist_response(body, cache, grant)
 }
@@ -173,18 +217,22 @@ fn playlist_response(body: Bytes, cache: &'static str, grant: &Grant) -> Respons
 
 #[handler]
 async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) -> Response {
-    let (c, grant) = match source(&app, req, &id).await {
+    let (c, grant) = match source(&app, req, &id, Carried::Query).await {
         Ok((Source::Local(c), grant)) => (c, grant),
         Ok((Source::Remote(holder), grant)) => {
             let path = format!("/live/{id}/master.m3u8");
-            return relayed(&app, req, &id, (&holder, &grant), &path, Kind::Playlist).await;
+            return relayed(&app, req, &id, (&holder, &grant), &path, (Kind::Playlist, Listed::Master)).await;
         }
         Err(r) => return r.response(),
     };
     match c.master_waiting(MASTER_WAIT).await {
         Some(text) => {
             app.per_stream.served(&id, text.len());
-            playlist(text, PLAYLIST_CACHE, &grant)
+            let text = match &grant.child_token {
+                Some(token) => tokened_master(&text, token),
+                None => text,
+            };
+            playlist_response(Bytes::from(text), PLAYLIST_CACHE, &grant)
         }
         None => status(StatusCode::NOT_FOUND, "stream has no media yet"),
     }
@@ -196,7 +244,27 @@ async fn media(
     app: Data<&Arc<Origin>>,
     Path((id, session, rendition, file)): Path<(String, String, String, String)>,
 ) -> Response {
-    let (c, grant) = match source(&app, req, &id).await {
+    live_media(req, &app, Carried::Query, (&id, &session, &rendition, &file)).await
+}
+
+/// [`media`] below a signed session's token path.
+#[handler]
+async fn media_under_token(
+    req: &Request,
+    app: Data<&Arc<Origin>>,
+    Path((id, token, session, rendition, file)): Path<(String, String, String, String, String)>,
+) -> Response {
+    live_media(req, &app, Carried::Path(&token), (&id, &session, &rendition, &file)).await
+}
+
+/// A live media playlist, init section, part or segment.
+async fn live_media(
+    req: &Request,
+    app: &Origin,
+    carried: Carried<'_>,
+    (id, session, rendition, file): (&str, &str, &str, &str),
+) -> Response {
+    let (c, grant) = match source(app, req, id, carried).await {
         Ok((Source::Local(c), grant)) => (c, grant),
         Ok((Source::Remote(holder), grant)) => {
             let base = format!("/live/{id}/{session}/{rendition}/{file}");
@@ -208,7 +276,7 @@ async fn media(
             } else {
                 (base, Kind::Media)
             };
-            return relayed(&app, req, &id, (&holder, &grant), &path, kind).await;
+            return relayed(app, req, id, (&holder, &grant), &path, (kind, Listed::Media(carried))).await;
         }
         Err(r) => return r.response(),
     };
@@ -222,13 +290,14 @@ async fn media(
             Ok(q) => q,
             Err(e) => return status(StatusCode::BAD_REQUEST, e),
         };
-        return match c.playlist(&rendition, q, hold).await {
+        return match c.playlist(rendition, q, hold).await {
             Ok(Some(rendered)) => {
-                app.per_stream.served(&id, rendered.text.len());
+                app.per_stream.served(id, rendered.text.len());
                 rendered_playlist(
                     rendered,
                     if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE },
                     &grant,
+                    carried,
                 )
             }
             Ok(None) => status(StatusCode::SERVICE_UNAVAILABLE, "the requested part did not arrive in time"),
@@ -238,9 +307,9 @@ async fn media(
             Err(Miss::NotFound) => status(StatusCode::NOT_FOUND, "no such rendition"),
         };
     }
-    match c.file(&rendition, &file, hold).await {
+    match c.file(rendition, file, hold).await {
         Ok(bytes) => {
-            app.per_stream.served(&id, bytes.len());
+            app.per_stream.served(id, bytes.len());
             ranged(req.headers(), req.method(), bytes, "video/mp4", MEDIA_CACHE)
         }
         Err(_) => status(StatusCode::NOT_FOUND, "no such media"),
@@ -252,11 +321,31 @@ async fn live_key(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>
     content_key(req, &app, &Resource::Stream(&id)).await
 }
 
+/// [`live_key`] below a signed session's token path (a media playlist's `../../key`).
+#[handler]
+async fn live_key_under_token(
+    req: &Request,
+    app: Data<&Arc<Origin>>,
+    Path((id, token)): Path<(String, String)>,
+) -> Response {
+    key_response(
+        authorize_carried(&app, req, &Resource::Stream(&id), Some(&token)).await,
+        &app,
+        &Resource::Stream(&id),
+    )
+    .await
+}
+
 /// The AES-128 key of an encrypted stream or VOD: the 16 bytes `EXT-X-KEY` points at, only
 /// after the authorisation step (with signed playback on, only to a valid token). Served while
 /// a key exists, so a session started encrypted keeps playing when `drmEnabled` is turned off.
 pub(super) async fn content_key(req: &Request, app: &Origin, resource: &Resource<'_>) -> Response {
-    if let Err(r) = authorize(app, req, resource).await {
+    key_response(authorize_carried(app, req, resource, None).await, app, resource).await
+}
+
+/// The key of `resource`, once `authorized`.
+async fn key_response(authorized: Result<Grant, Refused>, app: &Origin, resource: &Resource<'_>) -> Response {
+    if let Err(r) = authorized {
         return r.response();
     }
     match app.policies.content_key(resource, false).await {

@@ -1,6 +1,7 @@
 //! Signed playlists: every URI a playlist lists — variant and media playlists, `EXT-X-MAP`,
 //! `EXT-X-PART`, `EXT-X-PRELOAD-HINT`, `EXT-X-RENDITION-REPORT`, `EXT-X-KEY`, `EXT-X-MEDIA` —
-//! gets the session's `token` (CONTRACT: the origin rewrites child URIs).
+//! gets the session's `token` (CONTRACT: the origin rewrites child URIs): in its query, or, for
+//! a live master, as a `t/<token>/` path prefix that everything below inherits.
 
 use crate::media::hls::uris;
 
@@ -23,6 +24,28 @@ pub fn sign_playlist(text: &str, token: &str) -> String {
     let spliced = uris::splice(text.as_bytes(), &uris::ends(text), token);
     // Only ASCII was inserted after whole URIs: still UTF-8.
     String::from_utf8(spliced).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// A live master playlist for a signed session: every URI gets the path prefix `t/<token>/`
+/// (`/live/<id>/t/<token>/<session>/<rendition>/…`). The media playlists, parts and keys below
+/// it are named relative to that path, so they carry the token without being rewritten: every
+/// signed viewer is served the same bytes of a media playlist version as an unsigned one.
+pub fn tokened_master(text: &str, token: &str) -> String {
+    uris::prefix(text, &format!("t/{}/", path_segment(token)))
+}
+
+/// `token` as one path segment: characters outside RFC 3986's unreserved set and `:` are
+/// percent-encoded (a token holds none today; this keeps a future one from splitting the path).
+fn path_segment(token: &str) -> String {
+    let mut out = String::with_capacity(token.len());
+    for b in token.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// A rendered playlist with its URI ends (computed once per version) signed for `token`.
@@ -50,6 +73,15 @@ mod tests {
              s0.m4s?token=T.k.1\n#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p2.m4s?token=T.k.1\"\n\
              #EXT-X-RENDITION-REPORT:URI=\"../480p/index.m3u8?token=T.k.1\",LAST-MSN=1,LAST-PART=0\n\
              #EXT-X-STREAM-INF:BANDWIDTH=1,CODECS=\"avc1.64001f\"\n720p/index.m3u8?x=1&token=T.k.1\n"
+        );
+    }
+
+    #[test]
+    fn a_master_names_its_children_under_the_token_path() {
+        let text = "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nS/720p/index.m3u8\n";
+        assert_eq!(
+            tokened_master(text, "v1~stream:a~9~-~::1.k.f0 /?"),
+            "#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nt/v1~stream:a~9~-~::1.k.f0%20%2F%3F/S/720p/index.m3u8\n"
         );
     }
 }

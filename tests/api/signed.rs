@@ -101,6 +101,17 @@ fn with_token(url: &str, token: Option<&str>) -> String {
     }
 }
 
+/// The token a signed live URL carries in its path (`…/live/<id>/t/<token>/…`).
+fn path_token(url: &str) -> String {
+    url.split("/t/").nth(1).expect("a token path").split('/').next().expect("token").to_string()
+}
+
+/// `url` with its path token replaced by `token`, or without the token segment (`None`).
+fn with_path_token(url: &str, token: Option<&str>) -> String {
+    let current = format!("/t/{}/", path_token(url));
+    url.replacen(&current, &token.map_or("/".to_string(), |t| format!("/t/{t}/")), 1)
+}
+
 /// A complete VOD of a `seconds`-long 320×240 clip, one rung; `drm` encrypts it.
 async fn complete_vod(t: &TestApp, dir: &Path, drm: bool, seconds: u32) -> String {
     let file = make_file(dir, "clip.mp4", Some("testsrc2=size=320x240:rate=30"), seconds);
@@ -419,18 +430,31 @@ async fn signed_encrypted_live() {
     })
     .await;
     let started = std::time::Instant::now();
+    // The master names the session's children under its token path; the media playlists there
+    // are the shared, unsigned rendering, and everything they name inherits the token.
     let variant = variant_url(&hls, &text);
-    assert!(variant.contains("/240p/"), "{variant}");
-    denied(&t, &with_token(&variant, None), "missing_token").await;
+    assert!(variant.contains("/240p/") && !variant.contains("token="), "{variant}");
+    let session = path_token(&variant);
+    assert!(variant.ends_with(&format!("/live/{id}/t/{session}/{}/240p/index.m3u8", stream_session(&text))));
+    denied(&t, &with_path_token(&variant, None), "missing_token").await;
     let media = eventually("a media playlist with a segment", Duration::from_secs(30), || async {
         let text = String::from_utf8(ok(&t, &variant).await.to_vec()).expect("text");
         text.contains("#EXTINF").then_some(text)
     })
     .await;
-    assert!(media.contains("#EXT-X-KEY:METHOD=AES-128,URI=\"../../key?token="), "{media}");
+    assert!(media.contains("#EXT-X-KEY:METHOD=AES-128,URI=\"../../key\""), "{media}");
     let listed = uris(&media);
-    let session = token_of(&variant);
-    assert!(listed.iter().all(|u| u.contains(&format!("token={session}"))), "{media}");
+    assert!(!media.contains("token="), "served as rendered: {media}");
+    assert!(
+        listed.iter().all(|u| resolve(&variant, u).contains(&format!("/live/{id}/t/{session}/"))),
+        "{media}"
+    );
+    // A token in the query still works, the old way: that copy is rewritten.
+    let by_query = String::from_utf8(
+        ok(&t, &with_token(&with_path_token(&variant, None), Some(&session))).await.to_vec(),
+    )
+    .expect("text");
+    assert!(uris(&by_query).iter().all(|u| u.contains(&format!("token={session}"))), "{by_query}");
     let init_url = resolve(&variant, listed.iter().find(|u| u.starts_with("init")).expect("init"));
     let seg_uri = media.lines().skip_while(|l| !l.starts_with("#EXTINF")).nth(1).expect("a segment");
     let seg_url = resolve(&variant, seg_uri);
@@ -439,8 +463,8 @@ async fn signed_encrypted_live() {
     let init = ok(&t, &init_url).await;
     let segment = ok(&t, &seg_url).await;
     let part = ok(&t, &part_url).await;
-    denied(&t, &with_token(&seg_url, None), "missing_token").await;
-    denied(&t, &with_token(&part_url, None), "missing_token").await;
+    denied(&t, &with_path_token(&seg_url, None), "missing_token").await;
+    denied(&t, &with_path_token(&part_url, None), "missing_token").await;
     let dir = tempfile::tempdir().expect("tempdir");
     assert_eq!(
         frames_of(dir.path(), "segment.mp4", &init, &segment),
@@ -448,8 +472,9 @@ async fn signed_encrypted_live() {
         "segment unreadable without the key"
     );
     assert_eq!(frames_of(dir.path(), "part.mp4", &init, &part), 0, "part unreadable without the key");
-    let key_url = resolve(&variant, &format!("../../key?token={session}"));
-    denied(&t, &with_token(&key_url, None), "missing_token").await;
+    let key_url = resolve(&variant, "../../key");
+    assert!(key_url.ends_with(&format!("/live/{id}/t/{session}/key")), "{key_url}");
+    denied(&t, &with_path_token(&key_url, None), "missing_token").await;
     let key = ok(&t, &key_url).await;
     let msn: u64 = seg_uri.trim_start_matches('s').split('.').next().expect("msn").parse().expect("msn");
     assert!(frames_of(dir.path(), "clear.mp4", &init, &decrypt(&key, msn, &segment)) > 0, "the key opens it");
@@ -460,7 +485,8 @@ async fn signed_encrypted_live() {
     let vt = ticket(&t, "vod", &vod_id, json!({})).await;
     let vod_token = token_of(vt["playbackUrl"].as_str().expect("url"));
     denied(&t, &with_token(&master, Some(&vod_token)), "wrong_resource").await;
-    denied(&t, &with_token(&part_url, Some(&vod_token)), "wrong_resource").await;
+    denied(&t, &with_path_token(&part_url, Some(&vod_token)), "wrong_resource").await;
+    denied(&t, &with_path_token(&part_url, Some("v1~forged.k.00")), "bad_signature").await;
 
     // hls.js plays from the ticket URL alone (it needs a fresh 10-s session of its own).
     let tk2 = ticket(&t, "streams", &id, json!({})).await;
@@ -488,7 +514,14 @@ async fn signed_encrypted_live() {
     // Off: the next unsigned request plays; an encrypted session still gets its key.
     switch(&t, "streams", &id, false).await;
     ok(&t, &master).await;
-    ok(&t, &with_token(&key_url, None)).await;
+    ok(&t, &with_path_token(&key_url, None)).await;
+}
+
+/// The session name a signed live master lists its renditions under
+/// (`t/<token>/<session>/<rendition>/index.m3u8`).
+fn stream_session(master: &str) -> String {
+    let line = master.lines().find(|l| !l.is_empty() && !l.starts_with('#')).expect("a variant");
+    line.split('/').nth(2).expect("session").to_string()
 }
 
 /// Key rotation across processes without a restart: `sluice admin rotate-signing-key` while

@@ -11,25 +11,43 @@ pub struct UriEnd {
 
 /// Every URI end of `text`, in order.
 pub fn ends(text: &str) -> Vec<UriEnd> {
-    let mut out = Vec::new();
+    spans(text).map(|(start, end)| UriEnd { at: end, has_query: text[start..end].contains('?') }).collect()
+}
+
+/// Where each URI of `text` starts and ends (byte offsets), in order.
+fn spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut start = 0;
-    for line in text.split_inclusive('\n') {
+    text.split_inclusive('\n').flat_map(move |line| {
+        let line_start = start;
+        start += line.len();
         let body = line.trim_end_matches(['\n', '\r']);
+        let mut out = Vec::new();
         if body.is_empty() {
         } else if !body.starts_with('#') {
-            out.push(UriEnd { at: start + body.len(), has_query: body.contains('?') });
+            out.push((line_start, line_start + body.len()));
         } else {
             let mut from = 0;
             while let Some(at) = body[from..].find("URI=\"") {
                 let uri_start = from + at + 5;
                 let Some(len) = body[uri_start..].find('"') else { break };
-                let uri = &body[uri_start..uri_start + len];
-                out.push(UriEnd { at: start + uri_start + len, has_query: uri.contains('?') });
+                out.push((line_start + uri_start, line_start + uri_start + len));
                 from = uri_start + len;
             }
         }
-        start += line.len();
+        out
+    })
+}
+
+/// `text` with `prefix` put before every URI (a signed live session's `t/<token>/` path).
+pub fn prefix(text: &str, prefix: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8 * (prefix.len() + 1));
+    let mut from = 0;
+    for (start, _) in spans(text) {
+        out.push_str(&text[from..start]);
+        out.push_str(prefix);
+        from = start;
     }
+    out.push_str(&text[from..]);
     out
 }
 
@@ -66,5 +84,17 @@ mod tests {
              #EXT-X-STREAM-INF:BANDWIDTH=1\n720p/index.m3u8?x=1&token=T\n"
         );
         assert_eq!(splice(b"no uris\n", &[], "T"), b"no uris\n");
+    }
+
+    #[test]
+    fn prefixes_every_uri() {
+        let text = "#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",URI=\"S/audio/index.m3u8\"\n\
+                    #EXT-X-STREAM-INF:BANDWIDTH=1\nS/720p/index.m3u8\n";
+        assert_eq!(
+            prefix(text, "t/T/"),
+            "#EXTM3U\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",URI=\"t/T/S/audio/index.m3u8\"\n\
+             #EXT-X-STREAM-INF:BANDWIDTH=1\nt/T/S/720p/index.m3u8\n"
+        );
+        assert_eq!(prefix("#EXTM3U\n\n", "t/T/"), "#EXTM3U\n\n");
     }
 }
