@@ -327,9 +327,10 @@ impl App {
             .data(self.origin.clone())
             .with(CatchPanic::new())
             .catch_all_error(|err| async move { to_json_error(err) });
-        Route::new()
-            .nest("/play", play)
-            .nest("/", api)
+        let tree = Route::new().nest("/play", play).nest("/", api);
+        // Live playlist reloads and media skip the router (inside `observe`, so they are
+        // counted and their client address resolved like every request).
+        crate::playback::origin::LiveFirst::new(self.origin.clone(), "/play", tree)
             .around(move |ep, req| observe(metrics_app.clone(), ep, req))
     }
 
