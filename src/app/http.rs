@@ -7,7 +7,8 @@
 //! cancellation token shared by all connections. Here each connection is served on its
 //! acceptor's own type (plain TCP, or [`crate::tls::HttpsAcceptor`]'s stream), bodies go out
 //! with `writev`, and each connection waits on a token of its own. The rest is as poem does it:
-//! the same endpoint, the same HTTP/2 limits, the same graceful shutdown.
+//! the same endpoint, the same HTTP/2 header and reset limits, the same graceful shutdown; HTTP/2
+//! streams per connection are capped at hyper's 200 (poem lifted the cap).
 
 use std::convert::Infallible;
 use std::future::Future;
