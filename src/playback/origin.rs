@@ -574,6 +574,28 @@ mod tests {
         }
     }
 
+    /// The router takes the token paths too (for what LiveFirst leaves to it): the route is
+    /// found (the handler then misses its data, 500), where an unknown shape is 404.
+    #[tokio::test]
+    async fn the_router_has_the_token_paths() {
+        use poem::Endpoint;
+        let routes = routes();
+        for (method, path, found) in [
+            (Method::HEAD, "/live/S1/t/v1~x.k.0f/ab/720p/p3.m4s", true),
+            (Method::GET, "/live/S1/t/v1~x.k.0f/key", true),
+            (Method::GET, "/live/S1/ab/720p/index.m3u8", true),
+            (Method::GET, "/live/S1/t/v1~x.k.0f/ab/720p", false),
+        ] {
+            let req = Request::builder().method(method.clone()).uri(path.parse().expect("uri")).finish();
+            let status = match routes.call(req).await {
+                Ok(resp) => resp.status(),
+                Err(e) => e.status(),
+            };
+            let want = if found { StatusCode::INTERNAL_SERVER_ERROR } else { StatusCode::NOT_FOUND };
+            assert_eq!(status, want, "{method} {path}");
+        }
+    }
+
     #[test]
     fn ranges() {
         assert_eq!(parse_range("bytes=0-99", 1000), Some((0, 99)));
