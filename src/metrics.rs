@@ -163,21 +163,17 @@ pub struct PerStream {
 impl PerStream {
     pub fn get(&self, stream_id: &str) -> std::sync::Arc<StreamCounters> {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        // Looked up first: the id is copied only to insert it, and [`PerStream::served`] runs
+        // on every answer of the origin.
+        if let Some(c) = map.get(stream_id) {
+            return c.clone();
+        }
         map.entry(stream_id.to_string()).or_default().clone()
     }
 
     /// Counts `bytes` served of `stream_id`'s playback.
     pub fn served(&self, stream_id: &str, bytes: usize) {
-        let add =
-            |c: &StreamCounters| c.bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
-        // Looked up before `get`, which copies the id to insert it: this runs on every answer.
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = map.get(stream_id) {
-            add(c);
-            return;
-        }
-        drop(map);
-        add(&self.get(stream_id));
+        self.get(stream_id).bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The per-stream lines: `live(id)` (1 while this process holds its push), `viewers(id)`

@@ -112,6 +112,16 @@ enum Carried<'a> {
     Path(&'a str),
 }
 
+impl<'a> Carried<'a> {
+    /// The token the path carries, if it is there.
+    fn path_token(self) -> Option<&'a str> {
+        match self {
+            Carried::Path(token) => Some(token),
+            Carried::Query => None,
+        }
+    }
+}
+
 /// The source of a stream, after the authorisation step.
 async fn source(
     app: &Origin,
@@ -119,11 +129,7 @@ async fn source(
     id: &str,
     carried: Carried<'_>,
 ) -> Result<(Source, Grant), Refused> {
-    let path_token = match carried {
-        Carried::Path(token) => Some(token),
-        Carried::Query => None,
-    };
-    let grant = authorize_carried(app, req, &Resource::Stream(id), path_token).await?;
+    let grant = authorize_carried(app, req, &Resource::Stream(id), carried.path_token()).await?;
     if let Some(channel) = app.channels.get(id) {
         return Ok((Source::Local(channel), grant));
     }
@@ -161,9 +167,8 @@ async fn relayed(
                 (None, _) | (Some(_), Listed::Media(Carried::Path(_))) => {
                     playlist_response(answer.body, cache, grant)
                 }
-                (Some(token), Listed::Master) => {
-                    let text = tokened_master(&String::from_utf8_lossy(&answer.body), token);
-                    playlist_response(Bytes::from(text), cache, grant)
+                (Some(_), Listed::Master) => {
+                    master_playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant)
                 }
                 (Some(_), Listed::Media(Carried::Query)) => {
                     playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant)
@@ -187,6 +192,15 @@ pub(super) fn status(code: StatusCode, text: &'static str) -> Response {
 pub(super) fn playlist(text: String, cache: &'static str, grant: &Grant) -> Response {
     let text = match &grant.child_token {
         Some(token) => sign_playlist(&text, token),
+        None => text,
+    };
+    playlist_response(Bytes::from(text), cache, grant)
+}
+
+/// A live master playlist; with a session token, its children are named under the token path.
+fn master_playlist(text: String, cache: &'static str, grant: &Grant) -> Response {
+    let text = match &grant.child_token {
+        Some(token) => tokened_master(&text, token),
         None => text,
     };
     playlist_response(Bytes::from(text), cache, grant)
@@ -234,11 +248,7 @@ async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) 
     match c.master_waiting(MASTER_WAIT).await {
         Some(text) => {
             app.per_stream.served(&id, text.len());
-            let text = match &grant.child_token {
-                Some(token) => tokened_master(&text, token),
-                None => text,
-            };
-            playlist_response(Bytes::from(text), PLAYLIST_CACHE, &grant)
+            master_playlist(text, PLAYLIST_CACHE, &grant)
         }
         None => status(StatusCode::NOT_FOUND, "stream has no media yet"),
     }

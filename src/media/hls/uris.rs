@@ -11,42 +11,41 @@ pub struct UriEnd {
 
 /// Every URI end of `text`, in order.
 pub fn ends(text: &str) -> Vec<UriEnd> {
-    spans(text).map(|(start, end)| UriEnd { at: end, has_query: text[start..end].contains('?') }).collect()
+    let mut out = Vec::new();
+    each_uri(text, |start, end| out.push(UriEnd { at: end, has_query: text[start..end].contains('?') }));
+    out
 }
 
-/// Where each URI of `text` starts and ends (byte offsets), in order.
-fn spans(text: &str) -> impl Iterator<Item = (usize, usize)> + '_ {
+/// Calls `found` with where each URI of `text` starts and ends (byte offsets), in order.
+fn each_uri(text: &str, mut found: impl FnMut(usize, usize)) {
     let mut start = 0;
-    text.split_inclusive('\n').flat_map(move |line| {
-        let line_start = start;
-        start += line.len();
+    for line in text.split_inclusive('\n') {
         let body = line.trim_end_matches(['\n', '\r']);
-        let mut out = Vec::new();
         if body.is_empty() {
         } else if !body.starts_with('#') {
-            out.push((line_start, line_start + body.len()));
+            found(start, start + body.len());
         } else {
             let mut from = 0;
             while let Some(at) = body[from..].find("URI=\"") {
                 let uri_start = from + at + 5;
                 let Some(len) = body[uri_start..].find('"') else { break };
-                out.push((line_start + uri_start, line_start + uri_start + len));
+                found(start + uri_start, start + uri_start + len);
                 from = uri_start + len;
             }
         }
-        out
-    })
+        start += line.len();
+    }
 }
 
 /// `text` with `prefix` put before every URI (a signed live session's `t/<token>/` path).
 pub fn prefix(text: &str, prefix: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8 * (prefix.len() + 1));
     let mut from = 0;
-    for (start, _) in spans(text) {
+    each_uri(text, |start, _| {
         out.push_str(&text[from..start]);
         out.push_str(prefix);
         from = start;
-    }
+    });
     out.push_str(&text[from..]);
     out
 }

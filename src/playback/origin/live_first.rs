@@ -72,15 +72,7 @@ mod tests {
 
     #[test]
     fn live_first_takes_only_plain_live_media_paths() {
-        let t = |path| {
-            live_target("/play", path).map(|(c, p)| {
-                let token = match c {
-                    Carried::Path(t) => Some(t),
-                    Carried::Query => None,
-                };
-                (token, p)
-            })
-        };
+        let t = |path| live_target("/play", path).map(|(c, p)| (c.path_token(), p));
         assert_eq!(t("/play/live/S1/ab/720p/index.m3u8"), Some((None, ("S1", "ab", "720p", "index.m3u8"))));
         assert_eq!(
             t("/play/live/S1/t/v1~x.k.0f/ab/720p/p3.m4s"),
