@@ -8,15 +8,16 @@
 //!
 //! 1. **part fetches**: `wrk -t2 -c64` for `BENCH_SECONDS` (default 4) on one recent part of the
 //!    `source` rendition (70–150 KB), the same part for every case of a round (Sluice runs with
-//!    4-s segments so a part stays in memory that long); nginx serves a copy of it from disk
-//!    (signing does not change a part's bytes, so that one nginx figure stands for both).
+//!    6-s segments so a part stays in memory that long); nginx serves a copy of it from disk at
+//!    each of Sluice's two paths (plain and under the token), so both servers read the same
+//!    requests and send the same body: what differs is the server.
 //!    Requests per second, and any non-2xx answer (which fails the bench); `BENCH_ROUNDS`
 //!    (default 3) rounds, each case one position later each round, each run after a 1-s warm-up
 //!    run; the median of each ratio.
 //! 2. **playlist reloads**: `wrk -t2 -c1000` on the media playlist (non-blocking; with signed
 //!    playback, the one under the session's token path that a ticket's master leads to, whose
 //!    URIs inherit the token, so it is served as rendered); nginx serves copies of the
-//!    same bytes, the unsigned playlist and the signed one, as static files — what the issue
+//!    same bytes at the same paths, the unsigned playlist and the signed one, as static files — what the issue
 //!    holds a reload to ("reloads cost what a static file costs"). The same rounds, order and
 //!    warm-up as (1); unsigned is compared with nginx's unsigned file, signed with its signed
 //!    file; the median of each ratio.
@@ -27,6 +28,10 @@
 //!    lists two new parts, as at a segment's end, makes its viewer skip one), and the fan-out spread
 //!    (from the first to the last viewer answered for the same part, median and p99). nginx has
 //!    no blocking reload; its row in (2) is the static figure to compare with.
+//!
+//! `BENCH_STAGES` (default `parts,reloads,blocking`) picks which of the three run, to profile one;
+//! `BENCH_HOLD_SECONDS` keeps the servers up that long after setting up, with signed playback
+//! off (a token is still checked when a URL carries one), and prints the four playlist URLs, for a load and a profiler run by hand.
 //!
 //! The load generators (wrk, the 1,000 clients) run on the same 2 cores as the servers, so the
 //! requests per second are of the machine as a whole and swing by a quarter between identical
@@ -181,9 +186,7 @@ impl Row {
 /// One round of `urls` (Sluice unsigned, Sluice signed, nginx unsigned bytes, nginx signed
 /// bytes) with `connections` for `seconds` each. Each case takes the next position each round
 /// (a Latin square over four rounds), and each measured run follows a 1-s warm-up run of its
-/// own URL, so order and warm-up even out. When both nginx URLs are the same (a part: signing
-/// does not change its bytes), nginx runs once and stands for both. Any non-2xx answer or socket
-/// error fails the bench.
+/// own URL, so order and warm-up even out. Any non-2xx answer or socket error fails the bench.
 async fn round_of(
     (s, nginx): (&Sluice, &Nginx),
     id: &str,
@@ -196,11 +199,7 @@ async fn round_of(
     let cpu = |which: usize| if which < 2 { common::cpu_seconds(s.proc.0.id()) } else { nginx.cpu_seconds() };
     let mut order = [0usize, 1, 2, 3];
     order.rotate_left((round % 4) as usize);
-    let same_nginx = urls[2] == urls[3];
     for which in order {
-        if which == 3 && same_nginx {
-            continue;
-        }
         if which < 2 {
             switch(s, id, which == 1).await;
         }
@@ -217,10 +216,18 @@ async fn round_of(
         );
         row.rps[which] = w.rps;
     }
-    if same_nginx {
-        (row.rps[3], row.cpu_us[3]) = (row.rps[2], row.cpu_us[2]);
-    }
     row
+}
+
+/// nginx's copy of what Sluice serves at `url`: `bytes` written under `root` at the same path,
+/// so that both servers get the same request and send the same body; the URL on nginx's `port`.
+fn nginx_copy(root: &std::path::Path, port: u16, url: &str, bytes: &[u8]) -> String {
+    // "http:", "", "host:port", the path.
+    let path = url.splitn(4, '/').nth(3).expect("a URL with a path");
+    let file = root.join(path);
+    std::fs::create_dir_all(file.parent().expect("a folder")).expect("nginx's folders");
+    std::fs::write(&file, bytes).expect("nginx's copy");
+    format!("http://127.0.0.1:{port}/{path}")
 }
 
 async fn switch(s: &Sluice, id: &str, enabled: bool) {
@@ -331,12 +338,14 @@ fn main() {
     let part_secs = secs("BENCH_SECONDS", 4);
     let blocking_secs = secs("BENCH_BLOCKING_SECONDS", 10);
     let rounds = secs("BENCH_ROUNDS", 3);
+    let stages = std::env::var("BENCH_STAGES").unwrap_or_else(|_| "parts,reloads,blocking".into());
+    let stage = |name: &str| stages.split(',').any(|s| s.trim() == name);
     let sample = sample_file();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
-        // 4-s segments: a part stays in memory for about 18 s (four segments and some), long
-        // enough for the three runs of a round to fetch the same one.
-        let sluice = Sluice::start(&[("SLUICE_LLHLS_SEGMENT_MS", "4000".to_string())]).await;
+        // 6-s segments: a part stays in memory for about 26 s (four segments and some), long
+        // enough for the four runs of a round (a warm-up and a measured run each) to fetch the same one.
+        let sluice = Sluice::start(&[("SLUICE_LLHLS_SEGMENT_MS", "6000".to_string())]).await;
         let stream = sluice.create_stream(json!({"name": "origin", "qualities": ["1080p"]})).await;
         let id = stream["_id"].as_str().expect("id").to_string();
         let _push = push(&sample, stream["ingestUrl"].as_str().expect("ingestUrl"));
@@ -370,41 +379,50 @@ fn main() {
         assert!(!durations.is_empty(), "the playlist lists parts");
         let part_duration = durations.iter().sum::<f64>() / durations.len() as f64;
 
-        // nginx serves copies of a part and of the playlist.
+        // nginx serves copies of the playlists (and, each round, of a part) at Sluice's paths.
         let static_dir = tempfile::tempdir().expect("tempdir");
         let root = static_dir.path().join("www");
         std::fs::create_dir_all(&root).expect("www");
-        std::fs::write(root.join("part.m4s"), b"").expect("write part");
-        std::fs::write(root.join("index.m3u8"), text(client, &unsigned_media).await).expect("write playlist");
-        // The signed bytes too: a static file of them is what a signed reload is held to.
-        std::fs::write(root.join("signed.m3u8"), text(client, &signed_media).await).expect("write playlist");
         let nginx = Nginx::serve_static(static_dir.path(), &root);
-        let nginx_part = format!("http://127.0.0.1:{}/part.m4s", nginx.http);
-        let nginx_playlist = format!("http://127.0.0.1:{}/index.m3u8", nginx.http);
-        let nginx_signed_playlist = format!("http://127.0.0.1:{}/signed.m3u8", nginx.http);
-        assert!(client.get(&nginx_part).send().await.expect("nginx").status().is_success(), "nginx serves");
+        let copy = |url: &str, bytes: &[u8]| nginx_copy(&root, nginx.http, url, bytes);
+        let nginx_playlist = copy(&unsigned_media, text(client, &unsigned_media).await.as_bytes());
+        // The signed bytes too: a static file of them is what a signed reload is held to.
+        let nginx_signed_playlist = copy(&signed_media, text(client, &signed_media).await.as_bytes());
+        for url in [&nginx_playlist, &nginx_signed_playlist] {
+            assert!(client.get(url).send().await.expect("nginx").status().is_success(), "nginx serves {url}");
+        }
 
+        let hold = secs("BENCH_HOLD_SECONDS", 0);
+        if hold > 0 {
+            switch(&sluice, &id, false).await;
+            println!(
+                "holding {hold} s, signed playback off; server pid {}: unsigned {unsigned_media} signed \
+                 {signed_media} nginx {nginx_playlist} {nginx_signed_playlist}",
+                sluice.proc.0.id()
+            );
+            tokio::time::sleep(Duration::from_secs(hold)).await;
+        }
         println!(
             "origin: live passthrough 720p30 2.5 Mbit/s, {} cores, wrk -t2; signed = signed playback on, URLs \
              with a session token",
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
         // 1. Part fetches: each round one part (parts differ in size: keyframes), fetched by all
-        //    three cases.
+        //    four cases.
         let mut rows = Vec::new();
-        for round in 0..rounds {
+        for round in (0..rounds).filter(|_| stage("parts")) {
             switch(&sluice, &id, false).await;
             let unsigned_url = newest_part(client, &unsigned_media).await;
             let signed_url = under_token(&unsigned_url);
             let part = client.get(&unsigned_url).send().await.expect("part").bytes().await.expect("bytes");
-            std::fs::write(root.join("part.m4s"), &part).expect("write part");
+            let (nginx_part, nginx_signed_part) = (copy(&unsigned_url, &part), copy(&signed_url, &part));
             let row = round_of(
                 (&sluice, &nginx),
                 &id,
                 round,
                 64,
                 part_secs,
-                [&unsigned_url, &signed_url, &nginx_part, &nginx_part],
+                [&unsigned_url, &signed_url, &nginx_part, &nginx_signed_part],
             )
             .await;
             println!(
@@ -415,12 +433,14 @@ fn main() {
             );
             rows.push(row);
         }
-        println!("part fetches, median of {rounds} rounds: {}", Row::medians(&rows));
+        if !rows.is_empty() {
+            println!("part fetches, median of {rounds} rounds: {}", Row::medians(&rows));
+        }
 
         // 2. Plain playlist reloads, 1,000 connections: the same playlist (nginx's copy is the
         //    unsigned one) in the same rounds.
         let mut rows = Vec::new();
-        for round in 0..rounds {
+        for round in (0..rounds).filter(|_| stage("reloads")) {
             let row = round_of(
                 (&sluice, &nginx),
                 &id,
@@ -433,7 +453,10 @@ fn main() {
             println!("playlist reloads (1,000 connections, not blocking), round {}: {}", round + 1, row.line());
             rows.push(row);
         }
-        println!("playlist reloads, median of {rounds} rounds: {}", Row::medians(&rows));
+        if !rows.is_empty() {
+            println!("playlist reloads, median of {rounds} rounds: {}", Row::medians(&rows));
+        }
+        // NaN when the reloads did not run.
         let nginx_rps = median(rows.iter().map(|r| r.rps[2]).collect());
 
         // What signing costs per request, without the noise of the load generators.
@@ -450,6 +473,9 @@ fn main() {
         );
 
         // 3. Blocking reloads, 1,000 viewers waiting on the next part.
+        if !stage("blocking") {
+            return;
+        }
         let ideal = VIEWERS as f64 / part_duration;
         let mut results = Vec::new();
         for (label, enabled, media) in [("unsigned", false, &unsigned_media), ("signed", true, &signed_media)] {

@@ -1,5 +1,6 @@
 //! The server's signing keys (see [`crate::domain::keyring`]), and this process's copy of them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,10 @@ pub struct SigningKeys {
     master: MasterKey,
     ring: RwLock<Arc<KeyRing>>,
     reloads: Mutex<Reloads>,
+    /// When the ring was last loaded, in ms since `started` (read without the lock: every
+    /// playback request checks it).
+    loaded_ms: AtomicU64,
+    started: Instant,
 }
 
 struct Reloads {
@@ -50,7 +55,18 @@ impl SigningKeys {
         let ring = KeyRing::new(db.signing_keys(master).await?)
             .ok_or_else(|| LoadError::OtherMaster(master.id().to_string()))?;
         let reloads = Mutex::new(Reloads { loaded: Instant::now(), for_unknown: None });
-        Ok(SigningKeys { db: db.clone(), master: master.clone(), ring: RwLock::new(Arc::new(ring)), reloads })
+        Ok(SigningKeys {
+            db: db.clone(),
+            master: master.clone(),
+            ring: RwLock::new(Arc::new(ring)),
+            reloads,
+            loaded_ms: AtomicU64::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    fn since_start_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// The ring as loaded last.
@@ -62,14 +78,20 @@ impl SigningKeys {
     /// `kid`, or when it is older than [`REFRESH`] (rate-limited; a failed reload keeps the old).
     pub async fn ring_for(&self, kid: Option<&str>) -> Arc<KeyRing> {
         let ring = self.ring();
+        let unknown = kid.is_some_and(|k| !ring.knows(k));
+        let age_ms = self.since_start_ms().saturating_sub(self.loaded_ms.load(Ordering::Relaxed));
+        if !unknown && u128::from(age_ms) <= REFRESH.as_millis() {
+            // The common case, with no lock taken.
+            return ring;
+        }
         {
             let mut r = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
-            let unknown = kid.is_some_and(|k| !ring.knows(k))
-                && r.for_unknown.is_none_or(|at| at.elapsed() > UNKNOWN_KID_RELOAD);
+            let unknown = unknown && r.for_unknown.is_none_or(|at| at.elapsed() > UNKNOWN_KID_RELOAD);
             if !(unknown || r.loaded.elapsed() > REFRESH) {
                 return ring;
             }
             r.loaded = Instant::now();
+            self.loaded_ms.store(self.since_start_ms(), Ordering::Relaxed);
             if unknown {
                 r.for_unknown = Some(r.loaded);
             }
