@@ -185,11 +185,12 @@ impl IngestSession {
                             .set_max_chunk_size(MAX_VIDEO_MESSAGE, RtmpTimestamp::new(0))
                             .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
                         self.deliver(&size.bytes, &mut actions)?;
-                        remaining_bytes
+                        std::borrow::Cow::Owned(remaining_bytes)
                     }
                 }
             }
-            Phase::Session(_) => input.to_vec(),
+            // Media is read where it lies, not copied first.
+            Phase::Session(_) => std::borrow::Cow::Borrowed(input),
         };
         let mut messages = Vec::new();
         self.reader.push(&rest, &mut messages)?;
