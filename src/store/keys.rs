@@ -24,18 +24,12 @@ pub struct SigningKeys {
     db: Db,
     master: MasterKey,
     ring: RwLock<Arc<KeyRing>>,
-    reloads: Mutex<Reloads>,
-    /// When the ring was last loaded, in ms since `started` (read without the lock: every
-    /// playback request checks it).
+    /// When the ring was last loaded, in ms since `started` (read without a lock: every signed
+    /// playback request checks it; written under `for_unknown`'s lock, so one caller reloads).
     loaded_ms: AtomicU64,
     started: Instant,
-}
-
-struct Reloads {
-    /// The last load.
-    loaded: Instant,
     /// The last load an unknown key id asked for.
-    for_unknown: Option<Instant>,
+    for_unknown: Mutex<Option<Instant>>,
 }
 
 /// Why the signing keys could not be loaded (start-up).
@@ -54,19 +48,24 @@ impl SigningKeys {
     pub async fn load(db: &Db, master: &MasterKey) -> Result<SigningKeys, LoadError> {
         let ring = KeyRing::new(db.signing_keys(master).await?)
             .ok_or_else(|| LoadError::OtherMaster(master.id().to_string()))?;
-        let reloads = Mutex::new(Reloads { loaded: Instant::now(), for_unknown: None });
         Ok(SigningKeys {
             db: db.clone(),
             master: master.clone(),
             ring: RwLock::new(Arc::new(ring)),
-            reloads,
             loaded_ms: AtomicU64::new(0),
             started: Instant::now(),
+            for_unknown: Mutex::new(None),
         })
     }
 
     fn since_start_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether the ring was loaded within [`REFRESH`].
+    fn fresh(&self) -> bool {
+        let age_ms = self.since_start_ms().saturating_sub(self.loaded_ms.load(Ordering::Relaxed));
+        u128::from(age_ms) <= REFRESH.as_millis()
     }
 
     /// The ring as loaded last.
@@ -79,21 +78,19 @@ impl SigningKeys {
     pub async fn ring_for(&self, kid: Option<&str>) -> Arc<KeyRing> {
         let ring = self.ring();
         let unknown = kid.is_some_and(|k| !ring.knows(k));
-        let age_ms = self.since_start_ms().saturating_sub(self.loaded_ms.load(Ordering::Relaxed));
-        if !unknown && u128::from(age_ms) <= REFRESH.as_millis() {
+        if !unknown && self.fresh() {
             // The common case, with no lock taken.
             return ring;
         }
         {
-            let mut r = self.reloads.lock().unwrap_or_else(|e| e.into_inner());
-            let unknown = unknown && r.for_unknown.is_none_or(|at| at.elapsed() > UNKNOWN_KID_RELOAD);
-            if !(unknown || r.loaded.elapsed() > REFRESH) {
+            let mut for_unknown = self.for_unknown.lock().unwrap_or_else(|e| e.into_inner());
+            let unknown = unknown && for_unknown.is_none_or(|at| at.elapsed() > UNKNOWN_KID_RELOAD);
+            if !unknown && self.fresh() {
                 return ring;
             }
-            r.loaded = Instant::now();
             self.loaded_ms.store(self.since_start_ms(), Ordering::Relaxed);
             if unknown {
-                r.for_unknown = Some(r.loaded);
+                *for_unknown = Some(Instant::now());
             }
         }
         match self.db.signing_keys(&self.master).await.map(KeyRing::new) {
