@@ -16,9 +16,9 @@
 //!    run; the median of each ratio.
 //! 2. **playlist reloads**: `wrk -t2 -c1000` on the media playlist (non-blocking; with signed
 //!    playback, the one under the session's token path that a ticket's master leads to, whose
-//!    URIs inherit the token, so it is served as rendered); nginx serves copies of the
-//!    same bytes at the same paths, the unsigned playlist and the signed one, as static files — what the issue
-//!    holds a reload to ("reloads cost what a static file costs"). The same rounds, order and
+//!    URIs inherit the token, so it is served as rendered); nginx serves copies of the same
+//!    bytes at the same paths, the unsigned playlist and the signed one, as static files — what
+//!    the issue holds a reload to ("reloads cost what a static file costs"). The same rounds, order and
 //!    warm-up as (1); unsigned is compared with nginx's unsigned file, signed with its signed
 //!    file; the median of each ratio.
 //! 3. **blocking reloads, 1,000 waiting viewers**: 1,000 clients each loop on
@@ -29,9 +29,10 @@
 //!    (from the first to the last viewer answered for the same part, median and p99). nginx has
 //!    no blocking reload; its row in (2) is the static figure to compare with.
 //!
-//! `BENCH_STAGES` (default `parts,reloads,blocking`) picks which of the three run, to profile one;
-//! `BENCH_HOLD_SECONDS` keeps the servers up that long after setting up, with signed playback
-//! off (a token is still checked when a URL carries one), and prints the four playlist URLs, for a load and a profiler run by hand.
+//! `BENCH_STAGES` (default `parts,reloads,blocking`) picks which of the three run, to profile
+//! one; `BENCH_HOLD_SECONDS` keeps the servers up that long after setting up, with signed
+//! playback off (a token is still checked when a URL carries one), and prints the four playlist
+//! URLs, for a load and a profiler run by hand.
 //!
 //! The load generators (wrk, the 1,000 clients) run on the same 2 cores as the servers, so the
 //! requests per second are of the machine as a whole and swing by a quarter between identical
@@ -344,7 +345,8 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         // 6-s segments: a part stays in memory for about 26 s (four segments and some), long
-        // enough for the four runs of a round (a warm-up and a measured run each) to fetch the same one.
+        // enough for the four runs of a round (a warm-up and a measured run each) to fetch the
+        // same one.
         let sluice = Sluice::start(&[("SLUICE_LLHLS_SEGMENT_MS", "6000".to_string())]).await;
         let stream = sluice.create_stream(json!({"name": "origin", "qualities": ["1080p"]})).await;
         let id = stream["_id"].as_str().expect("id").to_string();
@@ -437,8 +439,8 @@ fn main() {
             println!("part fetches, median of {rounds} rounds: {}", Row::medians(&rows));
         }
 
-        // 2. Plain playlist reloads, 1,000 connections: the same playlist (nginx's copy is the
-        //    unsigned one) in the same rounds.
+        // 2. Plain playlist reloads, 1,000 connections: each case its own playlist URL (nginx
+        //    serves both copies), in the same rounds.
         let mut rows = Vec::new();
         for round in (0..rounds).filter(|_| stage("reloads")) {
             let row = round_of(
