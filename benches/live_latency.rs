@@ -23,7 +23,8 @@
 //! nginx: a fragment is available when its `.m3u8` lists it; its latency is that moment minus
 //! when its last frame was pushed (the push's start plus the fragment's end in media time). The
 //! same hls.js plays nginx's playlist for its `hls.latency` (nginx writes no PROGRAM-DATE-TIME).
-//! Knobs: `BENCH_PART_MS`, `BENCH_WINDOW` (seconds of each measurement, default 15), `BENCH_RUNS`.
+//! Knobs: `BENCH_PART_MS`, `BENCH_WINDOW` (seconds of each measurement, default 15), `BENCH_RUNS`,
+//! `BENCH_TIMELINE` (set: print each join's stamped start-up, what hls.js loaded and when).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -217,6 +218,11 @@ fn main() {
                     median_of(&reports, |r| r.latency),
                     median_of(&reports, |r| r.target_latency)
                 );
+                if std::env::var_os("BENCH_TIMELINE").is_some() {
+                    for line in reports.last().map(|r| r.timeline.as_slice()).unwrap_or_default() {
+                        eprintln!("      {line}");
+                    }
+                }
                 run_medians.push(median);
                 all.extend(screen);
                 latencies.push(median_of(&reports, |r| r.latency));

@@ -271,8 +271,11 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     assert_eq!(status, 400);
     assert!(part_target <= 0.37, "PART-TARGET {part_target} of the 333-ms default at 30 fps");
 
-    // hls.js in low-latency mode plays it, close to the live edge.
-    let player = Player::start(&master_url).await;
+    // hls.js in low-latency mode plays it, close to the live edge. It may play at up to 1.5x to
+    // get back to its target latency: on a loaded machine it sometimes joins with a hole before
+    // its first buffered frame, stalls once and adds a second to its target for good (seen in
+    // CI: 3.8 s behind, target 2.1 s); catching up, the latency measures the stream, not the join.
+    let player = Player::start_catching_up(&master_url).await;
     let reports = player
         .wait_until("hls.js plays 6 s at a latency below 3 s", Duration::from_secs(60), |r| {
             let recent: Vec<_> = r.iter().rev().take(4).collect();

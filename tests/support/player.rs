@@ -60,6 +60,10 @@ pub struct Report {
     /// `FRAG_LOADED`, `FRAG_BUFFERED`, `LEVEL_SWITCHED <n>`, `BUFFER_EOS`, `video playing`,
     /// `video waiting`, `video stalled`, `video ended`.
     pub events: Vec<String>,
+    /// The start-up, stamped: `<ms since the page started> <event> | t=<currentTime> buf=<range>`
+    /// for hls.js's loads, parses and appends and the `<video>`'s events of its first 8 s.
+    #[serde(default)]
+    pub timeline: Vec<String>,
     /// The playing playlist is live (no `#EXT-X-ENDLIST`).
     pub live: bool,
     /// From the playing media playlist: `#EXT-X-TARGETDURATION`, `#EXT-X-PART-INF:PART-TARGET`
