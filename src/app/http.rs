@@ -9,10 +9,14 @@
 //! with `writev`, and each connection waits on a token of its own. The rest is as poem does it:
 //! the same endpoint, the same HTTP/2 header and reset limits, the same graceful shutdown; HTTP/2
 //! streams per connection are capped at hyper's 200 (poem lifted the cap).
+//!
+//! A connection with no request in flight for [`IDLE`] is closed gracefully: one that sends
+//! nothing, drips a request head, or sits idle between requests cannot hold a socket for long.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +38,14 @@ const H2_MAX_HEADER_LIST: u32 = 16 * 1024;
 /// How long the acceptor rests after the process ran out of descriptors or memory, so that a
 /// flood of connections does not spin the accept loop.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
+/// How long a connection may go with no request in flight before it is closed: a client that
+/// connects and sends nothing, drips a request head a byte at a time, or keeps an idle
+/// keep-alive connection (HTTP/1.1 or HTTP/2). A request is in flight from the moment its head
+/// has been read until its answer's body has been sent: a slow upload or a long download keeps
+/// its connection.
+pub const IDLE: Duration = Duration::from_secs(10);
+/// How long an idle connection that was told to close may take to do so.
+const IDLE_CLOSE: Duration = Duration::from_secs(1);
 
 /// Serves `ep` on the connections `acceptor` accepts until `shutdown` resolves; then stops
 /// accepting, lets each connection finish the requests it has (HTTP/1.1: the one in flight;
@@ -107,10 +119,17 @@ async fn connection<Io, E>(
     Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
     E: Endpoint<Output = Response> + 'static,
 {
+    let activity = Arc::new(Activity::new());
+    let (seen, peer) = (activity.clone(), remote.clone());
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let ep = ep.clone();
+        let busy = seen.begin();
         let req = poem::Request::from((req, local.clone(), remote.clone(), scheme.clone()));
-        async move { Ok::<_, Infallible>(hyper::Response::from(ep.get_response(req).await)) }
+        async move {
+            let response = hyper::Response::from(ep.get_response(req).await);
+            // In flight until its body has been sent (or dropped with the connection).
+            Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
+        }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -120,14 +139,133 @@ async fn connection<Io, E>(
         .max_header_list_size(H2_MAX_HEADER_LIST);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
-    tokio::select! {
+    let idle = tokio::select! {
         biased;
         _ = conn.as_mut() => return,
-        _ = stop.cancelled() => {}
-    }
+        _ = stop.cancelled() => false,
+        _ = activity.idle_for(IDLE) => true,
+    };
     conn.as_mut().graceful_shutdown();
+    if idle {
+        tracing::debug!(?peer, "closing an idle HTTP connection");
+        // Nothing was in flight, so an idle connection closes at once, unless it is in the
+        // middle of a request head (hyper waits for the head): that one is dropped. A request
+        // whose head came in meanwhile is let finish.
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = hard.cancelled() => return,
+            _ = tokio::time::sleep(IDLE_CLOSE) => {}
+        }
+        if activity.in_flight.load(Ordering::Acquire) == 0 {
+            return;
+        }
+    }
     tokio::select! {
         _ = conn => {}
         _ = hard.cancelled() => {}
+    }
+}
+
+/// A response body that keeps its request in flight until it has been sent or dropped.
+struct Tracked<B> {
+    body: B,
+    _busy: Busy,
+}
+
+impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Requests in flight on one connection, and when the last one ended (or the connection opened).
+struct Activity {
+    opened: std::time::Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds from `opened` to the end of the last request.
+    last_ms: AtomicU64,
+}
+
+/// One request in flight: ends it when dropped (also when the client goes away mid-request).
+struct Busy(Arc<Activity>);
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            opened: std::time::Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn begin(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    /// Resolves once no request has been in flight for `idle`.
+    async fn idle_for(&self, idle: Duration) {
+        loop {
+            // While a request is in flight, look again an `idle` later: a connection closes
+            // between one and two `idle`s after its last request ended.
+            let mut wait = idle;
+            if self.in_flight.load(Ordering::Acquire) == 0 {
+                let since = Duration::from_millis(self.last_ms.load(Ordering::Acquire));
+                let quiet = self.opened.elapsed().saturating_sub(since);
+                if quiet >= idle {
+                    return;
+                }
+                wait = idle - quiet;
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let a = &self.0;
+        let now = u64::try_from(a.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        a.last_ms.fetch_max(now, Ordering::AcqRel);
+        a.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn idle_counts_from_the_end_of_the_last_request_and_never_during_one() {
+        let idle = Duration::from_millis(300);
+        let a = Arc::new(Activity::new());
+        // A request in flight for three idle periods: the connection is not idle.
+        let busy = a.begin();
+        assert!(tokio::time::timeout(idle * 3, a.idle_for(idle)).await.is_err(), "idle during a request");
+        drop(busy);
+        // From its end, idle after `idle` (and not much later).
+        let ended = std::time::Instant::now();
+        tokio::time::timeout(idle * 3, a.idle_for(idle)).await.expect("idle after the request");
+        let after = ended.elapsed();
+        assert!(after >= idle - Duration::from_millis(5), "idle after {after:?}");
+        // A fresh connection is idle `idle` after it opened.
+        let opened = std::time::Instant::now();
+        let b = Activity::new();
+        tokio::time::timeout(idle * 3, b.idle_for(idle)).await.expect("idle without requests");
+        assert!(opened.elapsed() >= idle - Duration::from_millis(5));
     }
 }

@@ -100,7 +100,9 @@ impl Relay {
     pub fn new(nodes: Arc<Nodes>, extra_root: Option<&[u8]>) -> anyhow::Result<Relay> {
         let mut builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
-            .pool_idle_timeout(Duration::from_secs(30))
+            // Below the 10 s after which a node closes an idle connection (src/app/http.rs),
+            // so a pooled connection is dropped here before the other end closes it.
+            .pool_idle_timeout(Duration::from_secs(5))
             .pool_max_idle_per_host(64)
             .redirect(reqwest::redirect::Policy::none());
         if let Some(pem) = extra_root {
