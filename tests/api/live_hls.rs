@@ -446,3 +446,68 @@ async fn hls_js_switches_up_from_the_lowest_rung_without_a_stall() {
     let (first, last_target) = (targets.first().copied(), targets.last().copied());
     assert_eq!(first, last_target, "hls.js's target latency moved: {first:?} → {last_target:?}");
 }
+
+/// A publisher that sends B-frames (x264's and OBS's defaults): the `source` variant's parts
+/// are cut in decode order, so each is exactly a part long (ten frames at 30 fps) but a
+/// segment's last, within PART-TARGET and at least 85 % of it (RFC 8216bis 4.4.4.9). Left to
+/// `cmafmux` they were 7 to 9 frames against a PART-TARGET of 8 (docs/live-hls.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_with_b_frames_gets_parts_of_one_length() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let stream: Value = t
+        .post_json_with(
+            &t.project_url("/streams"),
+            &t.key,
+            &json!({"name": "bframes", "qualities": ["240p"]}),
+        )
+        .await
+        .json()
+        .await
+        .expect("json");
+    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let _pusher = ffmpeg_push(
+        stream["ingestUrl"].as_str().expect("ingestUrl"),
+        "testsrc2=size=426x240:rate=30",
+        60,
+        &["-bf", "2", "-b:v", "600k"],
+    );
+    let master = eventually("the master playlist", Duration::from_secs(30), || async {
+        let (status, text) = get_text(&t, &master_url).await;
+        (status == 200).then_some(text)
+    })
+    .await;
+    let base = master_url.trim_end_matches("master.m3u8").to_string();
+    let uri = master.lines().find(|l| l.ends_with("/source/index.m3u8")).expect("the source variant");
+    let playlist = eventually("three whole segments of the source", Duration::from_secs(30), || async {
+        let (_, text) = get_text(&t, &format!("{base}{uri}")).await;
+        (text.matches("#EXTINF:").count() >= 3).then_some(text)
+    })
+    .await;
+    check_rfc("source", &playlist);
+    // Every part but a segment's last (and those of the segment still being written) is ten
+    // frames, give or take the millisecond rounding of FLV timestamps.
+    let mut parts: Vec<f64> = Vec::new();
+    let mut whole = Vec::new();
+    for line in playlist.lines() {
+        if let Some(attrs) = line.strip_prefix("#EXT-X-PART:") {
+            parts.push(attr(attrs, "DURATION").and_then(|v| v.parse().ok()).expect("DURATION"));
+        } else if line.starts_with("#EXTINF:") {
+            if let Some((_, rest)) = parts.split_last() {
+                whole.extend_from_slice(rest);
+            }
+            parts.clear();
+        }
+    }
+    assert!(whole.len() >= 5, "parts of whole segments: {playlist}");
+    let odd: Vec<&f64> = whole.iter().filter(|d| (**d - 1.0 / 3.0).abs() > 0.003).collect();
+    assert!(odd.is_empty(), "parts that are not ten frames: {odd:?}\n{playlist}");
+    // ffprobe still reads the variant's frames in order.
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name,has_b_frames"])
+        .args(["-of", "csv=p=0", &format!("{base}{uri}")])
+        .output()
+        .expect("ffprobe runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("h264,"), "ffprobe: {text} {}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(text.trim_end().rsplit(',').next(), Some("0"), "the source kept its B-frames: {text}");
+}

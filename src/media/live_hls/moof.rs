@@ -16,20 +16,57 @@ pub fn starts_with_sync_sample(data: &[u8]) -> Option<bool> {
     Some(flags & NON_SYNC == 0)
 }
 
-/// `default_sample_flags` of a `tfhd` body (full box: version and flags first), if present.
-fn tfhd_default_flags(tfhd: &[u8]) -> Option<Option<u32>> {
+/// How long the chunk `data` lasts in its track's timescale: the sum of its first track
+/// fragment's sample durations (each sample's own in the `trun`, else the `tfhd` default), that
+/// is from its first decode time to the next chunk's. `None` when `data` is not such a chunk.
+pub fn duration_ticks(data: &[u8]) -> Option<u64> {
+    let moof = child(data, b"moof")?;
+    let traf = child(moof, b"traf")?;
+    let default = tfhd_field(child(traf, b"tfhd")?, 0x08)?;
+    let trun = child(traf, b"trun")?;
+    let flags = be_u32(trun)? & 0x00ff_ffff;
+    let count = u64::from(be_u32(trun.get(4..)?)?);
+    if flags & 0x100 == 0 {
+        return Some(count * u64::from(default?));
+    }
+    let mut at = 8 + [0x001, 0x004].iter().filter(|&&bit| flags & bit != 0).count() * 4;
+    let entry = [0x100, 0x200, 0x400, 0x800].iter().filter(|&&bit| flags & bit != 0).count() * 4;
+    let mut total = 0u64;
+    for _ in 0..count {
+        total += u64::from(be_u32(trun.get(at..)?)?);
+        at += entry;
+    }
+    Some(total)
+}
+
+/// The timescale of the first track of the init section `init` (`moov`/`trak`/`mdia`/`mdhd`).
+pub fn timescale(init: &[u8]) -> Option<u32> {
+    let mdhd = child(child(child(child(init, b"moov")?, b"trak")?, b"mdia")?, b"mdhd")?;
+    // Version 1 has 64-bit creation and modification times.
+    let at = if *mdhd.first()? == 1 { 20 } else { 12 };
+    be_u32(mdhd.get(at..)?).filter(|&t| t > 0)
+}
+
+/// An optional field of a `tfhd` body (full box: version and flags first) by its flag bit:
+/// `Some(None)` when absent.
+fn tfhd_field(tfhd: &[u8], want: u32) -> Option<Option<u32>> {
     let flags = be_u32(tfhd)? & 0x00ff_ffff;
     // track_ID, then the optional fields in order.
     let mut at = 8;
-    for (bit, len) in [(0x01, 8), (0x02, 4), (0x08, 4), (0x10, 4)] {
+    for (bit, len) in [(0x01, 8), (0x02, 4), (0x08, 4), (0x10, 4), (0x20, 4)] {
+        if bit == want {
+            return if flags & bit == 0 { Some(None) } else { be_u32(tfhd.get(at..)?).map(Some) };
+        }
         if flags & bit != 0 {
             at += len;
         }
     }
-    if flags & 0x20 == 0 {
-        return Some(None);
-    }
-    be_u32(tfhd.get(at..)?).map(Some)
+    Some(None)
+}
+
+/// `default_sample_flags` of a `tfhd` body (full box: version and flags first), if present.
+fn tfhd_default_flags(tfhd: &[u8]) -> Option<Option<u32>> {
+    tfhd_field(tfhd, 0x20)
 }
 
 /// The flags a `trun` body gives its first sample: `first_sample_flags`, else the first entry's
@@ -128,6 +165,53 @@ mod tests {
         let tfhd = |d: [u8; 4]| [&[0, 0x02, 0, 0x22][..], &[0, 0, 0, 1], &[0, 0, 0, 1], &d].concat();
         assert_eq!(starts_with_sync_sample(&chunk(&tfhd(SYNC), &trun)), Some(true));
         assert_eq!(starts_with_sync_sample(&chunk(&tfhd(DELTA), &trun)), Some(false));
+    }
+
+    #[test]
+    fn a_chunk_lasts_its_sample_durations() {
+        let tfhd = [0, 0, 0, 0, 0, 0, 0, 1];
+        // Duration, size, flags and composition offset per sample (cmafmux with B-frames):
+        // 3000 + 3000 + 3100 ticks.
+        let sample = |d: u32| [d.to_be_bytes(), [0, 0, 0, 9], DELTA, [0, 0, 0, 0]].concat();
+        let trun = [
+            &[0, 0, 0x0f, 0x01][..],
+            &[0, 0, 0, 3],
+            &[0, 0, 0, 9],
+            &sample(3000),
+            &sample(3000),
+            &sample(3100),
+        ]
+        .concat();
+        assert_eq!(duration_ticks(&chunk(&tfhd, &trun)), Some(9100));
+        // No durations in the trun: the tfhd's default_sample_duration (flag 0x08) times the count.
+        let trun = [0, 0, 0x02, 0x01, 0, 0, 0, 4, 0, 0, 0, 9, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 4];
+        let tfhd = [&[0, 0x02, 0, 0x08][..], &[0, 0, 0, 1], &1024u32.to_be_bytes()].concat();
+        assert_eq!(duration_ticks(&chunk(&tfhd, &trun)), Some(4096));
+        // Neither: unknown. A trun shorter than its count: not a chunk.
+        assert_eq!(duration_ticks(&chunk(&[0, 0, 0, 0, 0, 0, 0, 1], &trun)), None);
+        let short = [&[0, 0, 0x01, 0x01][..], &[0, 0, 0, 3], &[0, 0, 0, 9], &[0, 0, 0x0b, 0xb8]].concat();
+        assert_eq!(duration_ticks(&chunk(&tfhd, &short)), None);
+    }
+
+    #[test]
+    fn the_timescale_of_an_init_section() {
+        let mdhd = |version: u8, at: usize| {
+            let mut body = vec![0u8; at + 8];
+            body[0] = version;
+            body[at..at + 4].copy_from_slice(&90_000u32.to_be_bytes());
+            body
+        };
+        for (version, at) in [(0, 12), (1, 20)] {
+            let mdia = boxed(b"mdia", &[boxed(b"mdhd", &mdhd(version, at))].concat());
+            let moov = boxed(
+                b"moov",
+                &[boxed(b"mvhd", &[0; 100]), boxed(b"trak", &[boxed(b"tkhd", &[0; 84]), mdia].concat())]
+                    .concat(),
+            );
+            let init = [boxed(b"ftyp", b"cmf2"), moov].concat();
+            assert_eq!(timescale(&init), Some(90_000), "version {version}");
+        }
+        assert_eq!(timescale(b"not an init section"), None);
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!
 //! The video branches are built when the first video caps arrive, since the ladder depends on
 //! the source size. Each `cmafmux` cuts fragments (segments) of `segment` at keyframes and
-//! chunks (parts) of `part`. The keyframes of the transcoded renditions are forced once, on the
+//! chunks (parts) of `part`; the `source` one where [`split_source`] tells it to (in decode
+//! order, for publishers' B-frames). The keyframes of the transcoded renditions are forced once, on the
 //! decoded video before it is split into rungs, at the first frame a whole segment after the
 //! previous keyframe: every rung gets the same request on the same frame, so segments align
 //! across renditions and each one starts where `cmafmux` expects it.
@@ -18,7 +19,7 @@
 //! `DELTA_UNIT`).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -171,9 +172,11 @@ fn attach_video(
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
     let passthrough = build_bin(&format!(
-        "{PASSTHROUGH_ENTRY} ! {}",
-        mux_and_sink(out, ladder::SOURCE, chunk, Some(frame))
+        "{PASSTHROUGH_ENTRY} ! {} manual-split=true ! {}",
+        mux(out, ladder::SOURCE, chunk, Some(frame)),
+        sink(ladder::SOURCE)
     ))?;
+    split_source(&passthrough, out.channel.config().segment, part, frame)?;
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
     // Every video rendition is declared now, before its encoder outputs anything, so the master
@@ -228,14 +231,71 @@ fn attach_video(
 /// first keyframe at least `fragment-duration` after its start, and a keyframe a segment later
 /// may carry a timestamp a millisecond early. With no keyframe in between, segments stay whole.
 fn mux_and_sink(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
-    let config = out.channel.config();
-    let fragment = config.segment - frame.unwrap_or(0.0);
+    format!("{} ! {}", mux(out, name, chunk, frame), sink(name))
+}
+
+fn mux(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
+    let fragment = out.channel.config().segment - frame.unwrap_or(0.0);
     format!(
-        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit=false \
-         ! appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=64 drop=false",
+        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit=false",
         (fragment * 1e9).round() as u64,
         (chunk * 1e9).round() as u64,
     )
+}
+
+fn sink(name: &str) -> String {
+    format!("appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=64 drop=false")
+}
+
+/// Tells the `source` muxer (`manual-split`) where each segment and part begins, in decode
+/// order. Left to itself, `cmafmux` ends a chunk at the first frame in decode order whose
+/// presentation time is past the chunk's end, so a publisher's B-frames (x264's and OBS's
+/// defaults) gave parts of 7 to 9 frames at 7-frame parts: longer than PART-TARGET, or under 85 %
+/// of it (RFC 8216bis 4.4.4.9; docs/live-hls.md, "B-frames in the source"). Here a segment
+/// begins at the first keyframe at least a segment less a frame after the last one's
+/// presentation time (as `cmafmux` chose), and a part at the first frame whose decode time is at
+/// least `part` less half a frame after the part's first: every part but a segment's last lasts
+/// `part`, in decode time, which is what its `trun` adds up to.
+fn split_source(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Result<(), String> {
+    let pad = bin.by_name("in").and_then(|e| e.static_pad("src")).ok_or("the source branch has no entry")?;
+    let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
+    let (segment, part) = (ns(segment - frame), ns(part - frame / 2.0));
+    // The presentation time of the segment's keyframe and the decode time of the part's first
+    // frame; None before the first frame.
+    let last = std::sync::Mutex::new(None::<(u64, u64)>);
+    pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+        let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
+        let (Some(pts), Some(dts)) = (buffer.pts(), buffer.dts().or(buffer.pts())) else {
+            return gst::PadProbeReturn::Ok;
+        };
+        let (pts, dts) = (pts.nseconds(), dts.nseconds());
+        let keyframe = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
+        let split = {
+            let Ok(mut last) = last.lock() else { return gst::PadProbeReturn::Ok };
+            let split = match *last {
+                None => None,
+                Some((start, _)) if keyframe && pts >= start.saturating_add(segment) => Some(false),
+                Some((_, part_start)) if dts >= part_start.saturating_add(part) => Some(true),
+                Some(_) => return gst::PadProbeReturn::Ok,
+            };
+            *last = match (*last, split) {
+                (Some((start, _)), Some(true)) => Some((start, dts)),
+                _ => Some((pts, dts)),
+            };
+            split
+        };
+        if let Some(chunk) = split {
+            let event = gst::event::CustomDownstream::builder(
+                gst::Structure::builder("FMP4MuxSplitNow").field("chunk", chunk).build(),
+            )
+            .build();
+            if !pad.push_event(event) {
+                tracing::debug!("the source muxer did not take a split");
+            }
+        }
+        gst::PadProbeReturn::Ok
+    });
+    Ok(())
 }
 
 /// Sends a force-keyframe event down to every rung's encoder before each decoded frame that
@@ -370,18 +430,22 @@ fn feed_channel(bin: &gst::Bin, name: &str, out: &Arc<LiveOutput>, wall: WallBas
         .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
         .ok_or_else(|| format!("no appsink for {name}"))?;
     let (out, name) = (out.clone(), name.to_string());
+    // The source's parts are cut in decode order ([`split_source`]): their length is what their
+    // samples add up to, in the timescale of the last init section.
+    let timescale = (name == ladder::SOURCE).then(|| AtomicU32::new(0));
     sink.set_callbacks(
         gst_app::AppSinkCallbacks::builder()
             .new_sample(move |sink| {
                 let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                let exact = timescale.as_ref();
                 if let Some(list) = sample.buffer_list() {
-                    take_output(&out, &name, list, sample.segment(), &wall);
+                    take_output(&out, &name, list, sample.segment(), &wall, exact);
                 } else if let Some(buffer) = sample.buffer() {
                     let mut list = gst::BufferList::new();
                     if let Some(l) = list.get_mut() {
                         l.add(buffer.copy());
                     }
-                    take_output(&out, &name, &list, sample.segment(), &wall);
+                    take_output(&out, &name, &list, sample.segment(), &wall, exact);
                 }
                 Ok(gst::FlowSuccess::Ok)
             })
@@ -396,11 +460,15 @@ fn take_output(
     list: &gst::BufferListRef,
     segment: Option<&gst::Segment>,
     wall: &WallBase,
+    timescale: Option<&AtomicU32>,
 ) {
     let mut buffers = list.iter().peekable();
     if let Some(first) = buffers.peek() {
         if first.flags().contains(gst::BufferFlags::DISCONT | gst::BufferFlags::HEADER) {
             if let Ok(map) = first.map_readable() {
+                if let Some(t) = timescale {
+                    t.store(super::moof::timescale(&map).unwrap_or(0), Ordering::Relaxed);
+                }
                 out.channel.feed(out.generation, name, Chunk::Init(Bytes::copy_from_slice(&map)));
             }
             buffers.next();
@@ -408,7 +476,7 @@ fn take_output(
     }
     let Some(header) = buffers.peek() else { return };
     let starts_segment = !header.flags().contains(gst::BufferFlags::DELTA_UNIT);
-    let duration = header.duration().map_or(0.0, |d| d.nseconds() as f64 / 1e9);
+    let mut duration = header.duration().map_or(0.0, |d| d.nseconds() as f64 / 1e9);
     let pts = header.pts();
     let pdt = pts.and_then(|pts| {
         let running = segment
@@ -422,6 +490,10 @@ fn take_output(
         if let Ok(map) = b.map_readable() {
             data.extend_from_slice(&map);
         }
+    }
+    let ticks = timescale.map(|t| t.load(Ordering::Relaxed)).filter(|&t| t > 0);
+    if let Some((ticks, scale)) = ticks.and_then(|t| Some((super::moof::duration_ticks(&data)?, t))) {
+        duration = ticks as f64 / f64::from(scale);
     }
     let independent =
         starts_segment || name == ladder::AUDIO || super::moof::starts_with_sync_sample(&data) == Some(true);
