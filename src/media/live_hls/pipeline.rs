@@ -9,8 +9,8 @@
 //! The video branches are built when the first video caps arrive, since the ladder depends on
 //! the source size. Each `cmafmux` cuts fragments (segments) of `segment` at keyframes and
 //! chunks (parts) of `part`; the `source` one where [`split_source`] tells it to (in decode
-//! order, for publishers' B-frames). The keyframes of the transcoded renditions are forced once, on the
-//! decoded video before it is split into rungs, at the first frame a whole segment after the
+//! order, for publishers' B-frames). The keyframes of the transcoded renditions are forced once,
+//! on the decoded video before it is split into rungs, at the first frame a whole segment after the
 //! previous keyframe: every rung gets the same request on the same frame, so segments align
 //! across renditions and each one starts where `cmafmux` expects it.
 //! Appsink callbacks only copy bytes into the [`Channel`] under its short lock; they never block
@@ -272,10 +272,22 @@ fn split_source(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Result<(
         let keyframe = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
         let split = {
             let Ok(mut last) = last.lock() else { return gst::PadProbeReturn::Ok };
+            // Timestamps that go back by more than a segment (a publisher that restarts its
+            // clock) start a part, or a segment at a keyframe, rather than leave one open until
+            // they catch up.
             let split = match *last {
                 None => None,
-                Some((start, _)) if keyframe && pts >= start.saturating_add(segment) => Some(false),
-                Some((_, part_start)) if dts >= part_start.saturating_add(part) => Some(true),
+                Some((start, _))
+                    if keyframe
+                        && (pts >= start.saturating_add(segment) || pts.saturating_add(segment) < start) =>
+                {
+                    Some(false)
+                }
+                Some((_, part_start))
+                    if dts >= part_start.saturating_add(part) || dts.saturating_add(segment) < part_start =>
+                {
+                    Some(true)
+                }
                 Some(_) => return gst::PadProbeReturn::Ok,
             };
             *last = match (*last, split) {
@@ -491,8 +503,8 @@ fn take_output(
             data.extend_from_slice(&map);
         }
     }
-    let ticks = timescale.map(|t| t.load(Ordering::Relaxed)).filter(|&t| t > 0);
-    if let Some((ticks, scale)) = ticks.and_then(|t| Some((super::moof::duration_ticks(&data)?, t))) {
+    let scale = timescale.map(|t| t.load(Ordering::Relaxed)).filter(|&t| t > 0);
+    if let Some((ticks, scale)) = scale.and_then(|s| Some((super::moof::duration_ticks(&data)?, s))) {
         duration = ticks as f64 / f64::from(scale);
     }
     let independent =
