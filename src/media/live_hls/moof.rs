@@ -1,7 +1,9 @@
 //! What a CMAF chunk says of its first sample: whether a decoder can start there (ISO/IEC
 //! 14496-12 8.8: `moof`/`traf`/`tfhd` and `trun`, `sample_is_non_sync_sample`). A part is
 //! `INDEPENDENT=YES` exactly when its first video sample is a sync sample, whatever asked for
-//! the keyframe, so the playlist never claims what the bytes do not hold.
+//! the keyframe, so the playlist never claims what the bytes do not hold. Also how long a chunk
+//! lasts (its samples' durations) and an init section's timescale (`mdhd`), for the parts whose
+//! length the muxer does not state in decode time.
 
 /// `sample_is_non_sync_sample` in a sample's flags (8.8.3.1).
 const NON_SYNC: u32 = 0x0001_0000;
@@ -9,9 +11,8 @@ const NON_SYNC: u32 = 0x0001_0000;
 /// Whether the first sample of the first track fragment of the chunk `data` (a `moof` and its
 /// `mdat`, in that order) is a sync sample; `None` when `data` is not such a chunk.
 pub fn starts_with_sync_sample(data: &[u8]) -> Option<bool> {
-    let moof = child(data, b"moof")?;
-    let traf = child(moof, b"traf")?;
-    let default_flags = tfhd_default_flags(child(traf, b"tfhd")?)?;
+    let traf = first_traf(data)?;
+    let default_flags = tfhd_field(child(traf, b"tfhd")?, 0x20)?;
     let flags = trun_first_flags(child(traf, b"trun")?)?.or(default_flags)?;
     Some(flags & NON_SYNC == 0)
 }
@@ -20,16 +21,13 @@ pub fn starts_with_sync_sample(data: &[u8]) -> Option<bool> {
 /// fragment's sample durations (each sample's own in the `trun`, else the `tfhd` default), that
 /// is from its first decode time to the next chunk's. `None` when `data` is not such a chunk.
 pub fn duration_ticks(data: &[u8]) -> Option<u64> {
-    let moof = child(data, b"moof")?;
-    let traf = child(moof, b"traf")?;
+    let traf = first_traf(data)?;
     let default = tfhd_field(child(traf, b"tfhd")?, 0x08)?;
     let trun = child(traf, b"trun")?;
-    let flags = be_u32(trun)? & 0x00ff_ffff;
-    let count = u64::from(be_u32(trun.get(4..)?)?);
+    let (flags, count, mut at) = trun_header(trun)?;
     if flags & 0x100 == 0 {
-        return Some(count * u64::from(default?));
+        return Some(u64::from(count) * u64::from(default?));
     }
-    let mut at = 8 + [0x001, 0x004].iter().filter(|&&bit| flags & bit != 0).count() * 4;
     let entry = [0x100, 0x200, 0x400, 0x800].iter().filter(|&&bit| flags & bit != 0).count() * 4;
     let mut total = 0u64;
     for _ in 0..count {
@@ -64,25 +62,31 @@ fn tfhd_field(tfhd: &[u8], want: u32) -> Option<Option<u32>> {
     Some(None)
 }
 
-/// `default_sample_flags` of a `tfhd` body (full box: version and flags first), if present.
-fn tfhd_default_flags(tfhd: &[u8]) -> Option<Option<u32>> {
-    tfhd_field(tfhd, 0x20)
+/// The first track fragment (`traf`) of the chunk `data`'s `moof`.
+fn first_traf(data: &[u8]) -> Option<&[u8]> {
+    child(child(data, b"moof")?, b"traf")
+}
+
+/// A `trun` body's flags, its sample count and where its first sample's entry begins: after
+/// version and flags, the count, and the optional `data_offset` (0x001) and
+/// `first_sample_flags` (0x004), in that order.
+fn trun_header(trun: &[u8]) -> Option<(u32, u32, usize)> {
+    let flags = be_u32(trun)? & 0x00ff_ffff;
+    let count = be_u32(trun.get(4..)?)?;
+    let entries = 8 + [0x001, 0x004].iter().filter(|&&bit| flags & bit != 0).count() * 4;
+    Some((flags, count, entries))
 }
 
 /// The flags a `trun` body gives its first sample: `first_sample_flags`, else the first entry's
 /// own flags; `Some(None)` when it gives none (the `tfhd` default applies).
 fn trun_first_flags(trun: &[u8]) -> Option<Option<u32>> {
-    let flags = be_u32(trun)? & 0x00ff_ffff;
-    let count = be_u32(trun.get(4..)?)?;
+    let (flags, count, mut at) = trun_header(trun)?;
     if count == 0 {
         return None;
     }
-    let mut at = 8;
-    if flags & 0x001 != 0 {
-        at += 4; // data_offset
-    }
     if flags & 0x004 != 0 {
-        return be_u32(trun.get(at..)?).map(Some);
+        // first_sample_flags: the last field before the entries.
+        return be_u32(trun.get(at - 4..)?).map(Some);
     }
     if flags & 0x400 == 0 {
         return Some(None);
