@@ -53,6 +53,20 @@ pub(crate) fn last_part(playlist: &str) -> (u64, u64, String) {
     last.expect("the playlist lists parts")
 }
 
+/// A part is a CMAF chunk: a `moof` and its `mdat`. The first part of a segment also begins a
+/// CMAF fragment, which `cmafmux` heads with a `styp` box.
+fn assert_cmaf_chunk(data: &[u8], starts_segment: bool, what: &str) {
+    let moof_at = if starts_segment {
+        assert_eq!(&data[4..8], b"styp", "{what} begins a segment: a CMAF fragment");
+        u32::from_be_bytes(data[..4].try_into().expect("a box size")) as usize
+    } else {
+        0
+    };
+    assert_eq!(&data[moof_at + 4..moof_at + 8], b"moof", "{what} is a CMAF chunk");
+    let moof_size = u32::from_be_bytes(data[moof_at..moof_at + 4].try_into().expect("a box size")) as usize;
+    assert_eq!(&data[moof_at + moof_size + 4..moof_at + moof_size + 8], b"mdat", "{what}: mdat after moof");
+}
+
 /// RFC 8216bis rules on a served media playlist: every part within PART-TARGET and, except a
 /// segment's first (independent) and last, at least 85 % of it (4.4.4.9); every segment within
 /// TARGETDURATION (4.4.3.1); PART-HOLD-BACK at least twice PART-TARGET and CAN-SKIP-UNTIL at
@@ -252,7 +266,7 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         answered.duration_since(asked).as_secs_f64()
     );
     println!(
-        "blocking reload: held {:.3} s, answered {after_seen:.3} s after the part appeared",
+        "blocking reload: held {:.3} s, answered {after_seen:.3} s after part {m}.{i} appeared",
         answered.duration_since(asked).as_secs_f64()
     );
     // The part itself, and a byte range of it.
@@ -265,7 +279,18 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     assert_eq!(range.status(), 206);
     assert_eq!(range.headers()["content-range"], format!("bytes 4-11/{}", whole.len()).as_str());
     assert_eq!(&range.bytes().await.expect("bytes")[..], &whole[4..12]);
-    assert_eq!(&whole[4..8], b"moof", "a part is a CMAF chunk");
+    assert_cmaf_chunk(&whole, i == 0, &format!("part {m}.{i}"));
+    // The first part of the same segment, which begins a CMAF fragment.
+    let first_uri = blocked
+        .rsplit("#EXTINF:")
+        .next()
+        .and_then(|tail| tail.split("#EXT-X-PART:").nth(1))
+        .and_then(|attrs| attrs.split("URI=\"").nth(1))
+        .and_then(|r| r.split('"').next())
+        .expect("the open segment's first part");
+    let first_url = format!("{}{}", playlist_url.trim_end_matches("index.m3u8"), first_uri);
+    let first = t.client.get(&first_url).send().await.expect("part").bytes().await.expect("bytes");
+    assert_cmaf_chunk(&first, true, &format!("part {m}.0"));
     // Too far ahead: 400 at once.
     let (status, _) = get_text(&t, &format!("{playlist_url}?_HLS_msn={}", m + 5)).await;
     assert_eq!(status, 400);
