@@ -24,7 +24,8 @@
 //! when its last frame was pushed (the push's start plus the fragment's end in media time). The
 //! same hls.js plays nginx's playlist for its `hls.latency` (nginx writes no PROGRAM-DATE-TIME).
 //! Knobs: `BENCH_PART_MS`, `BENCH_WINDOW` (seconds of each measurement, default 15), `BENCH_RUNS`,
-//! `BENCH_TIMELINE` (set: print each join's stamped start-up, what hls.js loaded and when).
+//! `BENCH_TIMELINE` (set: print each join's stamped start-up, what hls.js loaded and when),
+//! `BENCH_CLIP` (an FLV file to push instead of the sample, such as one without B-frames).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -170,7 +171,7 @@ fn main() {
     let window =
         Duration::from_secs(std::env::var("BENCH_WINDOW").ok().and_then(|s| s.parse().ok()).unwrap_or(15));
     let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(10).max(1);
-    let file = sample_file();
+    let file = std::env::var_os("BENCH_CLIP").map_or_else(sample_file, std::path::PathBuf::from);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!(
         "live latency: one 720p30 2.5 Mbit/s push (ffmpeg -re -c copy), 720p+480p ladder, 2-s segments, {runs} hls.js runs of {} s each, release build, load1 {:.2}",
