@@ -1,8 +1,9 @@
 //! LL-HLS packaging of live sessions (issue 5): the ladder plan and master playlist
-//! (`ladder`), the media playlist model (`playlist`), the live edge in memory (`channel`) and
-//! what a part's `moof` says of its first sample (`moof`) are plain data, unit-tested without
-//! GStreamer; `dvr` writes a channel's DVR segments off its locks; `pipeline` attaches the
-//! transcode and packaging branches to a push's ingest pipeline and feeds the channel.
+//! (`ladder`), the media playlist model (`playlist`), the live edge in memory (`channel`), what
+//! a part's `moof` says of its first sample (`moof`) and where the `source` variant's segments
+//! and parts begin (`split`) are plain data, unit-tested without GStreamer; `dvr` writes a
+//! channel's DVR segments off its locks; `pipeline` attaches the transcode and packaging
+//! branches to a push's ingest pipeline and feeds the channel.
 
 pub mod channel;
 pub mod dvr;
@@ -10,3 +11,4 @@ pub mod ladder;
 pub mod moof;
 pub mod pipeline;
 pub mod playlist;
+pub mod split;

@@ -9,10 +9,11 @@
 //! The video branches are built when the first video caps arrive, since the ladder depends on
 //! the source size. Each `cmafmux` cuts fragments (segments) of `segment` at keyframes and
 //! chunks (parts) of `part`; the `source` one where [`split_source`] tells it to (in decode
-//! order, for publishers' B-frames). The keyframes of the transcoded renditions are forced once,
-//! on the decoded video before it is split into rungs, at the first frame a whole segment after the
-//! previous keyframe: every rung gets the same request on the same frame, so segments align
-//! across renditions and each one starts where `cmafmux` expects it.
+//! order, for publishers' B-frames: [`super::split`]). The keyframes of the transcoded
+//! renditions are forced once, on the decoded video before it is split into rungs, at the first
+//! frame a whole segment after the previous keyframe: every rung gets the same request on the
+//! same frame, so segments align across renditions and each one starts where `cmafmux` expects
+//! it.
 //! Appsink callbacks only copy bytes into the [`Channel`] under its short lock; they never block
 //! on the network (anchor: gst-plugins-rs `mux/isobmff/examples/hls_live.rs`: the init section
 //! is the `DISCONT|HEADER` buffer, a fragment's first chunk is a `HEADER` buffer without
@@ -31,6 +32,7 @@ use gstreamer_app as gst_app;
 
 use super::channel::{Channel, Chunk, Kind, Timing};
 use super::ladder::{self, Rung};
+use super::split::{Split, Splitter};
 use crate::domain::stream::Quality;
 
 const DECODER: &str = include_str!("../../../pipelines/live-decoder.txt");
@@ -248,57 +250,24 @@ fn sink(name: &str) -> String {
 }
 
 /// Tells the `source` muxer (`manual-split`) where each segment and part begins, in decode
-/// order. Left to itself, `cmafmux` ends a chunk at the first frame in decode order whose
-/// presentation time is past the chunk's end, so a publisher's B-frames (x264's and OBS's
-/// defaults) gave parts of 7 to 9 frames at 7-frame parts: longer than PART-TARGET, or under 85 %
-/// of it (RFC 8216bis 4.4.4.9; docs/live-hls.md, "B-frames in the source"). Here a segment
-/// begins at the first keyframe at least a segment less a frame after the last one's
-/// presentation time (as `cmafmux` chose), and a part at the first frame whose decode time is at
-/// least `part` less half a frame after the part's first: every part but a segment's last lasts
-/// `part`, in decode time, which is what its `trun` adds up to.
+/// order ([`Splitter`]): a segment at the first keyframe a segment less a frame after the last
+/// one, a part at the first frame whose decode time is a part less half a frame after the part's
+/// first (millisecond-rounded timestamps cannot tip a frame either way).
 fn split_source(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Result<(), String> {
     let pad = bin.by_name("in").and_then(|e| e.static_pad("src")).ok_or("the source branch has no entry")?;
     let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
-    let (segment, part) = (ns(segment - frame), ns(part - frame / 2.0));
-    // The presentation time of the segment's keyframe and the decode time of the part's first
-    // frame; None before the first frame.
-    let last = std::sync::Mutex::new(None::<(u64, u64)>);
+    let splitter = std::sync::Mutex::new(Splitter::new(ns(segment - frame), ns(part - frame / 2.0)));
     pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
         let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
         let (Some(pts), Some(dts)) = (buffer.pts(), buffer.dts().or(buffer.pts())) else {
             return gst::PadProbeReturn::Ok;
         };
-        let (pts, dts) = (pts.nseconds(), dts.nseconds());
         let keyframe = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
-        let split = {
-            let Ok(mut last) = last.lock() else { return gst::PadProbeReturn::Ok };
-            // Timestamps that go back by more than a segment (a publisher that restarts its
-            // clock) start a part, or a segment at a keyframe, rather than leave one open until
-            // they catch up.
-            let split = match *last {
-                None => None,
-                Some((start, _))
-                    if keyframe
-                        && (pts >= start.saturating_add(segment) || pts.saturating_add(segment) < start) =>
-                {
-                    Some(false)
-                }
-                Some((_, part_start))
-                    if dts >= part_start.saturating_add(part) || dts.saturating_add(segment) < part_start =>
-                {
-                    Some(true)
-                }
-                Some(_) => return gst::PadProbeReturn::Ok,
-            };
-            *last = match (*last, split) {
-                (Some((start, _)), Some(true)) => Some((start, dts)),
-                _ => Some((pts, dts)),
-            };
-            split
-        };
-        if let Some(chunk) = split {
+        let Ok(mut splitter) = splitter.lock() else { return gst::PadProbeReturn::Ok };
+        if let Some(split) = splitter.next(pts.nseconds(), dts.nseconds(), keyframe) {
+            drop(splitter);
             let event = gst::event::CustomDownstream::builder(
-                gst::Structure::builder("FMP4MuxSplitNow").field("chunk", chunk).build(),
+                gst::Structure::builder("FMP4MuxSplitNow").field("chunk", split == Split::Part).build(),
             )
             .build();
             if !pad.push_event(event) {
