@@ -285,8 +285,7 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         .rsplit("#EXTINF:")
         .next()
         .and_then(|tail| tail.split("#EXT-X-PART:").nth(1))
-        .and_then(|attrs| attrs.split("URI=\"").nth(1))
-        .and_then(|r| r.split('"').next())
+        .and_then(|attrs| attr(attrs.lines().next()?, "URI"))
         .expect("the open segment's first part");
     let first_url = format!("{}{}", playlist_url.trim_end_matches("index.m3u8"), first_uri);
     let first = t.client.get(&first_url).send().await.expect("part").bytes().await.expect("bytes");
