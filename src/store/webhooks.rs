@@ -219,9 +219,12 @@ impl Db {
     }
 
     /// Leases the next `limit` due deliveries of one webhook for `owner` until `lease_until`, in
-    /// event order. On Postgres the rows are picked with `FOR UPDATE SKIP LOCKED`, so several
-    /// processes never lease the same row; SQLite has one writer at a time, which makes the
-    /// single UPDATE atomic.
+    /// event order, and only while no other owner holds a live lease on one of the webhook's
+    /// pending rows: a webhook's deliveries go out from one process at a time, so a second process
+    /// cannot send a newer event beside an older one still in flight. On Postgres the claim first
+    /// locks the webhook's row, which makes claimers of one webhook take turns (the second sees
+    /// the first's committed leases and takes nothing), and picks rows with `FOR UPDATE SKIP
+    /// LOCKED`; SQLite has one writer at a time (`BEGIN IMMEDIATE`), which does the same.
     pub async fn claim_deliveries(
         &self,
         owner: &str,
@@ -230,14 +233,23 @@ impl Db {
         lease_until: i64,
         limit: i64,
     ) -> Result<Vec<Claimed>, DbError> {
+        let mut tx = self.begin_write().await?;
         let lock = match self.backend() {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
+            Backend::Postgres => {
+                sqlx::query("SELECT id FROM webhooks WHERE id = $1 FOR UPDATE")
+                    .bind(webhook_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                " FOR UPDATE SKIP LOCKED"
+            }
             Backend::Sqlite => "",
         };
         let mut rows: Vec<Claimed> = sqlx::query_as(&format!(
             "UPDATE webhook_deliveries SET lease_owner = $1, lease_until = $2 WHERE id IN ( \
                SELECT id FROM webhook_deliveries WHERE webhook_id = $3 AND status = 'pending' \
                AND next_attempt_at <= $4 AND (lease_until IS NULL OR lease_until < $4) \
+               AND NOT EXISTS (SELECT 1 FROM webhook_deliveries held WHERE held.webhook_id = $3 \
+                 AND held.status = 'pending' AND held.lease_owner <> $1 AND held.lease_until >= $4) \
                ORDER BY next_attempt_at, seq LIMIT $5{lock}) \
              RETURNING id, webhook_id, event, body, attempts, next_attempt_at, seq"
         ))
@@ -246,8 +258,9 @@ impl Db {
         .bind(webhook_id)
         .bind(now)
         .bind(limit)
-        .fetch_all(self.pool())
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         rows.sort_by_key(|c| (c.next_attempt_at, c.seq));
         Ok(rows)
     }

@@ -140,8 +140,10 @@ async fn kill_and_restart(backend: Backend) {
     assert_eq!(log["items"].as_array().unwrap().len(), 20);
 }
 
-/// Two `sluice serve` processes on one Postgres share the outbox: every delivery is sent, and
-/// none twice (leases taken with FOR UPDATE SKIP LOCKED).
+/// Two `sluice serve` processes on one Postgres share the outbox: every delivery is sent, none
+/// twice (leases taken with FOR UPDATE SKIP LOCKED), and one webhook's deliveries leave one at a
+/// time in the order they were queued, whichever process queued them (a process claims nothing
+/// while the other holds a lease on the webhook's rows).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_share_one_postgres() {
     let db = fresh_postgres_url().await;
@@ -152,19 +154,24 @@ async fn two_processes_share_one_postgres() {
     let _a = serve(dir_a.path(), &db, port_a).await;
     let _b = serve(dir_b.path(), &db, port_b).await;
     let rx = Receiver::start().await;
+    // Each answer takes a while, so two processes sending at once would overlap at the receiver.
+    rx.answer(200, Duration::from_millis(15));
     let client = reqwest::Client::new();
     let base = |port: u16| format!("http://127.0.0.1:{port}/v1/projects/demo");
     let hook_id = create_hook(&client, &base(port_a), &key, &rx.url(), serde_json::json!(["*"])).await;
     // 80 pings queued through both processes (within the key's burst).
-    let mut expected = HashSet::new();
+    let mut queued = Vec::new();
     for i in 0..80 {
         let port = if i % 2 == 0 { port_a } else { port_b };
-        expected.insert(ping(&client, &base(port), &key, &hook_id).await);
+        queued.push(ping(&client, &base(port), &key, &hook_id).await);
     }
+    let expected: HashSet<String> = queued.iter().cloned().collect();
     let got = rx.wait_for(80, Duration::from_secs(30)).await;
     let ids: Vec<String> = got.iter().map(|r| r.id()).collect();
     let unique: HashSet<String> = ids.iter().cloned().collect();
     assert_eq!(unique, expected, "every delivery arrived");
+    assert_eq!(ids, queued, "deliveries arrived in the order they were queued");
+    assert_eq!(rx.most_at_once(), 1, "one webhook's deliveries are sent one at a time");
     // Nothing more arrives. One more ping queued through each process: each process sends its
     // leased rows in order, one at a time, so a row it sent a second time would reach the
     // receiver before the ping it sends after it.

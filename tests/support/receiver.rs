@@ -39,6 +39,9 @@ impl Received {
 struct State {
     /// Requests that arrived, including ones still being held.
     arrivals: std::sync::atomic::AtomicUsize,
+    /// Requests being held now, and the most ever held at once.
+    held: std::sync::atomic::AtomicUsize,
+    most_held: std::sync::atomic::AtomicUsize,
     received: Mutex<Vec<Received>>,
     /// Status to answer with, and how long to wait first.
     behaviour: Mutex<(u16, Duration)>,
@@ -52,7 +55,10 @@ pub struct Receiver {
 
 #[handler]
 async fn hook(req: &Request, body: Vec<u8>, state: Data<&Arc<State>>) -> Response {
-    state.arrivals.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    use std::sync::atomic::Ordering::SeqCst;
+    state.arrivals.fetch_add(1, SeqCst);
+    let held = state.held.fetch_add(1, SeqCst) + 1;
+    state.most_held.fetch_max(held, SeqCst);
     let (status, delay) = *state.behaviour.lock().unwrap();
     let headers = req
         .headers()
@@ -63,6 +69,7 @@ async fn hook(req: &Request, body: Vec<u8>, state: Data<&Arc<State>>) -> Respons
         tokio::time::sleep(delay).await;
     }
     state.received.lock().unwrap().push(Received { headers, body, at: Instant::now(), answered: status });
+    state.held.fetch_sub(1, SeqCst);
     Response::builder().status(StatusCode::from_u16(status).unwrap()).body("")
 }
 
@@ -94,6 +101,11 @@ impl Receiver {
 
     pub fn arrivals(&self) -> usize {
         self.state.arrivals.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The most requests this receiver held at one time.
+    pub fn most_at_once(&self) -> usize {
+        self.state.most_held.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn received(&self) -> Vec<Received> {
