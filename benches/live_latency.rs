@@ -25,7 +25,8 @@
 //! same hls.js plays nginx's playlist for its `hls.latency` (nginx writes no PROGRAM-DATE-TIME).
 //! Knobs: `BENCH_PART_MS`, `BENCH_WINDOW` (seconds of each measurement, default 15), `BENCH_RUNS`,
 //! `BENCH_TIMELINE` (set: print each join's stamped start-up, what hls.js loaded and when),
-//! `BENCH_CLIP` (an FLV file to push instead of the sample, such as one without B-frames).
+//! `BENCH_CLIP` (an FLV file to push instead of the sample, such as one without B-frames),
+//! `BENCH_PLAYER` (more of the test player's query options, such as `switchTo=source&log=1`).
 
 #[path = "common/mod.rs"]
 mod common;
@@ -103,7 +104,8 @@ async fn part_latencies(url: &str, until: Instant) -> Vec<f64> {
 
 /// hls.js plays `url` for `window`; the reports of the window.
 async fn play(url: &str, window: Duration) -> Vec<Report> {
-    let player = Player::start_catching_up(url).await;
+    let more = std::env::var("BENCH_PLAYER").unwrap_or_default();
+    let player = Player::start_catching_up_with(url, &more).await;
     player
         .wait_until("hls.js playing", Duration::from_secs(60), |r| {
             r.last().is_some_and(|x| x.current_time > 2.0 && x.latency.is_some())

@@ -295,7 +295,13 @@ impl Player {
     /// Low latency, and hls.js may play at up to 1.5x to get back to its target latency after a
     /// stall (`maxLiveSyncPlaybackRate`): latency then measures the stream, not the join.
     pub async fn start_catching_up(hls_url: &str) -> Player {
-        Player::start_opts(hls_url, "lowLatency=1&catchUp=1").await
+        Player::start_catching_up_with(hls_url, "").await
+    }
+
+    /// [`Player::start_catching_up`] with more of player.html's query options (`switchTo=`,
+    /// `log=1`, ...).
+    pub async fn start_catching_up_with(hls_url: &str, more: &str) -> Player {
+        Player::start_opts(hls_url, &format!("lowLatency=1&catchUp=1&{more}")).await
     }
 
     /// Sluice's live demo page playing `whep_url` and `hls_url` side by side.
