@@ -56,8 +56,16 @@ pub struct Receiver {
 #[handler]
 async fn hook(req: &Request, body: Vec<u8>, state: Data<&Arc<State>>) -> Response {
     use std::sync::atomic::Ordering::SeqCst;
+    /// Counts the request as held until it is answered or dropped (its sender gave up).
+    struct Held<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Held<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, SeqCst);
+        }
+    }
     state.arrivals.fetch_add(1, SeqCst);
     let held = state.held.fetch_add(1, SeqCst) + 1;
+    let _held = Held(&state.held);
     state.most_held.fetch_max(held, SeqCst);
     let (status, delay) = *state.behaviour.lock().unwrap();
     let headers = req
@@ -69,7 +77,6 @@ async fn hook(req: &Request, body: Vec<u8>, state: Data<&Arc<State>>) -> Respons
         tokio::time::sleep(delay).await;
     }
     state.received.lock().unwrap().push(Received { headers, body, at: Instant::now(), answered: status });
-    state.held.fetch_sub(1, SeqCst);
     Response::builder().status(StatusCode::from_u16(status).unwrap()).body("")
 }
 
