@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::support::player::{played, Player, Report};
-use crate::support::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
+use crate::support::{eventually, ffmpeg_push, spawn_app, spawn_app_with, Backend, Killed, TestApp};
 
 /// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 333: ten frames).
 const PART: f64 = 0.334;
@@ -70,7 +70,9 @@ fn assert_cmaf_chunk(data: &[u8], starts_segment: bool, what: &str) {
 /// RFC 8216bis rules on a served media playlist: every part within PART-TARGET and, except a
 /// segment's first (independent) and last, at least 85 % of it (4.4.4.9); every segment within
 /// TARGETDURATION (4.4.3.1); PART-HOLD-BACK at least twice PART-TARGET and CAN-SKIP-UNTIL at
-/// least six target durations (4.4.3.8); a segment's parts add up to its duration.
+/// least six target durations (4.4.3.8); a segment's parts add up to its duration. And one rule
+/// of hls.js's: a segment's last part lasts over 0.25 s, or hls.js skips it once it has fallen
+/// behind (`maxFragLookUpTolerance`; docs/live-hls.md, "Segment ends").
 fn check_rfc(name: &str, text: &str) {
     let value = |tag: &str| -> f64 {
         text.lines()
@@ -107,10 +109,17 @@ fn check_rfc(name: &str, text: &str) {
                         assert!(*pd >= 0.85 * part_target, "{name}: part {pd} under 85% of {part_target}");
                     }
                 }
+                let last = parts.last().map_or(0.0, |p| p.0);
+                assert!(last > 0.25, "{name}: a segment ends in a part of {last} s\n{text}");
             }
             parts.clear();
         }
     }
+}
+
+/// The audio rendition's URI in a master playlist.
+fn audio_uri(master: &str) -> Option<&str> {
+    master.split("URI=\"").nth(1).and_then(|r| r.split('"').next())
 }
 
 fn attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
@@ -216,7 +225,7 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         let (_, text) = get_text(&t, &format!("{base}{uri}")).await;
         check_rfc(uri, &text);
     }
-    let audio_uri = master.split("URI=\"").nth(1).and_then(|r| r.split('"').next()).expect("audio URI");
+    let audio_uri = audio_uri(&master).expect("audio URI");
     let (_, audio) = get_text(&t, &format!("{base}{audio_uri}")).await;
     check_rfc("audio", &audio);
 
@@ -471,13 +480,15 @@ async fn hls_js_switches_up_from_the_lowest_rung_without_a_stall() {
     assert_eq!(first, last_target, "hls.js's target latency moved: {first:?} → {last_target:?}");
 }
 
-/// A publisher that sends B-frames (x264's and OBS's defaults): the `source` variant's parts
-/// are cut in decode order, so each is exactly a part long (ten frames at 30 fps) but a
-/// segment's last, within PART-TARGET and at least 85 % of it (RFC 8216bis 4.4.4.9). Left to
-/// `cmafmux` they were 7 to 9 frames against a PART-TARGET of 8 (docs/live-hls.md).
+/// A publisher that sends B-frames (x264's and OBS's defaults), at 200-ms parts: the `source`
+/// variant's parts are cut in decode order and laid out as planned, four of seven frames and
+/// four of eight at 30 fps, within PART-TARGET and at least 85 % of it (RFC 8216bis 4.4.4.9).
+/// Left to `cmafmux` they were 7 to 9 frames against a PART-TARGET of 8. And every rendition's
+/// segments, the audio's too, end in a part over 0.25 s: left to `cmafmux`, they ended in 4 video
+/// frames and 5 AAC frames, which hls.js can skip (docs/live-hls.md, "Segment ends").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_push_with_b_frames_gets_parts_of_one_length() {
-    let t = spawn_app(Backend::Sqlite).await;
+async fn a_push_with_b_frames_gets_parts_as_laid_out_at_200_ms() {
+    let t = spawn_app_with(Backend::Sqlite, |c| c.llhls_part_ms = Some(200)).await;
     let stream: Value = t
         .post_json_with(
             &t.project_url("/streams"),
@@ -508,23 +519,33 @@ async fn a_push_with_b_frames_gets_parts_of_one_length() {
     })
     .await;
     check_rfc("source", &playlist);
-    // Every part but a segment's last (and those of the segment still being written) is ten
-    // frames, give or take the millisecond rounding of FLV timestamps.
+    // The parts of every whole segment (not the one still being written) are seven frames four
+    // times, then eight four times, give or take the millisecond rounding of FLV timestamps.
     let mut parts: Vec<f64> = Vec::new();
     let mut whole = Vec::new();
     for line in playlist.lines() {
         if let Some(attrs) = line.strip_prefix("#EXT-X-PART:") {
             parts.push(attr(attrs, "DURATION").and_then(|v| v.parse().ok()).expect("DURATION"));
-        } else if line.starts_with("#EXTINF:") {
-            if let Some((_, rest)) = parts.split_last() {
-                whole.extend_from_slice(rest);
-            }
-            parts.clear();
+        } else if line.starts_with("#EXTINF:") && !parts.is_empty() {
+            whole.push(std::mem::take(&mut parts));
         }
     }
-    assert!(whole.len() >= 5, "parts of whole segments: {playlist}");
-    let odd: Vec<&f64> = whole.iter().filter(|d| (**d - 1.0 / 3.0).abs() > 0.003).collect();
-    assert!(odd.is_empty(), "parts that are not ten frames: {odd:?}\n{playlist}");
+    assert!(!whole.is_empty(), "no whole segment listed with its parts: {playlist}");
+    for segment in &whole {
+        let frames: Vec<f64> = segment.iter().map(|d| (d * 30.0 * 1000.0).round() / 1000.0).collect();
+        let laid_out = frames.len() == 8
+            && frames.iter().enumerate().all(|(i, f)| (f - if i < 4 { 7.0 } else { 8.0 }).abs() < 0.1);
+        assert!(laid_out, "a segment's parts in frames: {frames:?}\n{playlist}");
+    }
+    // The rung's and the audio's segments end in a long part too (check_rfc).
+    for uri in master.lines().filter(|l| l.ends_with("/240p/index.m3u8")).chain(audio_uri(&master)) {
+        let text = eventually("three whole segments", Duration::from_secs(30), || async {
+            let (_, text) = get_text(&t, &format!("{base}{uri}")).await;
+            (text.matches("#EXTINF:").count() >= 3).then_some(text)
+        })
+        .await;
+        check_rfc(uri, &text);
+    }
     // ffprobe still reads the variant's frames in order.
     let out = Command::new("ffprobe")
         .args(["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=codec_name,has_b_frames"])

@@ -52,24 +52,6 @@ pub fn plan(qualities: &[Quality], width: u32, height: u32) -> Vec<Rung> {
     rungs
 }
 
-/// The part (chunk) duration and `PART-TARGET` of a rendition whose frames last `frame` seconds,
-/// for a configured part of `part` seconds. Parts are a whole number of frames, at least seven;
-/// the first part of a segment can be a frame longer (its keyframe lands on the first frame at or
-/// after the segment boundary) and timestamps carry a millisecond or two of rounding, so
-/// PART-TARGET is a frame and 2 ms above the part. Then every part fits within PART-TARGET and
-/// every regular part is at least 85 % of it, as RFC 8216bis 4.4.4.9 requires.
-pub fn part_timing(part: f64, frame: f64) -> (f64, f64) {
-    let chunk = (part / frame).round().max(7.0) * frame;
-    (chunk, chunk + frame + 0.002)
-}
-
-/// `PART-TARGET` of an audio rendition cut every `part` seconds into frames of `frame` seconds
-/// (AAC: 1024 samples). Audio has no keyframes to wait for: its parts hold the frames that
-/// start within the part, one frame more than fit at most.
-pub fn audio_part_target(part: f64, frame: f64) -> f64 {
-    (part / frame).ceil() * frame + 0.002
-}
-
 /// `avc1.PPCCLL` from an `avcC` record (ISO/IEC 14496-15 5.3.3.1: version, profile,
 /// compatibility, level), as RFC 6381 writes it.
 pub fn avc1_codec(avcc: &[u8]) -> Option<String> {
@@ -108,35 +90,6 @@ mod tests {
         assert_eq!(plan(&[q(360)], 720, 1280)[0].width, 202);
         assert!(plan(&[q(720)], 640, 360).is_empty(), "nothing at or below a 360p source");
         assert!(rungs.windows(2).all(|w| w[0].video_kbps > w[1].video_kbps));
-    }
-
-    #[test]
-    fn part_timing_keeps_every_part_within_the_rfc_bounds() {
-        for fps in [24.0, 25.0, 30.0, 50.0, 60.0] {
-            for part in [0.2, 0.333, 0.5] {
-                let frame = 1.0 / fps;
-                let (chunk, target) = part_timing(part, frame);
-                let frames = chunk / frame;
-                assert!(
-                    (frames - frames.round()).abs() < 1e-9 && frames.round() >= 7.0,
-                    "{fps} fps: {frames} frames"
-                );
-                assert!((chunk - part).abs() <= frame / 2.0 + 1e-9 || frames.round() == 7.0);
-                // Regular parts: the chunk, give or take 2 ms; the longest: a frame more.
-                assert!(chunk - 0.002 >= 0.85 * target, "{fps} fps, {part} s: {chunk} vs {target}");
-                assert!(chunk + frame + 0.002 <= target + 1e-9);
-            }
-        }
-        // AAC (1024 samples a frame) is cut at the configured part: parts of the frames that
-        // fit, one more at most.
-        for rate in [44_100.0, 48_000.0] {
-            let frame = 1024.0 / rate;
-            let target = audio_part_target(0.2, frame);
-            let most = (0.2 / frame).ceil() * frame;
-            assert!(most <= target && (most - frame) >= 0.85 * target, "{rate} Hz: {most} vs {target}");
-        }
-        assert!((part_timing(0.2, 1.0 / 30.0).0 - 7.0 / 30.0).abs() < 1e-9, "seven frames at 30 fps");
-        assert!((part_timing(0.333, 1.0 / 30.0).0 - 1.0 / 3.0).abs() < 1e-9, "ten frames at 30 fps");
     }
 
     #[test]

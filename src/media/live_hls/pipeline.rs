@@ -7,13 +7,14 @@
 //!   the source height: scale and encode (`pipelines/live-rung.txt`) → `cmafmux` → a rendition.
 //!
 //! The video branches are built when the first video caps arrive, since the ladder depends on
-//! the source size. Each `cmafmux` cuts fragments (segments) of `segment` at keyframes and
-//! chunks (parts) of `part`; the `source` one where [`split_source`] tells it to (in decode
-//! order, for publishers' B-frames: [`super::split`]). The keyframes of the transcoded
-//! renditions are forced once, on the decoded video before it is split into rungs, at the first
-//! frame a whole segment after the previous keyframe: every rung gets the same request on the
-//! same frame, so segments align across renditions and each one starts where `cmafmux` expects
-//! it.
+//! the source size. Every `cmafmux` cuts fragments (segments) and chunks (parts) where a
+//! [`Splitter`] tells it to ([`cut`]; `manual-split`): in decode order, for publishers'
+//! B-frames, with each segment's parts laid out so that its last is not one a player skips
+//! ([`super::split`]). The keyframes of the transcoded renditions are forced once, on the
+//! decoded video before it is split into rungs, at the frames where an identical splitter
+//! starts a segment or a part ([`force_keyframes`]): every rung gets the same request on the
+//! same frame, so segments align across renditions and each one starts where its muxer is
+//! told to cut.
 //! Appsink callbacks only copy bytes into the [`Channel`] under its short lock; they never block
 //! on the network (anchor: gst-plugins-rs `mux/isobmff/examples/hls_live.rs`: the init section
 //! is the `DISCONT|HEADER` buffer, a fragment's first chunk is a `HEADER` buffer without
@@ -32,7 +33,7 @@ use gstreamer_app as gst_app;
 
 use super::channel::{Channel, Chunk, Kind, Timing};
 use super::ladder::{self, Rung};
-use super::split::{Split, Splitter};
+use super::split::{self, Split, Splitter};
 use crate::domain::stream::Quality;
 
 const DECODER: &str = include_str!("../../../pipelines/live-decoder.txt");
@@ -111,8 +112,15 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     // [`PASSTHROUGH_ENTRY`]).
     let audio =
         build_bin(&format!("{PASSTHROUGH_ENTRY} ! {}", mux_and_sink(&out, ladder::AUDIO, part, None)))?;
+    let segment = out.channel.config().segment;
+    cut(&audio, "in", Cutting::Audio { segment, part })?;
     link_branch(pipeline, &audio_tee, &audio, "in")?;
-    watch_codec(&audio, ladder::AUDIO, out.clone(), Declared::Audio { target_duration: target, part })?;
+    watch_codec(
+        &audio,
+        ladder::AUDIO,
+        out.clone(),
+        Declared::Audio { target_duration: target, segment, part },
+    )?;
     feed_channel(&audio, ladder::AUDIO, &out, wall.clone())?;
 
     let built = AtomicBool::new(false);
@@ -162,23 +170,32 @@ fn attach_video(
     source: &SourceFormat,
 ) -> Result<(), String> {
     let rungs = ladder::plan(&out.qualities, source.width, source.height);
-    let segment_target = out.channel.config().segment.ceil() as u32;
+    let segment = out.channel.config().segment;
+    let segment_target = segment.ceil() as u32;
     // Unknown frame rates are taken as 30 fps.
     let frame = 1.0 / source.frame_rate.unwrap_or(30.0);
-    let (part, part_target) = ladder::part_timing(out.channel.config().part, frame);
-    let keyint = (2.0 * out.channel.config().segment / frame).round().max(1.0) as u32;
-    // cmafmux ends a chunk before the first frame at or after chunk start + chunk-duration;
-    // half a frame short of the part, millisecond-rounded timestamps cannot tip a frame over.
-    let chunk = part - frame / 2.0;
+    // Parts of whole frames, at least seven, about the configured part; a segment's last part
+    // made long enough that a player does not skip it ([`split::part_frames`]).
+    let frames = split::segment_frames(segment, frame);
+    let least = ((out.channel.config().part / frame).round() as u32).max(7);
+    let part_frames = split::part_frames(least, frames, frame);
+    let part_target = split::part_target(part_frames, frame);
+    let chunk = f64::from(part_frames) * frame;
+    let keyint = (2.0 * segment / frame).round().max(1.0) as u32;
+    let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
+    // A segment at the first keyframe a segment less a frame after the last (the publisher's
+    // keyframes; a millisecond early is still on time) or, for the rungs, at the first frame a
+    // segment less half a frame after it (where their keyframes are forced).
+    let source_splitter = Splitter::new(ns(segment - frame), ns(frame), part_frames, frames);
+    let rung_splitter = || Splitter::new(ns(segment - frame / 2.0), ns(frame), part_frames, frames);
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
     let passthrough = build_bin(&format!(
-        "{PASSTHROUGH_ENTRY} ! {} manual-split=true ! {}",
-        mux(out, ladder::SOURCE, chunk, Some(frame)),
-        sink(ladder::SOURCE)
+        "{PASSTHROUGH_ENTRY} ! {}",
+        mux_and_sink(out, ladder::SOURCE, chunk, Some(frame))
     ))?;
-    split_source(&passthrough, out.channel.config().segment, part, frame)?;
+    cut(&passthrough, "in", Cutting::Source(source_splitter))?;
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
     // Every video rendition is declared now, before its encoder outputs anything, so the master
@@ -195,8 +212,9 @@ fn attach_video(
         );
         for r in &rungs {
             desc.push_str(&format!(
-                "raw. ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 ! {} ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! {}\n",
+                "raw. ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 ! {} ! h264parse ! capsfilter name=cut_{} caps=\"video/x-h264,stream-format=avc,alignment=au\" ! {}\n",
                 out.descriptions.rung(r, keyint, &source.colorimetry).trim(),
+                r.name,
                 mux_and_sink(out, &r.name, chunk, Some(frame))
             ));
         }
@@ -211,9 +229,10 @@ fn attach_video(
             out.channel.add_rendition(out.generation, &r.name, kind, timing(segment_target));
             watch_codec(&ladder_bin, &r.name, out.clone(), Declared::Video)?;
             feed_channel(&ladder_bin, &r.name, out, wall.clone())?;
+            cut(&ladder_bin, &format!("cut_{}", r.name), Cutting::Rung(rung_splitter()))?;
             keep.push(r.name.clone());
         }
-        force_keyframes(&ladder_bin, out.channel.config().segment, part, frame)?;
+        force_keyframes(&ladder_bin, rung_splitter())?;
         link_branch(pipeline, tee, &ladder_bin, "q")?;
     }
     out.channel.retire_others(out.generation, &keep);
@@ -226,12 +245,10 @@ fn attach_video(
     Ok(())
 }
 
-/// `cmafmux` and the appsink of a rendition. The muxer asks for no keyframes itself:
-/// [`force_keyframes`] does, once for all rungs (the source's keyframes are the publisher's).
-///
-/// Video fragments are declared a frame short of the segment: `cmafmux` ends a fragment at the
-/// first keyframe at least `fragment-duration` after its start, and a keyframe a segment later
-/// may carry a timestamp a millisecond early. With no keyframe in between, segments stay whole.
+/// `cmafmux` and the appsink of a rendition. The muxer cuts only where it is told ([`cut`]) and
+/// asks for no keyframes itself: [`force_keyframes`] does, once for all rungs (the source's
+/// keyframes are the publisher's). Its durations are still set: `cmafmux` reports its latency
+/// from them.
 fn mux_and_sink(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
     format!("{} ! {}", mux(out, name, chunk, frame), sink(name))
 }
@@ -239,7 +256,7 @@ fn mux_and_sink(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) ->
 fn mux(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
     let fragment = out.channel.config().segment - frame.unwrap_or(0.0);
     format!(
-        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit=false",
+        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit=false manual-split=true",
         (fragment * 1e9).round() as u64,
         (chunk * 1e9).round() as u64,
     )
@@ -249,70 +266,106 @@ fn sink(name: &str) -> String {
     format!("appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=64 drop=false")
 }
 
-/// Tells the `source` muxer (`manual-split`) where each segment and part begins, in decode
-/// order ([`Splitter`]): a segment at the first keyframe a segment less a frame after the last
-/// one, a part at the first frame whose decode time is a part less half a frame after the part's
-/// first (millisecond-rounded timestamps cannot tip a frame either way).
-fn split_source(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Result<(), String> {
-    let pad = bin.by_name("in").and_then(|e| e.static_pad("src")).ok_or("the source branch has no entry")?;
-    let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
-    let splitter = std::sync::Mutex::new(Splitter::new(ns(segment - frame), ns(part - frame / 2.0)));
-    pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
-        let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
+/// How a muxer is cut, and which frames may start a segment.
+enum Cutting {
+    /// The `source` variant: by this splitter, in decode order, with segments at the publisher's
+    /// keyframes (those without `DELTA_UNIT`).
+    Source(Splitter),
+    /// A rung: by this splitter, identical to the one [`force_keyframes`] runs on the decoded
+    /// frames, by presentation time as there (x264 here makes no B-frames), so it cuts where the
+    /// keyframes were asked for. Should a requested keyframe not come, the segment goes on with a
+    /// part there rather than a fragment that starts mid-GOP.
+    Rung(Splitter),
+    /// AAC: by a splitter made from the first caps, whose sample rate sets the frame (1024
+    /// samples) and so the part ([`audio_parts`]); every frame can start a segment.
+    Audio { segment: f64, part: f64 },
+}
+
+/// The frame (seconds), the frames a segment holds and the frames in a part of an AAC
+/// rendition at `rate` Hz: no keyframes to wait for, and no least part but the configured one.
+fn audio_parts(segment: f64, part: f64, rate: i32) -> (f64, u32, u32) {
+    let frame = 1024.0 / f64::from(rate.max(8_000));
+    let frames = split::segment_frames(segment, frame);
+    (frame, frames, split::part_frames((part / frame).ceil() as u32, frames, frame))
+}
+
+/// Tells the muxer after `entry` (`manual-split`) where each segment and part begins
+/// ([`Splitter`]), with an `FMP4MuxSplitNow` event before the frame.
+fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), String> {
+    let pad = bin
+        .by_name(entry)
+        .and_then(|e| e.static_pad("src"))
+        .ok_or_else(|| format!("no {entry} to cut the muxer after"))?;
+    let (splitter, audio, rung) = match cutting {
+        Cutting::Source(s) => (Some(s), None, false),
+        Cutting::Rung(s) => (Some(s), None, true),
+        Cutting::Audio { segment, part } => (None, Some((segment, part)), false),
+    };
+    let splitter = std::sync::Mutex::new(splitter);
+    let kinds = gst::PadProbeType::BUFFER | gst::PadProbeType::EVENT_DOWNSTREAM;
+    pad.add_probe(kinds, move |pad, info| {
+        let Ok(mut splitter) = splitter.lock() else { return gst::PadProbeReturn::Ok };
+        let buffer = match &info.data {
+            Some(gst::PadProbeData::Buffer(buffer)) => buffer,
+            Some(gst::PadProbeData::Event(ev)) => {
+                if let (gst::EventView::Caps(c), Some((segment, part))) = (ev.view(), audio) {
+                    let rate = c.caps().structure(0).and_then(|s| s.get::<i32>("rate").ok());
+                    let (frame, frames, c) = audio_parts(segment, part, rate.unwrap_or(48_000));
+                    let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
+                    // The first caps make the plan: an AAC stream keeps its rate.
+                    let fresh = Splitter::new(ns(segment - frame / 2.0), ns(frame), c, frames);
+                    splitter.get_or_insert(fresh);
+                }
+                return gst::PadProbeReturn::Ok;
+            }
+            _ => return gst::PadProbeReturn::Ok,
+        };
+        let Some(s) = splitter.as_mut() else { return gst::PadProbeReturn::Ok };
         let (Some(pts), Some(dts)) = (buffer.pts(), buffer.dts().or(buffer.pts())) else {
             return gst::PadProbeReturn::Ok;
         };
-        let keyframe = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
-        let Ok(mut splitter) = splitter.lock() else { return gst::PadProbeReturn::Ok };
-        if let Some(split) = splitter.next(pts.nseconds(), dts.nseconds(), keyframe) {
-            drop(splitter);
-            let event = gst::event::CustomDownstream::builder(
-                gst::Structure::builder("FMP4MuxSplitNow").field("chunk", split == Split::Part).build(),
-            )
-            .build();
-            if !pad.push_event(event) {
-                tracing::debug!("the source muxer did not take a split");
-            }
+        let flagged = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
+        let (keyframe, dts) = match (rung, audio) {
+            (true, _) => (true, pts),
+            (false, None) => (flagged, dts),
+            (false, Some(_)) => (true, dts),
+        };
+        let Some(mut split) = s.next(pts.nseconds(), dts.nseconds(), keyframe) else {
+            return gst::PadProbeReturn::Ok;
+        };
+        drop(splitter);
+        if split == Split::Segment && !flagged {
+            tracing::debug!("a requested keyframe did not come; a part instead of a segment");
+            split = Split::Part;
+        }
+        let event = gst::event::CustomDownstream::builder(
+            gst::Structure::builder("FMP4MuxSplitNow").field("chunk", split == Split::Part).build(),
+        )
+        .build();
+        if !pad.push_event(event) {
+            tracing::debug!("a muxer did not take a split");
         }
         gst::PadProbeReturn::Ok
     });
     Ok(())
 }
 
-/// Sends a force-keyframe event down to every rung's encoder before each decoded frame that
-/// starts a segment (a segment after the last segment's keyframe) or a part (a part after the
-/// last keyframe) — less half a frame, for millisecond-rounded timestamps. Each muxer then
-/// starts a fragment at the segment's keyframe (see [`mux_and_sink`]), and every part of a
-/// transcoded rung starts with a keyframe: it is `INDEPENDENT`, so a player switching to this
-/// rung starts at the part at its buffer's end instead of going back to the segment's start,
-/// behind what it already plays (docs/live-hls.md, "Switching renditions").
-fn force_keyframes(bin: &gst::Bin, segment: f64, part: f64, frame: f64) -> Result<(), String> {
+/// Sends a force-keyframe event down to every rung's encoder before each decoded frame where
+/// `splitter` (identical to each rung muxer's, [`cut`]) starts a segment or a part. Each muxer
+/// then starts a fragment at the segment's keyframe, and every part of a transcoded rung starts
+/// with a keyframe: it is `INDEPENDENT`, so a player switching to this rung starts at the part
+/// at its buffer's end instead of going back to the segment's start, behind what it already
+/// plays (docs/live-hls.md, "Switching renditions").
+fn force_keyframes(bin: &gst::Bin, splitter: Splitter) -> Result<(), String> {
     let pad = bin.by_name("raw").and_then(|t| t.static_pad("sink")).ok_or("the ladder has no raw tee")?;
-    let ns = |seconds: f64| ((seconds - frame / 2.0) * 1e9).round().max(0.0) as u64;
-    let (segment, part) = (ns(segment), ns(part));
-    // The pts (ns) of the last segment's keyframe and of the last keyframe; u64::MAX before the
-    // first frame.
-    let last = std::sync::Mutex::new((u64::MAX, u64::MAX));
+    let splitter = std::sync::Mutex::new(splitter);
     pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
         let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
         let Some(pts) = buffer.pts() else { return gst::PadProbeReturn::Ok };
-        let force = {
-            let Ok(mut last) = last.lock() else { return gst::PadProbeReturn::Ok };
-            let (segment_start, keyframe) = *last;
-            let ns = pts.nseconds();
-            if segment_start == u64::MAX {
-                // The first frame is a keyframe anyway.
-                *last = (ns, ns);
-                false
-            } else if ns >= segment_start.saturating_add(segment) {
-                *last = (ns, ns);
-                true
-            } else if ns >= keyframe.saturating_add(part) {
-                last.1 = ns;
-                true
-            } else {
-                false
-            }
+        // Decoded frames: in presentation order, every one a possible keyframe.
+        let force = match splitter.lock() {
+            Ok(mut s) => s.next(pts.nseconds(), pts.nseconds(), true).is_some(),
+            Err(_) => false,
         };
         if force {
             let running = pad.sticky_event::<gst::event::Segment>(0).and_then(|s| {
@@ -362,7 +415,7 @@ enum Declared {
     /// Already, when the ladder was planned: only its codec comes from the caps.
     Video,
     /// From the caps: the audio's part target depends on its sample rate.
-    Audio { target_duration: u32, part: f64 },
+    Audio { target_duration: u32, segment: f64, part: f64 },
 }
 
 /// Records a rendition's codec (and declares the audio) when its muxer's input caps arrive.
@@ -385,11 +438,11 @@ fn watch_codec(bin: &gst::Bin, name: &str, out: Arc<LiveOutput>, declared: Decla
         let bytes: &[u8] = bytes.as_deref().unwrap_or(&[]);
         let codec = match &declared {
             Declared::Video => ladder::avc1_codec(bytes),
-            Declared::Audio { target_duration, part } => {
+            Declared::Audio { target_duration, segment, part } => {
                 let channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
-                // An AAC frame is 1024 samples.
-                let frame = 1024.0 / f64::from(s.get::<i32>("rate").unwrap_or(48_000).max(8_000));
-                let part_target = ladder::audio_part_target(*part, frame);
+                let rate = s.get::<i32>("rate").unwrap_or(48_000);
+                let (frame, _, part_frames) = audio_parts(*segment, *part, rate);
+                let part_target = split::part_target(part_frames, frame);
                 let timing = Timing { target_duration: *target_duration, part_target };
                 out.channel.add_rendition(out.generation, &name, Kind::Audio { channels }, timing);
                 ladder::mp4a_codec(bytes)
@@ -411,22 +464,21 @@ fn feed_channel(bin: &gst::Bin, name: &str, out: &Arc<LiveOutput>, wall: WallBas
         .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
         .ok_or_else(|| format!("no appsink for {name}"))?;
     let (out, name) = (out.clone(), name.to_string());
-    // The source's parts are cut in decode order ([`split_source`]): their length is what their
-    // samples add up to, in the timescale of the last init section.
-    let timescale = (name == ladder::SOURCE).then(|| AtomicU32::new(0));
+    // Parts are cut in decode order ([`cut`]): their length is what their samples add up to, in
+    // the timescale of the last init section.
+    let timescale = AtomicU32::new(0);
     sink.set_callbacks(
         gst_app::AppSinkCallbacks::builder()
             .new_sample(move |sink| {
                 let sample = sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
-                let exact = timescale.as_ref();
                 if let Some(list) = sample.buffer_list() {
-                    take_output(&out, &name, list, sample.segment(), &wall, exact);
+                    take_output(&out, &name, list, sample.segment(), &wall, &timescale);
                 } else if let Some(buffer) = sample.buffer() {
                     let mut list = gst::BufferList::new();
                     if let Some(l) = list.get_mut() {
                         l.add(buffer.copy());
                     }
-                    take_output(&out, &name, &list, sample.segment(), &wall, exact);
+                    take_output(&out, &name, &list, sample.segment(), &wall, &timescale);
                 }
                 Ok(gst::FlowSuccess::Ok)
             })
@@ -441,15 +493,13 @@ fn take_output(
     list: &gst::BufferListRef,
     segment: Option<&gst::Segment>,
     wall: &WallBase,
-    timescale: Option<&AtomicU32>,
+    timescale: &AtomicU32,
 ) {
     let mut buffers = list.iter().peekable();
     if let Some(first) = buffers.peek() {
         if first.flags().contains(gst::BufferFlags::DISCONT | gst::BufferFlags::HEADER) {
             if let Ok(map) = first.map_readable() {
-                if let Some(t) = timescale {
-                    t.store(super::moof::timescale(&map).unwrap_or(0), Ordering::Relaxed);
-                }
+                timescale.store(super::moof::timescale(&map).unwrap_or(0), Ordering::Relaxed);
                 out.channel.feed(out.generation, name, Chunk::Init(Bytes::copy_from_slice(&map)));
             }
             buffers.next();
@@ -472,8 +522,8 @@ fn take_output(
             data.extend_from_slice(&map);
         }
     }
-    let scale = timescale.map(|t| t.load(Ordering::Relaxed)).filter(|&t| t > 0);
-    if let Some((ticks, scale)) = scale.and_then(|s| Some((super::moof::duration_ticks(&data)?, s))) {
+    let scale = timescale.load(Ordering::Relaxed);
+    if let Some(ticks) = super::moof::duration_ticks(&data).filter(|_| scale > 0) {
         duration = ticks as f64 / f64::from(scale);
     }
     let independent =

@@ -1,13 +1,90 @@
-//! Where the `source` variant's segments and parts begin, decided frame by frame in decode order
-//! (the `source` muxer runs in `cmafmux manual-split` mode; `pipeline::split_source` turns each
-//! decision into an `FMP4MuxSplitNow` event). Plain data, unit-tested without GStreamer.
+//! Where segments and parts begin, decided frame by frame, and how long parts are. Plain data,
+//! unit-tested without GStreamer; `pipeline` turns each decision into an `FMP4MuxSplitNow` event
+//! for a `cmafmux` in `manual-split` mode (every muxer of a push: the `source` variant's, the
+//! rungs', the audio's) and, for the rungs, into a keyframe request.
 //!
 //! Left to itself, `cmafmux` ends a chunk at the first frame in decode order whose presentation
-//! time is past the chunk's end, so a publisher's B-frames gave parts of uneven length
-//! (docs/live-hls.md, "B-frames in the source"). Here a segment begins at the first keyframe at
-//! least `segment` after the last one's presentation time (as `cmafmux` chose), and a part at the
-//! first frame whose decode time is at least `part` after the part's first: every part but a
-//! segment's last lasts `part` in decode time, which is what its `trun` adds up to.
+//! time is past the chunk's end, so a publisher's B-frames gave parts of uneven length, and every
+//! segment ended in whatever was left over: at 200-ms parts, a 4-frame video part and a 3-frame
+//! audio one (docs/live-hls.md, "Segment ends"). Here a segment begins at the first keyframe at
+//! least `segment` after the last one's presentation time, and its parts are laid out in advance
+//! ([`layout`]) for as many frames as the last segment held: about the configured part each,
+//! within RFC 8216bis's bounds for PART-TARGET, the longer ones last, so that the segment's last
+//! part lasts longer than a player's lookup tolerance ([`SHORTEST_LAST_PART`]). A part begins at
+//! the first frame whose decode time is at least its planned offset (less half a frame) after the
+//! segment's first.
+
+/// hls.js (`maxFragLookUpTolerance`, 0.25 s by default) takes the next segment once 0.25 s or
+/// less of the current one is left after its buffer's end, and so skips a segment's last part
+/// that short when it has fallen behind the edge (docs/live-hls.md, "Segment ends"). A last part
+/// is planned longer than this: the tolerance and 5 ms for millisecond-rounded timestamps.
+pub const SHORTEST_LAST_PART: f64 = 0.255;
+
+/// The frames a segment of `segment` seconds holds when it starts at the first frame at least
+/// `segment` less half a frame after the last one's start (frames of `frame` seconds).
+pub fn segment_frames(segment: f64, frame: f64) -> u32 {
+    (segment / frame - 0.5).ceil().max(1.0) as u32
+}
+
+/// The fewest frames of `frame` seconds that last at least `seconds`.
+fn frames_for(seconds: f64, frame: f64) -> u32 {
+    (seconds / frame - 1e-9).ceil().max(1.0) as u32
+}
+
+/// The part sizes (frames, in order) of a segment of `frames` frames whose parts are about `c`
+/// frames, within RFC 8216bis 4.4.4.9 for [`part_target`]`(c)` (none longer; each but the last
+/// at least 85 % of it, with 2 ms to spare for rounded timestamps) and with a last part longer
+/// than [`SHORTEST_LAST_PART`]; `None` if there is no such layout. Of the layouts, the one whose
+/// parts are nearest `c` on average, the longest last part, and the others as even as can be,
+/// the longer ones last.
+pub fn layout(frames: u32, c: u32, frame: f64) -> Option<Vec<u32>> {
+    let longest = c + 1;
+    let shortest = frames_for(0.85 * part_target(c, frame) + 0.002, frame);
+    let last_least = frames_for(SHORTEST_LAST_PART + 1e-6, frame);
+    if c == 0 || last_least > longest || shortest > longest {
+        return None;
+    }
+    let mut counts: Vec<u32> = (1..=frames / shortest + 1).collect();
+    let off = |parts: u32| (f64::from(frames) / f64::from(parts) - f64::from(c)).abs();
+    counts.sort_by(|a, b| off(*a).total_cmp(&off(*b)));
+    counts.into_iter().find_map(|parts| {
+        let others = parts - 1;
+        (last_least..=longest.min(frames)).rev().find_map(|last| {
+            let rest = frames - last;
+            let fits =
+                if others == 0 { rest == 0 } else { others * shortest <= rest && rest <= others * longest };
+            fits.then(|| {
+                let base = rest.checked_div(others).unwrap_or(0);
+                let longer = rest - base * others;
+                let mut sizes = vec![base; (others - longer) as usize];
+                sizes.resize(others as usize, base + 1);
+                sizes.push(last);
+                sizes
+            })
+        })
+    })
+}
+
+/// Whether parts of `c` frames of `frame` seconds are at least 85 % of [`part_target`], as RFC
+/// 8216bis 4.4.4.9 asks of every part but a segment's last.
+fn long_enough(c: u32, frame: f64) -> bool {
+    f64::from(c) * frame >= 0.85 * part_target(c, frame)
+}
+
+/// The frames in a regular part, at least `least`: the fewest that are [`long_enough`] and give a
+/// segment of `frames` frames a [`layout`]; failing that, the fewest that are long enough.
+pub fn part_frames(least: u32, frames: u32, frame: f64) -> u32 {
+    let least = least.max(1);
+    let legal = || (least..=frames.max(least)).filter(|&c| long_enough(c, frame));
+    legal().find(|&c| layout(frames, c, frame).is_some()).or_else(|| legal().next()).unwrap_or(least)
+}
+
+/// `PART-TARGET` for parts of about `c` frames of `frame` seconds: a [`layout`] makes none longer
+/// than `c + 1` frames, and timestamps carry a millisecond or two of rounding, so a frame and 2 ms
+/// more. Every part then fits within it.
+pub fn part_target(c: u32, frame: f64) -> f64 {
+    f64::from(c + 1) * frame + 0.002
+}
 
 /// What to start before a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,45 +95,105 @@ pub enum Split {
     Part,
 }
 
-/// The splitter's thresholds (nanoseconds) and what it has seen.
+/// The splitter's thresholds (nanoseconds), its plan for the segment and what it has seen.
 #[derive(Debug)]
 pub struct Splitter {
     segment: u64,
-    part: u64,
-    /// The presentation time of the segment's keyframe and the decode time of the part's first
-    /// frame; `None` before the first frame.
-    last: Option<(u64, u64)>,
+    frame: f64,
+    part_frames: u32,
+    /// The frames a segment is expected to hold: the last one's, the nominal at first.
+    expected: u32,
+    /// The most frames planned for: a publisher that sends a keyframe once a minute gets a plan
+    /// for the first few seconds of each segment and parts of `part_frames` after it.
+    most: u32,
+    /// Where the segment's parts start, ns after its first decode time less half a frame, its
+    /// expected end last.
+    cuts: Vec<u64>,
+    state: Option<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    /// The presentation time of the segment's first frame, the decode times of it and of the
+    /// part's first, and the next cut to make.
+    start: u64,
+    start_dts: u64,
+    part_dts: u64,
+    next: usize,
 }
 
 impl Splitter {
-    /// Segments of at least `segment` ns (start to start, in presentation time) and parts of at
-    /// least `part` ns (in decode time). Callers pass each less a margin for millisecond-rounded
-    /// timestamps.
-    pub fn new(segment: u64, part: u64) -> Splitter {
-        Splitter { segment, part, last: None }
+    /// Segments of at least `segment` ns (start to start, in presentation time; callers pass it
+    /// less a margin for millisecond-rounded timestamps) and parts of `part_frames` or one more
+    /// frames of `frame` ns, for segments expected to hold `expected` frames at first.
+    pub fn new(segment: u64, frame: u64, part_frames: u32, expected: u32) -> Splitter {
+        let expected = expected.max(1);
+        let mut s = Splitter {
+            segment,
+            frame: frame.max(1) as f64,
+            part_frames: part_frames.max(1),
+            expected,
+            most: expected.saturating_mul(4),
+            cuts: Vec::new(),
+            state: None,
+        };
+        s.plan(expected);
+        s
+    }
+
+    fn plan(&mut self, frames: u32) {
+        let frames = frames.clamp(1, self.most);
+        let (c, frame) = (self.part_frames, self.frame);
+        let sizes = layout(frames, c, frame / 1e9).unwrap_or_else(|| {
+            let mut sizes = vec![c; (frames / c) as usize];
+            sizes.extend((frames % c > 0).then_some(frames % c));
+            sizes
+        });
+        self.cuts.clear();
+        let mut at = 0;
+        for size in sizes {
+            at += size;
+            self.cuts.push((f64::from(at) * frame - frame / 2.0).round() as u64);
+        }
     }
 
     /// The split to make before a frame with these timestamps (ns), if any. Timestamps that go
     /// back by more than a segment (a publisher that restarts its clock) start a part, or a
     /// segment at a keyframe, rather than leave one open until they catch up.
     pub fn next(&mut self, pts: u64, dts: u64, keyframe: bool) -> Option<Split> {
-        let Some((start, part_start)) = self.last else {
-            self.last = Some((pts, dts));
+        let segment = self.segment;
+        let back = |now: u64, then: u64| now.saturating_add(segment) < then;
+        let Some(s) = self.state.as_mut() else {
+            self.state = Some(State { start: pts, start_dts: dts, part_dts: dts, next: 0 });
             return None;
         };
-        let back = |now: u64, then: u64| now.saturating_add(self.segment) < then;
-        let split = if keyframe && (pts >= start.saturating_add(self.segment) || back(pts, start)) {
-            Split::Segment
-        } else if dts >= part_start.saturating_add(self.part) || back(dts, part_start) {
-            Split::Part
+        if keyframe && (pts >= s.start.saturating_add(segment) || back(pts, s.start)) {
+            if !back(pts, s.start) {
+                self.expected = ((pts - s.start) as f64 / self.frame).round() as u32;
+            }
+            *s = State { start: pts, start_dts: dts, part_dts: dts, next: 0 };
+            let expected = self.expected;
+            self.plan(expected);
+            return Some(Split::Segment);
+        }
+        let due = match self.cuts.get(s.next) {
+            Some(&at) => dts >= s.start_dts.saturating_add(at),
+            None => {
+                let regular = f64::from(self.part_frames) * self.frame - self.frame / 2.0;
+                dts >= s.part_dts.saturating_add(regular.round() as u64)
+            }
+        };
+        if back(dts, s.part_dts) {
+            // A new clock: parts of the regular length from here until the next segment.
+            s.next = self.cuts.len();
+        } else if due {
+            let into = dts.saturating_sub(s.start_dts);
+            s.next = self.cuts.iter().position(|&at| at > into).unwrap_or(self.cuts.len()).max(s.next + 1);
         } else {
             return None;
-        };
-        self.last = Some(match split {
-            Split::Segment => (pts, dts),
-            Split::Part => (start, dts),
-        });
-        Some(split)
+        }
+        s.part_dts = dts;
+        Some(Split::Part)
     }
 }
 
@@ -67,23 +204,25 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     /// 30 fps frames in decode order with millisecond-rounded timestamps, as FLV carries them:
-    /// `(pts, dts, keyframe)` in ns; a keyframe every 60 frames; with `bframes`, each anchor is
-    /// followed in decode order by two B-frames shown before it, and the presentation is delayed
-    /// by two frames.
-    fn frames(count: u64, bframes: bool) -> Vec<(u64, u64, bool)> {
+    /// `(pts, dts, keyframe)` in ns; a keyframe every `gop` frames; with `bframes`, each anchor
+    /// is followed in decode order by two B-frames shown before it, and the presentation is
+    /// delayed by two frames.
+    fn frames(count: u64, gop: u64, bframes: bool) -> Vec<(u64, u64, bool)> {
         let at = |n: u64| (n * 1000 / 30) * MS;
         (0..count)
             .map(|n| {
                 let delay = if bframes { 2 } else { 0 };
                 // Display order within each mini-GOP of three after the keyframe: P B B → shown
                 // as B B P, so the P is shown two frames later and each B one frame earlier.
-                let shown = match (bframes, n % 60) {
-                    // The keyframe, and the GOP's last two frames (no whole mini-GOP): in place.
-                    (false, _) | (true, 0 | 58 | 59) => n,
+                let k = n % gop;
+                let shown = match (bframes, k) {
+                    // The keyframe, and the GOP's last frames (no whole mini-GOP): in place.
+                    (false, _) | (true, 0) => n,
+                    (true, k) if k + 2 >= gop => n,
                     (true, k) if (k - 1) % 3 == 0 => n + 2,
                     (true, _) => n - 1,
                 };
-                (at(shown + delay), at(n), n % 60 == 0)
+                (at(shown + delay), at(n), k == 0)
             })
             .collect()
     }
@@ -96,38 +235,119 @@ mod tests {
             .collect()
     }
 
-    /// The thresholds `pipeline::split_source` uses for 7-frame parts of 2-s segments at 30 fps.
+    /// What `pipeline` makes for the `source` variant at 30 fps, 200-ms parts, 2-s segments.
     fn thirty_fps() -> Splitter {
-        let frame = 1e9 / 30.0;
-        Splitter::new((2e9 - frame) as u64, (7.0 * frame - frame / 2.0) as u64)
+        let frame = 1.0 / 30.0;
+        let n = segment_frames(2.0, frame);
+        let c = part_frames(7, n, frame);
+        Splitter::new(((2.0 - frame) * 1e9) as u64, (frame * 1e9) as u64, c, n)
+    }
+
+    /// The splits a segment starting at frame `start` laid out as `sizes` makes.
+    fn segment(start: usize, sizes: &[usize], first: bool) -> Vec<(usize, Split)> {
+        let mut at = start;
+        let mut want = Vec::new();
+        if !first {
+            want.push((start, Split::Segment));
+        }
+        for size in &sizes[..sizes.len() - 1] {
+            at += size;
+            want.push((at, Split::Part));
+        }
+        want
     }
 
     #[test]
-    fn parts_are_seven_frames_in_decode_order_and_segments_start_at_keyframes() {
-        for bframes in [false, true] {
-            let got = splits(&mut thirty_fps(), &frames(130, bframes));
-            let mut want = Vec::new();
-            for segment in [0, 60, 120] {
-                if segment > 0 {
-                    want.push((segment, Split::Segment));
+    fn a_segment_ends_in_a_part_longer_than_hls_js_skips() {
+        let fps = |f: f64| 1.0 / f;
+        // 30 fps, 200-ms parts: four of 7 frames, four of 8; the last 0.267 s.
+        assert_eq!(layout(60, 7, fps(30.0)), Some(vec![7, 7, 7, 7, 8, 8, 8, 8]));
+        // 25 fps: 333-ms parts (8 frames) end in two of 9; 200-ms ones (7 at least) in one of 8.
+        assert_eq!(layout(50, 8, fps(25.0)), Some(vec![8, 8, 8, 8, 9, 9]));
+        assert_eq!(layout(50, 7, fps(25.0)), Some(vec![7, 7, 7, 7, 7, 7, 8]));
+        // 30 fps, 333-ms parts: six of 10 frames, each 0.333 s.
+        assert_eq!(layout(60, 10, fps(30.0)), Some(vec![10; 6]));
+        // No layout: 60 fps in parts of 12 or 13 frames (0.217 s at most).
+        assert_eq!(layout(120, 12, fps(60.0)), None);
+        // So 200-ms parts at 60 fps become about 15 frames (0.25 s), the last 16 ...
+        assert_eq!(part_frames(12, 120, fps(60.0)), 15);
+        assert_eq!(layout(120, 15, fps(60.0)), Some(vec![14, 15, 15, 15, 15, 15, 15, 16]));
+        // ... and AAC at 48 kHz (94 frames a segment) 11 or 12 frames (0.235 s, 0.256 s).
+        let aac = 1024.0 / 48_000.0;
+        assert_eq!(segment_frames(2.0, aac), 94);
+        assert_eq!(part_frames(10, 94, aac), 11);
+        assert_eq!(layout(94, 11, aac), Some(vec![11, 11, 12, 12, 12, 12, 12, 12]));
+        // Low-rate audio whose parts would be too short for PART-TARGET's slack gets longer
+        // parts, laid out or not.
+        let coarse = 1024.0 / 8_000.0;
+        assert!(long_enough(part_frames(2, 16, coarse), coarse));
+    }
+
+    #[test]
+    fn every_layout_keeps_the_rfc_bounds() {
+        let video = [24.0, 25.0, 30_000.0 / 1001.0, 30.0, 50.0, 60.0].map(|fps| (1.0 / fps, 7));
+        let audio = [44_100.0, 48_000.0].map(|rate| (1024.0 / rate, 1));
+        for (frame, least) in video.into_iter().chain(audio) {
+            for part in [0.2, 0.25, 0.333, 0.5, 1.0] {
+                for segment in [1.0, 2.0, 4.0, 6.0] {
+                    if segment < 3.0 * part {
+                        continue;
+                    }
+                    let n = segment_frames(segment, frame);
+                    let c = part_frames(((part / frame).round() as u32).max(least), n, frame);
+                    let target = part_target(c, frame);
+                    let case = format!("{frame} s frames, {part} s parts, {segment} s segments");
+                    let sizes = layout(n, c, frame).unwrap_or_else(|| panic!("no layout: {case}"));
+                    assert_eq!(sizes.iter().sum::<u32>(), n, "{case}");
+                    let (last, others) = sizes.split_last().unwrap_or_else(|| panic!("{case}"));
+                    assert!(f64::from(*last) * frame > SHORTEST_LAST_PART, "{case}: {sizes:?}");
+                    // Every part within PART-TARGET, give or take 2 ms; all but the last at least
+                    // 85 % of it, less 2 ms.
+                    for &size in &sizes {
+                        assert!(f64::from(size) * frame + 0.002 <= target + 1e-9, "{case}: {sizes:?}");
+                    }
+                    for &size in others {
+                        assert!(f64::from(size) * frame - 0.002 >= 0.85 * target, "{case}: {sizes:?}");
+                    }
+                    // Near the configured part (or seven frames): at most 0.1 s longer.
+                    let near = part.max(7.0 * frame) + 0.1;
+                    assert!(f64::from(c) * frame <= near, "{case}: {c} frames");
                 }
-                // 60 frames: parts start every 7 frames; the segment's last is 4 frames.
-                want.extend(
-                    (1..=8)
-                        .map(|k| segment + 7 * k)
-                        .filter(|&i| i < segment + 60 && i < 130)
-                        .map(|i| (i, Split::Part)),
-                );
+            }
+        }
+    }
+
+    #[test]
+    fn parts_are_laid_out_in_decode_order_and_segments_start_at_keyframes() {
+        for bframes in [false, true] {
+            let got = splits(&mut thirty_fps(), &frames(130, 60, bframes));
+            let mut want = Vec::new();
+            let sizes = [7, 7, 7, 7, 8, 8, 8, 8];
+            for start in [0, 60, 120] {
+                want.extend(segment(start, &sizes, start == 0).into_iter().filter(|&(i, _)| i < 130));
             }
             assert_eq!(got, want, "with B-frames: {bframes}");
         }
     }
 
     #[test]
+    fn a_late_keyframe_gets_a_part_of_its_own_and_an_irregular_gop_is_learned() {
+        // Keyframes every 1.5 s: a segment holds two GOPs (90 frames). The first was planned
+        // for 60: laid out to 60, then parts of 7.
+        let got = splits(&mut thirty_fps(), &frames(181, 45, false));
+        let mut want = segment(0, &[7, 7, 7, 7, 8, 8, 8, 8, 7, 7, 7, 7, 2], true);
+        // The second is planned for the 90 it learned: six of 7, six of 8.
+        want.extend(segment(90, &[7, 7, 7, 7, 7, 7, 8, 8, 8, 8, 8, 8], false));
+        want.push((180, Split::Segment));
+        assert_eq!(got, want);
+    }
+
+    #[test]
     fn the_first_frame_starts_nothing_and_an_early_keyframe_no_segment() {
         let mut s = thirty_fps();
         assert_eq!(s.next(0, 0, true), None);
-        // A keyframe a second in: a part (its decode time is past the part), not a segment.
+        // A keyframe a second in: a part (its decode time is past the first part), not a
+        // segment.
         assert_eq!(s.next(1000 * MS, 1000 * MS, true), Some(Split::Part));
         // Two seconds after the segment's keyframe: a segment.
         assert_eq!(s.next(2000 * MS, 2000 * MS, true), Some(Split::Segment));
@@ -140,7 +360,7 @@ mod tests {
         assert_eq!(s.next(60_033 * MS, 60_033 * MS, false), None);
         // The publisher restarts its clock: a delta frame starts a part there...
         assert_eq!(s.next(0, 0, false), Some(Split::Part));
-        // ...and the parts go on from the new clock.
+        // ...and parts of 7 frames go on from the new clock.
         assert_eq!(s.next(33 * MS, 33 * MS, false), None);
         assert_eq!(s.next(233 * MS, 233 * MS, false), Some(Split::Part));
         // A keyframe on the new clock starts a segment, since the segment's keyframe was on
