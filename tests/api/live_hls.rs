@@ -538,7 +538,10 @@ async fn a_push_with_b_frames_gets_parts_as_laid_out_at_200_ms() {
         assert!(laid_out, "a segment's parts in frames: {frames:?}\n{playlist}");
     }
     // The rung's and the audio's segments end in a long part too (check_rfc).
-    for uri in master.lines().filter(|l| l.ends_with("/240p/index.m3u8")).chain(audio_uri(&master)) {
+    let others: Vec<&str> =
+        master.lines().filter(|l| l.ends_with("/240p/index.m3u8")).chain(audio_uri(&master)).collect();
+    assert_eq!(others.len(), 2, "the 240p rung and the audio in the master: {master}");
+    for uri in others {
         let text = eventually("three whole segments", Duration::from_secs(30), || async {
             let (_, text) = get_text(&t, &format!("{base}{uri}")).await;
             (text.matches("#EXTINF:").count() >= 3).then_some(text)
