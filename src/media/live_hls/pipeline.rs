@@ -172,8 +172,8 @@ fn attach_video(
     let rungs = ladder::plan(&out.qualities, source.width, source.height);
     let segment = out.channel.config().segment;
     let segment_target = segment.ceil() as u32;
-    // Unknown frame rates are taken as 30 fps.
-    let frame = 1.0 / source.frame_rate.unwrap_or(30.0);
+    // Unknown frame rates (and absurd ones) are taken as 30 fps.
+    let frame = split::video_frame(source.frame_rate);
     // Parts of whole frames, at least seven, about the configured part; a segment's last part
     // made long enough that a player does not skip it ([`split::part_frames`]).
     let frames = split::segment_frames(segment, frame);
@@ -284,7 +284,7 @@ enum Cutting {
 /// The frame (seconds), the frames a segment holds and the frames in a part of an AAC
 /// rendition at `rate` Hz: no keyframes to wait for, and no least part but the configured one.
 fn audio_parts(segment: f64, part: f64, rate: i32) -> (f64, u32, u32) {
-    let frame = 1024.0 / f64::from(rate.max(8_000));
+    let frame = split::aac_frame(rate);
     let frames = split::segment_frames(segment, frame);
     (frame, frames, split::part_frames((part / frame).ceil() as u32, frames, frame))
 }

@@ -20,6 +20,19 @@
 /// is planned longer than this: the tolerance and 5 ms for millisecond-rounded timestamps.
 pub const SHORTEST_LAST_PART: f64 = 0.255;
 
+/// The frame (seconds) a video plan is made for, from the caps' frame rate: unknown rates, and
+/// rates outside 1–240 fps that a publisher's stream can claim, are taken as 30 fps, so a plan
+/// never has more than 240 frames a second to lay out.
+pub fn video_frame(rate: Option<f64>) -> f64 {
+    1.0 / rate.filter(|r| (1.0..=240.0).contains(r)).unwrap_or(30.0)
+}
+
+/// An AAC frame (1024 samples, in seconds) at `rate` Hz, held to AAC's 8–96 kHz: an
+/// AudioSpecificConfig can state any 24-bit rate.
+pub fn aac_frame(rate: i32) -> f64 {
+    1024.0 / f64::from(rate.clamp(8_000, 96_000))
+}
+
 /// The frames a segment of `segment` seconds holds when it starts at the first frame at least
 /// `segment` less half a frame after the last one's start (frames of `frame` seconds).
 pub fn segment_frames(segment: f64, frame: f64) -> u32 {
@@ -124,8 +137,9 @@ struct State {
 
 impl Splitter {
     /// Segments of at least `segment` ns (start to start, in presentation time; callers pass it
-    /// less a margin for millisecond-rounded timestamps) and parts of `part_frames` or one more
-    /// frames of `frame` ns, for segments expected to hold `expected` frames at first.
+    /// less a margin for millisecond-rounded timestamps) and parts of about `part_frames` frames
+    /// of `frame` ns, laid out ([`layout`]) for segments of `expected` frames at first and then
+    /// of as many frames as the last segment held.
     pub fn new(segment: u64, frame: u64, part_frames: u32, expected: u32) -> Splitter {
         let expected = expected.max(1);
         let mut s = Splitter {
@@ -281,6 +295,21 @@ mod tests {
         // parts, laid out or not.
         let coarse = 1024.0 / 8_000.0;
         assert!(long_enough(part_frames(2, 16, coarse), coarse));
+    }
+
+    #[test]
+    fn rates_a_stream_claims_are_held_to_what_a_plan_can_take() {
+        assert_eq!(video_frame(Some(60.0)), 1.0 / 60.0);
+        for claimed in [None, Some(1e6), Some(0.01), Some(f64::NAN), Some(f64::INFINITY)] {
+            assert_eq!(video_frame(claimed), 1.0 / 30.0, "{claimed:?}");
+        }
+        assert_eq!(aac_frame(48_000), 1024.0 / 48_000.0);
+        assert_eq!(aac_frame(i32::MAX), 1024.0 / 96_000.0);
+        assert_eq!(aac_frame(-1), 1024.0 / 8_000.0);
+        // The longest plan within those bounds: 240 fps, 6-s segments, 1-s parts.
+        let frame = video_frame(Some(240.0));
+        let n = segment_frames(6.0, frame);
+        assert!(layout(n, part_frames(240, n, frame), frame).is_some());
     }
 
     #[test]
