@@ -105,14 +105,14 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     let out = Arc::new(out);
     let audio_tee = pipeline.by_name("audio").ok_or("ingest pipeline has no audio tee")?;
     let video_tee = pipeline.by_name("video").ok_or("ingest pipeline has no video tee")?;
-    let target = out.channel.config().segment.ceil() as u32;
+    let segment = out.channel.config().segment;
+    let target = segment.ceil() as u32;
     let part = out.channel.config().part;
 
     // Straight into the muxer, on the ingest thread: no queue thread of its own (see
     // [`PASSTHROUGH_ENTRY`]).
     let audio =
         build_bin(&format!("{PASSTHROUGH_ENTRY} ! {}", mux_and_sink(&out, ladder::AUDIO, part, None)))?;
-    let segment = out.channel.config().segment;
     cut(&audio, "in", Cutting::Audio { segment, part })?;
     link_branch(pipeline, &audio_tee, &audio, "in")?;
     watch_codec(
@@ -182,12 +182,10 @@ fn attach_video(
     let part_target = split::part_target(part_frames, frame);
     let chunk = f64::from(part_frames) * frame;
     let keyint = (2.0 * segment / frame).round().max(1.0) as u32;
-    let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
-    // A segment at the first keyframe a segment less a frame after the last (the publisher's
-    // keyframes; a millisecond early is still on time) or, for the rungs, at the first frame a
-    // segment less half a frame after it (where their keyframes are forced).
-    let source_splitter = Splitter::new(ns(segment - frame), ns(frame), part_frames, frames);
-    let rung_splitter = || Splitter::new(ns(segment - frame / 2.0), ns(frame), part_frames, frames);
+    // The publisher's keyframes start the source's segments; the rungs' keyframes are forced
+    // where their splitters start one.
+    let source_splitter = Splitter::at_keyframes(segment, frame, part_frames, frames);
+    let rung_splitter = || Splitter::at_any_frame(segment, frame, part_frames, frames);
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
@@ -311,9 +309,8 @@ fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), String> {
                 if let (gst::EventView::Caps(c), Some((segment, part))) = (ev.view(), audio) {
                     let rate = c.caps().structure(0).and_then(|s| s.get::<i32>("rate").ok());
                     let (frame, frames, c) = audio_parts(segment, part, rate.unwrap_or(48_000));
-                    let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
                     // The first caps make the plan: an AAC stream keeps its rate.
-                    let fresh = Splitter::new(ns(segment - frame / 2.0), ns(frame), c, frames);
+                    let fresh = Splitter::at_any_frame(segment, frame, c, frames);
                     splitter.get_or_insert(fresh);
                 }
                 return gst::PadProbeReturn::Ok;

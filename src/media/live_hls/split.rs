@@ -136,11 +136,27 @@ struct State {
 }
 
 impl Splitter {
-    /// Segments of at least `segment` ns (start to start, in presentation time; callers pass it
-    /// less a margin for millisecond-rounded timestamps) and parts of about `part_frames` frames
-    /// of `frame` ns, laid out ([`layout`]) for segments of `expected` frames at first and then
-    /// of as many frames as the last segment held.
-    pub fn new(segment: u64, frame: u64, part_frames: u32, expected: u32) -> Splitter {
+    /// For frames whose keyframes the stream chose (the `source` variant): a segment at the
+    /// first keyframe a `segment` (seconds) less a frame after the last one's start, so that a
+    /// keyframe stamped a millisecond early is still on time. Parts as [`layout`] plans them.
+    pub fn at_keyframes(segment: f64, frame: f64, part_frames: u32, expected: u32) -> Splitter {
+        Splitter::new(segment - frame, frame, part_frames, expected)
+    }
+
+    /// For frames any of which may start a segment (the rungs, whose keyframes are forced where
+    /// this says; AAC): a segment at the first frame a `segment` (seconds) less half a frame
+    /// after the last one's start, which millisecond-rounded timestamps cannot tip either way.
+    /// Parts as [`layout`] plans them.
+    pub fn at_any_frame(segment: f64, frame: f64, part_frames: u32, expected: u32) -> Splitter {
+        Splitter::new(segment - frame / 2.0, frame, part_frames, expected)
+    }
+
+    /// Segments of at least `segment` seconds (start to start, in presentation time) and parts
+    /// of about `part_frames` frames of `frame` seconds, laid out ([`layout`]) for segments of
+    /// `expected` frames at first and then of as many frames as the last segment held.
+    fn new(segment: f64, frame: f64, part_frames: u32, expected: u32) -> Splitter {
+        let ns = |seconds: f64| (seconds * 1e9).round().max(0.0) as u64;
+        let (segment, frame) = (ns(segment), ns(frame));
         let expected = expected.max(1);
         let mut s = Splitter {
             segment,
@@ -254,7 +270,7 @@ mod tests {
         let frame = 1.0 / 30.0;
         let n = segment_frames(2.0, frame);
         let c = part_frames(7, n, frame);
-        Splitter::new(((2.0 - frame) * 1e9) as u64, (frame * 1e9) as u64, c, n)
+        Splitter::at_keyframes(2.0, frame, c, n)
     }
 
     /// The splits a segment starting at frame `start` laid out as `sizes` makes.
