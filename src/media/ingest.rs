@@ -388,12 +388,11 @@ fn video_report(s: &gst::StructureRef) -> Option<PipelineReport> {
         "video/x-h264" => "h264".to_string(),
         other => other.to_string(),
     };
-    let frame_rate = s.get::<gst::Fraction>("framerate").ok().filter(|f| f.denom() != 0 && f.numer() != 0);
     Some(PipelineReport::Video {
         codec,
         width: s.get::<i32>("width").ok()?,
         height: s.get::<i32>("height").ok()?,
-        frame_rate: frame_rate.map(|f| f64::from(f.numer()) / f64::from(f.denom())),
+        frame_rate: crate::media::frame_rate_of(s),
     })
 }
 

@@ -55,9 +55,24 @@ pub fn colorimetry_of(caps: &gstreamer::CapsRef) -> Option<String> {
         .map(|info| info.colorimetry().to_string())
 }
 
+/// The highest frame rate Sluice takes a video's caps at their word for (frames a second).
+pub const MAX_FRAME_RATE: f64 = 240.0;
+
+/// The frame rate `s` (video caps) states, when it is one a camera or encoder can have: at least
+/// one frame a second and at most [`MAX_FRAME_RATE`]. A publisher's SPS can state any rate
+/// (a million frames a second, or 0/1 for "variable"); such a claim is treated as unknown, so it
+/// is neither planned for nor shown (the master playlist's `FRAME-RATE`, the stream's `input`).
+pub fn frame_rate_of(s: &gstreamer::StructureRef) -> Option<f64> {
+    let f = s.get::<gstreamer::Fraction>("framerate").ok()?;
+    if f.numer() <= 0 || f.denom() <= 0 {
+        return None;
+    }
+    Some(f64::from(f.numer()) / f64::from(f.denom())).filter(|r| (1.0..=MAX_FRAME_RATE).contains(r))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::colorimetry_of;
+    use super::{colorimetry_of, frame_rate_of};
     use std::str::FromStr;
 
     #[test]
@@ -70,5 +85,24 @@ mod tests {
         assert_eq!(of("video/x-h264,width=1280,height=720,colorimetry=bt601").as_deref(), Some("bt601"));
         assert_eq!(of("video/x-h264"), None);
         assert_eq!(of("video/x-h264,width=-4,height=720"), None);
+    }
+
+    #[test]
+    fn a_frame_rate_is_taken_only_when_a_camera_could_have_it() {
+        gstreamer::init().expect("GStreamer");
+        let of = |s: &str| {
+            let caps = gstreamer::Caps::from_str(s).expect("caps");
+            caps.structure(0).and_then(frame_rate_of)
+        };
+        assert_eq!(of("video/x-h264,framerate=30/1"), Some(30.0));
+        assert_eq!(of("video/x-h264,framerate=30000/1001"), Some(30_000.0 / 1001.0));
+        assert_eq!(of("video/x-h264,framerate=240/1"), Some(240.0));
+        assert_eq!(of("video/x-h264,framerate=1/1"), Some(1.0));
+        // What an SPS or a WebRTC caps may claim, and what is not a rate at all.
+        assert_eq!(of("video/x-h264,framerate=1000000/1"), None);
+        assert_eq!(of("video/x-h264,framerate=241/1"), None);
+        assert_eq!(of("video/x-h264,framerate=1/2"), None);
+        assert_eq!(of("video/x-h264,framerate=0/1"), None);
+        assert_eq!(of("video/x-h264"), None);
     }
 }

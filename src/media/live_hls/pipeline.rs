@@ -139,11 +139,7 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
         let source = SourceFormat {
             width: s.get::<i32>("width").unwrap_or(0).max(0) as u32,
             height: s.get::<i32>("height").unwrap_or(0).max(0) as u32,
-            frame_rate: s
-                .get::<gst::Fraction>("framerate")
-                .ok()
-                .filter(|f| f.numer() > 0 && f.denom() > 0)
-                .map(|f| f64::from(f.numer()) / f64::from(f.denom())),
+            frame_rate: crate::media::frame_rate_of(s),
             colorimetry: crate::media::colorimetry_of(c.caps()).unwrap_or_else(|| "bt709".into()),
         };
         if let Err(e) = attach_video(&pipeline, &video_tee, &out, &wall, &source) {

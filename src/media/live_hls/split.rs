@@ -20,11 +20,12 @@
 /// is planned longer than this: the tolerance and 5 ms for millisecond-rounded timestamps.
 pub const SHORTEST_LAST_PART: f64 = 0.255;
 
-/// The frame (seconds) a video plan is made for, from the caps' frame rate: unknown rates, and
-/// rates outside 1–240 fps that a publisher's stream can claim, are taken as 30 fps, so a plan
-/// never has more than 240 frames a second to lay out.
+/// The frame (seconds) a video plan is made for, from the caps' frame rate: unknown rates are
+/// taken as 30 fps. The rate comes through [`crate::media::frame_rate_of`], which already drops
+/// rates outside 1–240 fps that a publisher's stream can claim; they are held here too, so a plan
+/// never has more than 240 frames a second to lay out whoever calls it.
 pub fn video_frame(rate: Option<f64>) -> f64 {
-    1.0 / rate.filter(|r| (1.0..=240.0).contains(r)).unwrap_or(30.0)
+    1.0 / rate.filter(|r| (1.0..=crate::media::MAX_FRAME_RATE).contains(r)).unwrap_or(30.0)
 }
 
 /// An AAC frame (1024 samples, in seconds) at `rate` Hz, held to AAC's 8–96 kHz: an
