@@ -417,4 +417,58 @@ mod tests {
         assert_eq!(s.next(100 * MS, 100 * MS, false), None);
         assert_eq!(s.next(100 * MS, 100 * MS, true), None);
     }
+
+    /// Checks a plan as `pipeline` makes it (segments of `segment` seconds, parts of at least
+    /// `least` frames of `frame` seconds) and returns (frames a part, frames a segment).
+    fn checked_plan(segment: f64, frame: f64, least: u32) -> (u32, u32) {
+        let frames = segment_frames(segment, frame);
+        let c = part_frames(least, frames, frame);
+        let target = part_target(c, frame);
+        if let Some(sizes) = layout(frames, c, frame) {
+            assert_eq!(sizes.iter().sum::<u32>(), frames, "{sizes:?}");
+            let (last, others) = sizes.split_last().expect("a part");
+            assert!(f64::from(*last) * frame > SHORTEST_LAST_PART, "{sizes:?}");
+            assert!(sizes.iter().all(|&n| f64::from(n) * frame <= target + 1e-9), "{sizes:?} > {target}");
+            assert!(
+                others.iter().all(|&n| f64::from(n) * frame >= 0.85 * target),
+                "{sizes:?} < 85 % of {target}"
+            );
+        }
+        (c, frames)
+    }
+
+    proptest::proptest! {
+        // What a push controls (claimed rates, every frame's timestamps and keyframe flag), with
+        // settings the configuration accepts: no panic, plans within their bounds, and a segment
+        // only at a keyframe. `fuzz/fuzz_targets/live_split.rs` runs the same for longer.
+        #[test]
+        fn any_stream_gets_a_bounded_plan_and_segments_only_at_keyframes(
+            part_ms in 200u32..=1000,
+            segment_ms in 1000u32..=6000,
+            fps in proptest::num::f64::ANY,
+            aac in proptest::num::i32::ANY,
+            at_keyframes in proptest::bool::ANY,
+            steps in proptest::collection::vec((-40_000i32..=200_000, -500i16..=500, proptest::bool::ANY), 0..400),
+        ) {
+            proptest::prop_assume!(segment_ms >= 3 * part_ms);
+            let (part, segment) = (f64::from(part_ms) / 1e3, f64::from(segment_ms) / 1e3);
+            let video = video_frame(Some(fps));
+            let (c, frames) = checked_plan(segment, video, ((part / video).round() as u32).max(7));
+            let audio = aac_frame(aac);
+            checked_plan(segment, audio, (part / audio).ceil() as u32);
+            let mut s = if at_keyframes {
+                Splitter::at_keyframes(segment, video, c, frames)
+            } else {
+                Splitter::at_any_frame(segment, video, c, frames)
+            };
+            let mut dts = 10_000 * MS;
+            for (step_us, cts_ms, keyframe) in steps {
+                dts = dts.saturating_add_signed(i64::from(step_us) * 1_000);
+                let pts = dts.saturating_add_signed(i64::from(cts_ms) * MS as i64);
+                if s.next(pts, dts, keyframe) == Some(Split::Segment) {
+                    proptest::prop_assert!(keyframe, "a segment at a frame that is not a keyframe");
+                }
+            }
+        }
+    }
 }
