@@ -8,26 +8,28 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice::media::live_hls::split::{self, Split, Splitter};
+use sluice::media::live_hls::split::{self, Plan, Split, Splitter};
 
-/// Checks the plan for segments of `segment` seconds of frames of `frame` seconds with parts of
-/// at least `least` frames, as `media::live_hls::pipeline` makes it, and returns the splitter's
-/// parameters (frames a part, frames a segment).
-fn plan(segment: f64, frame: f64, least: u32) -> (u32, u32) {
+/// Checks a plan's layout, when it has one, against the bounds `split::layout` promises.
+fn check(plan: Plan) {
+    let Plan { frame, frames, part_frames: c } = plan;
     assert!(frame.is_finite() && frame > 0.0, "frame {frame}");
-    let frames = split::segment_frames(segment, frame);
-    let c = split::part_frames(least, frames, frame);
-    let target = split::part_target(c, frame);
+    let target = plan.part_target();
     assert!(target.is_finite() && target > 0.0);
     if let Some(sizes) = split::layout(frames, c, frame) {
         assert_eq!(sizes.iter().sum::<u32>(), frames, "{sizes:?}");
-        assert!(sizes.iter().all(|&n| n >= 1 && f64::from(n) * frame <= target + 1e-9), "{sizes:?} > {target}");
+        assert!(
+            sizes.iter().all(|&n| n >= 1 && f64::from(n) * frame <= target + 1e-9),
+            "{sizes:?} > {target}"
+        );
         let (last, others) = sizes.split_last().expect("a part");
         assert!(f64::from(*last) * frame > split::SHORTEST_LAST_PART, "{sizes:?}");
         // RFC 8216bis 4.4.4.9: every part but the last at least 85 % of PART-TARGET.
-        assert!(others.iter().all(|&n| f64::from(n) * frame >= 0.85 * target), "{sizes:?} < 85 % of {target}");
+        assert!(
+            others.iter().all(|&n| f64::from(n) * frame >= 0.85 * target),
+            "{sizes:?} < 85 % of {target}"
+        );
     }
-    (c, frames)
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -47,17 +49,15 @@ fuzz_target!(|data: &[u8]| {
     let aac_rate = i32::from_le_bytes([data[12], data[13], data[14], data[15]]);
     let mode = data[16];
 
-    // As `pipeline` plans them: video parts of at least seven frames, audio parts of at least the
-    // part setting.
-    let video = split::video_frame(Some(claimed_fps));
-    let (c, frames) = plan(segment, video, ((part / video).round() as u32).max(7));
-    let audio = split::aac_frame(aac_rate);
-    plan(segment, audio, (part / audio).ceil() as u32);
+    // The plans `pipeline` makes for a video and an AAC rendition.
+    let video = Plan::video(segment, part, Some(claimed_fps));
+    check(video);
+    check(Plan::aac(segment, part, aac_rate));
 
     let mut splitter = if mode & 1 == 0 {
-        Splitter::at_keyframes(segment, video, c, frames)
+        Splitter::at_keyframes(segment, video)
     } else {
-        Splitter::at_any_frame(segment, video, c, frames)
+        Splitter::at_any_frame(segment, video)
     };
     // Frames as records of 7 bytes: the decode time's step from the last frame (µs, signed:
     // clocks go back and jump), the composition offset (ms, signed) and the keyframe flag.

@@ -33,7 +33,7 @@ use gstreamer_app as gst_app;
 
 use super::channel::{Channel, Chunk, Kind, Timing};
 use super::ladder::{self, Rung};
-use super::split::{self, Split, Splitter};
+use super::split::{Plan, Split, Splitter};
 use crate::domain::stream::Quality;
 
 const DECODER: &str = include_str!("../../../pipelines/live-decoder.txt");
@@ -168,20 +168,16 @@ fn attach_video(
     let rungs = ladder::plan(&out.qualities, source.width, source.height);
     let segment = out.channel.config().segment;
     let segment_target = segment.ceil() as u32;
-    // Unknown frame rates (and absurd ones) are taken as 30 fps.
-    let frame = split::video_frame(source.frame_rate);
-    // Parts of whole frames, at least seven, about the configured part; a segment's last part
-    // made long enough that a player does not skip it ([`split::part_frames`]).
-    let frames = split::segment_frames(segment, frame);
-    let least = ((out.channel.config().part / frame).round() as u32).max(7);
-    let part_frames = split::part_frames(least, frames, frame);
-    let part_target = split::part_target(part_frames, frame);
+    // Parts of whole frames, at least seven, about the configured part ([`Plan::video`]).
+    let plan = Plan::video(segment, out.channel.config().part, source.frame_rate);
+    let Plan { frame, part_frames, .. } = plan;
+    let part_target = plan.part_target();
     let chunk = f64::from(part_frames) * frame;
     let keyint = (2.0 * segment / frame).round().max(1.0) as u32;
     // The publisher's keyframes start the source's segments; the rungs' keyframes are forced
     // where their splitters start one.
-    let source_splitter = Splitter::at_keyframes(segment, frame, part_frames, frames);
-    let rung_splitter = || Splitter::at_any_frame(segment, frame, part_frames, frames);
+    let source_splitter = Splitter::at_keyframes(segment, plan);
+    let rung_splitter = || Splitter::at_any_frame(segment, plan);
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
@@ -271,16 +267,8 @@ enum Cutting {
     /// part there rather than a fragment that starts mid-GOP.
     Rung(Splitter),
     /// AAC: by a splitter made from the first caps, whose sample rate sets the frame (1024
-    /// samples) and so the part ([`audio_parts`]); every frame can start a segment.
+    /// samples) and so the part ([`Plan::aac`]); every frame can start a segment.
     Audio { segment: f64, part: f64 },
-}
-
-/// The frame (seconds), the frames a segment holds and the frames in a part of an AAC
-/// rendition at `rate` Hz: no keyframes to wait for, and no least part but the configured one.
-fn audio_parts(segment: f64, part: f64, rate: i32) -> (f64, u32, u32) {
-    let frame = split::aac_frame(rate);
-    let frames = split::segment_frames(segment, frame);
-    (frame, frames, split::part_frames((part / frame).ceil() as u32, frames, frame))
 }
 
 /// Tells the muxer after `entry` (`manual-split`) where each segment and part begins
@@ -304,9 +292,9 @@ fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), String> {
             Some(gst::PadProbeData::Event(ev)) => {
                 if let (gst::EventView::Caps(c), Some((segment, part))) = (ev.view(), audio) {
                     let rate = c.caps().structure(0).and_then(|s| s.get::<i32>("rate").ok());
-                    let (frame, frames, c) = audio_parts(segment, part, rate.unwrap_or(48_000));
+                    let plan = Plan::aac(segment, part, rate.unwrap_or(48_000));
                     // The first caps make the plan: an AAC stream keeps its rate.
-                    let fresh = Splitter::at_any_frame(segment, frame, c, frames);
+                    let fresh = Splitter::at_any_frame(segment, plan);
                     splitter.get_or_insert(fresh);
                 }
                 return gst::PadProbeReturn::Ok;
@@ -434,8 +422,7 @@ fn watch_codec(bin: &gst::Bin, name: &str, out: Arc<LiveOutput>, declared: Decla
             Declared::Audio { target_duration, segment, part } => {
                 let channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
                 let rate = s.get::<i32>("rate").unwrap_or(48_000);
-                let (frame, _, part_frames) = audio_parts(*segment, *part, rate);
-                let part_target = split::part_target(part_frames, frame);
+                let part_target = Plan::aac(*segment, *part, rate).part_target();
                 let timing = Timing { target_duration: *target_duration, part_target };
                 out.channel.add_rendition(out.generation, &name, Kind::Audio { channels }, timing);
                 ladder::mp4a_codec(bytes)

@@ -24,19 +24,19 @@ pub const SHORTEST_LAST_PART: f64 = 0.255;
 /// taken as 30 fps. The rate comes through [`crate::media::frame_rate_of`], which already drops
 /// rates outside 1–240 fps that a publisher's stream can claim; they are held here too, so a plan
 /// never has more than 240 frames a second to lay out whoever calls it.
-pub fn video_frame(rate: Option<f64>) -> f64 {
+fn video_frame(rate: Option<f64>) -> f64 {
     1.0 / rate.filter(|r| (1.0..=crate::media::MAX_FRAME_RATE).contains(r)).unwrap_or(30.0)
 }
 
 /// An AAC frame (1024 samples, in seconds) at `rate` Hz, held to AAC's 8–96 kHz: an
 /// AudioSpecificConfig can state any 24-bit rate.
-pub fn aac_frame(rate: i32) -> f64 {
+fn aac_frame(rate: i32) -> f64 {
     1024.0 / f64::from(rate.clamp(8_000, 96_000))
 }
 
 /// The frames a segment of `segment` seconds holds when it starts at the first frame at least
 /// `segment` less half a frame after the last one's start (frames of `frame` seconds).
-pub fn segment_frames(segment: f64, frame: f64) -> u32 {
+fn segment_frames(segment: f64, frame: f64) -> u32 {
     (segment / frame - 0.5).ceil().max(1.0) as u32
 }
 
@@ -87,7 +87,7 @@ fn long_enough(c: u32, frame: f64) -> bool {
 
 /// The frames in a regular part, at least `least`: the fewest that are [`long_enough`] and give a
 /// segment of `frames` frames a [`layout`]; failing that, the fewest that are long enough.
-pub fn part_frames(least: u32, frames: u32, frame: f64) -> u32 {
+fn part_frames(least: u32, frames: u32, frame: f64) -> u32 {
     let least = least.max(1);
     let legal = || (least..=frames.max(least)).filter(|&c| long_enough(c, frame));
     legal().find(|&c| layout(frames, c, frame).is_some()).or_else(|| legal().next()).unwrap_or(least)
@@ -96,8 +96,45 @@ pub fn part_frames(least: u32, frames: u32, frame: f64) -> u32 {
 /// `PART-TARGET` for parts of about `c` frames of `frame` seconds: a [`layout`] makes none longer
 /// than `c + 1` frames, and timestamps carry a millisecond or two of rounding, so a frame and 2 ms
 /// more. Every part then fits within it.
-pub fn part_target(c: u32, frame: f64) -> f64 {
+fn part_target(c: u32, frame: f64) -> f64 {
     f64::from(c + 1) * frame + 0.002
+}
+
+/// What a rendition's parts are planned from, as `pipeline` makes it for each muxer: the frame
+/// (seconds), the frames a segment holds and the frames in a regular part.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    pub frame: f64,
+    pub frames: u32,
+    pub part_frames: u32,
+}
+
+impl Plan {
+    /// A video rendition at the rate its caps state ([`video_frame`]: unknown and absurd rates
+    /// as 30 fps), with segments of `segment` seconds: parts of whole frames, at least seven,
+    /// about `part` seconds, and a segment's last part long enough that a player does not skip
+    /// it ([`part_frames`]).
+    pub fn video(segment: f64, part: f64, rate: Option<f64>) -> Plan {
+        let frame = video_frame(rate);
+        Plan::new(segment, frame, ((part / frame).round() as u32).max(7))
+    }
+
+    /// An AAC rendition at `rate` Hz ([`aac_frame`]), with segments of `segment` seconds: no
+    /// keyframes to wait for, and no least part but the configured one.
+    pub fn aac(segment: f64, part: f64, rate: i32) -> Plan {
+        let frame = aac_frame(rate);
+        Plan::new(segment, frame, (part / frame).ceil() as u32)
+    }
+
+    fn new(segment: f64, frame: f64, least: u32) -> Plan {
+        let frames = segment_frames(segment, frame);
+        Plan { frame, frames, part_frames: part_frames(least, frames, frame) }
+    }
+
+    /// The rendition's `PART-TARGET` ([`part_target`]).
+    pub fn part_target(&self) -> f64 {
+        part_target(self.part_frames, self.frame)
+    }
 }
 
 /// What to start before a frame.
@@ -139,17 +176,18 @@ struct State {
 impl Splitter {
     /// For frames whose keyframes the stream chose (the `source` variant): a segment at the
     /// first keyframe a `segment` (seconds) less a frame after the last one's start, so that a
-    /// keyframe stamped a millisecond early is still on time. Parts as [`layout`] plans them.
-    pub fn at_keyframes(segment: f64, frame: f64, part_frames: u32, expected: u32) -> Splitter {
-        Splitter::new(segment - frame, frame, part_frames, expected)
+    /// keyframe stamped a millisecond early is still on time. Parts as [`layout`] lays out
+    /// `plan`, for its segment's frames at first.
+    pub fn at_keyframes(segment: f64, plan: Plan) -> Splitter {
+        Splitter::new(segment - plan.frame, plan.frame, plan.part_frames, plan.frames)
     }
 
     /// For frames any of which may start a segment (the rungs, whose keyframes are forced where
     /// this says; AAC): a segment at the first frame a `segment` (seconds) less half a frame
     /// after the last one's start, which millisecond-rounded timestamps cannot tip either way.
-    /// Parts as [`layout`] plans them.
-    pub fn at_any_frame(segment: f64, frame: f64, part_frames: u32, expected: u32) -> Splitter {
-        Splitter::new(segment - frame / 2.0, frame, part_frames, expected)
+    /// Parts as [`layout`] lays out `plan`, for its segment's frames at first.
+    pub fn at_any_frame(segment: f64, plan: Plan) -> Splitter {
+        Splitter::new(segment - plan.frame / 2.0, plan.frame, plan.part_frames, plan.frames)
     }
 
     /// Segments of at least `segment` seconds (start to start, in presentation time) and parts
@@ -268,10 +306,7 @@ mod tests {
 
     /// What `pipeline` makes for the `source` variant at 30 fps, 200-ms parts, 2-s segments.
     fn thirty_fps() -> Splitter {
-        let frame = 1.0 / 30.0;
-        let n = segment_frames(2.0, frame);
-        let c = part_frames(7, n, frame);
-        Splitter::at_keyframes(2.0, frame, c, n)
+        Splitter::at_keyframes(2.0, Plan::video(2.0, 0.2, Some(30.0)))
     }
 
     /// The splits a segment starting at frame `start` laid out as `sizes` makes.
@@ -331,17 +366,20 @@ mod tests {
 
     #[test]
     fn every_layout_keeps_the_rfc_bounds() {
-        let video = [24.0, 25.0, 30_000.0 / 1001.0, 30.0, 50.0, 60.0].map(|fps| (1.0 / fps, 7));
-        let audio = [44_100.0, 48_000.0].map(|rate| (1024.0 / rate, 1));
-        for (frame, least) in video.into_iter().chain(audio) {
-            for part in [0.2, 0.25, 0.333, 0.5, 1.0] {
-                for segment in [1.0, 2.0, 4.0, 6.0] {
-                    if segment < 3.0 * part {
-                        continue;
-                    }
-                    let n = segment_frames(segment, frame);
-                    let c = part_frames(((part / frame).round() as u32).max(least), n, frame);
-                    let target = part_target(c, frame);
+        // Each muxer's plan as `pipeline` makes it: video at common rates, AAC at 44.1/48 kHz.
+        let plans = |segment, part| {
+            let video = [24.0, 25.0, 30_000.0 / 1001.0, 30.0, 50.0, 60.0]
+                .map(|fps| Plan::video(segment, part, Some(fps)));
+            video.into_iter().chain([44_100, 48_000].map(|rate| Plan::aac(segment, part, rate)))
+        };
+        for part in [0.2, 0.25, 0.333, 0.5, 1.0] {
+            for segment in [1.0, 2.0, 4.0, 6.0] {
+                if segment < 3.0 * part {
+                    continue;
+                }
+                for plan in plans(segment, part) {
+                    let Plan { frame, frames: n, part_frames: c } = plan;
+                    let target = plan.part_target();
                     let case = format!("{frame} s frames, {part} s parts, {segment} s segments");
                     let sizes = layout(n, c, frame).unwrap_or_else(|| panic!("no layout: {case}"));
                     assert_eq!(sizes.iter().sum::<u32>(), n, "{case}");
@@ -418,12 +456,10 @@ mod tests {
         assert_eq!(s.next(100 * MS, 100 * MS, true), None);
     }
 
-    /// Checks a plan as `pipeline` makes it (segments of `segment` seconds, parts of at least
-    /// `least` frames of `frame` seconds) and returns (frames a part, frames a segment).
-    fn checked_plan(segment: f64, frame: f64, least: u32) -> (u32, u32) {
-        let frames = segment_frames(segment, frame);
-        let c = part_frames(least, frames, frame);
-        let target = part_target(c, frame);
+    /// Checks a plan's layout, when it has one, against the bounds [`layout`] promises.
+    fn check_plan(plan: Plan) {
+        let Plan { frame, frames, part_frames: c } = plan;
+        let target = plan.part_target();
         if let Some(sizes) = layout(frames, c, frame) {
             assert_eq!(sizes.iter().sum::<u32>(), frames, "{sizes:?}");
             let (last, others) = sizes.split_last().expect("a part");
@@ -434,7 +470,6 @@ mod tests {
                 "{sizes:?} < 85 % of {target}"
             );
         }
-        (c, frames)
     }
 
     proptest::proptest! {
@@ -452,14 +487,13 @@ mod tests {
         ) {
             proptest::prop_assume!(segment_ms >= 3 * part_ms);
             let (part, segment) = (f64::from(part_ms) / 1e3, f64::from(segment_ms) / 1e3);
-            let video = video_frame(Some(fps));
-            let (c, frames) = checked_plan(segment, video, ((part / video).round() as u32).max(7));
-            let audio = aac_frame(aac);
-            checked_plan(segment, audio, (part / audio).ceil() as u32);
+            let video = Plan::video(segment, part, Some(fps));
+            check_plan(video);
+            check_plan(Plan::aac(segment, part, aac));
             let mut s = if at_keyframes {
-                Splitter::at_keyframes(segment, video, c, frames)
+                Splitter::at_keyframes(segment, video)
             } else {
-                Splitter::at_any_frame(segment, video, c, frames)
+                Splitter::at_any_frame(segment, video)
             };
             let mut dts = 10_000 * MS;
             for (step_us, cts_ms, keyframe) in steps {
