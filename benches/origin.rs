@@ -18,9 +18,12 @@
 //!    playback, the one under the session's token path that a ticket's master leads to, whose
 //!    URIs inherit the token, so it is served as rendered); nginx serves copies of the same
 //!    bytes at the same paths, the unsigned playlist and the signed one, as static files — what
-//!    the issue holds a reload to ("reloads cost what a static file costs"). The same rounds, order and
-//!    warm-up as (1); unsigned is compared with nginx's unsigned file, signed with its signed
-//!    file; the median of each ratio.
+//!    the issue holds a reload to ("reloads cost what a static file costs"). Each nginx case
+//!    first copies what Sluice serves at that moment: the playlist grows until its window is
+//!    full (to about twice its size at set-up) and changes with every part. The same rounds,
+//!    order and warm-up as (1); unsigned is compared with nginx's unsigned file, signed with its
+//!    signed file; the median of each ratio. Each round's line gives the body sizes each case
+//!    answered with.
 //! 3. **blocking reloads, 1,000 waiting viewers**: 1,000 clients each loop on
 //!    `index.m3u8?_HLS_msn=<m>&_HLS_part=<p+1>` for the part after the newest they have, as
 //!    LL-HLS players do, for `BENCH_BLOCKING_SECONDS` (default 10). Printed: answers per second,
@@ -155,16 +158,20 @@ async fn newest_part(client: &reqwest::Client, media: &str) -> String {
 struct Row {
     rps: [f64; 4],
     cpu_us: [f64; 4],
+    /// The body each case's URL answered with just before its measured run (bytes).
+    bytes: [usize; 4],
 }
 
 impl Row {
     fn line(&self) -> String {
         let [u, s, nu, ns] = self.rps;
         let [cu, cs, cnu, cns] = self.cpu_us;
+        let [bu, bs, bnu, bns] = self.bytes;
         format!(
             "Sluice unsigned {u:.0} req/s, signed {s:.0} req/s; nginx static, the same bytes: {nu:.0} req/s \
              unsigned, {ns:.0} req/s signed; unsigned/nginx {:.2}x, signed/nginx {:.2}x; server CPU per answer: \
-             Sluice {cu:.1} / {cs:.1} µs, nginx {cnu:.1} / {cns:.1} µs",
+             Sluice {cu:.1} / {cs:.1} µs, nginx {cnu:.1} / {cns:.1} µs; bodies: Sluice {bu} / {bs} B, nginx \
+             {bnu} / {bns} B",
             u / nu,
             s / ns,
         )
@@ -184,10 +191,20 @@ impl Row {
     }
 }
 
+/// Where nginx's copies of two of Sluice's URLs (unsigned, signed) live, to be written afresh.
+struct Copies<'a> {
+    root: &'a std::path::Path,
+    port: u16,
+    from: [&'a str; 2],
+}
+
 /// One round of `urls` (Sluice unsigned, Sluice signed, nginx unsigned bytes, nginx signed
 /// bytes) with `connections` for `seconds` each. Each case takes the next position each round
 /// (a Latin square over four rounds), and each measured run follows a 1-s warm-up run of its
-/// own URL, so order and warm-up even out. Any non-2xx answer or socket error fails the bench.
+/// own URL, so order and warm-up even out. With `copies`, each nginx case first writes over its
+/// file what Sluice serves at that moment: a live playlist grows until its window is full and
+/// changes with every part, so a copy taken once would hold other bytes than Sluice sends. Any
+/// non-2xx answer or socket error fails the bench.
 async fn round_of(
     (s, nginx): (&Sluice, &Nginx),
     id: &str,
@@ -195,16 +212,25 @@ async fn round_of(
     connections: usize,
     seconds: u64,
     urls: [&str; 4],
+    copies: Option<&Copies<'_>>,
 ) -> Row {
-    let mut row = Row { rps: [0.0; 4], cpu_us: [0.0; 4] };
+    let mut row = Row { rps: [0.0; 4], cpu_us: [0.0; 4], bytes: [0; 4] };
     let cpu = |which: usize| if which < 2 { common::cpu_seconds(s.proc.0.id()) } else { nginx.cpu_seconds() };
     let mut order = [0usize, 1, 2, 3];
     order.rotate_left((round % 4) as usize);
     for which in order {
         if which < 2 {
             switch(s, id, which == 1).await;
+        } else if let Some(c) = copies {
+            // The plain URL answers only while signed playback is off.
+            switch(s, id, which == 3).await;
+            let bytes = text(&s.client, c.from[which - 2]).await;
+            let copied = nginx_copy(c.root, c.port, c.from[which - 2], bytes.as_bytes());
+            assert_eq!(copied, urls[which], "nginx's copy is at the URL measured");
         }
         wrk(urls[which], connections, 1);
+        row.bytes[which] =
+            s.client.get(urls[which]).send().await.expect("GET").bytes().await.expect("body").len();
         let before = cpu(which);
         let w = wrk(urls[which], connections, seconds);
         row.cpu_us[which] = (cpu(which) - before) * 1e6 / (w.rps * seconds as f64).max(1.0);
@@ -425,6 +451,7 @@ fn main() {
                 64,
                 part_secs,
                 [&unsigned_url, &signed_url, &nginx_part, &nginx_signed_part],
+                None,
             )
             .await;
             println!(
@@ -442,6 +469,7 @@ fn main() {
         // 2. Plain playlist reloads, 1,000 connections: each case its own playlist URL (nginx
         //    serves both copies), in the same rounds.
         let mut rows = Vec::new();
+        let copies = Copies { root: &root, port: nginx.http, from: [&unsigned_media, &signed_media] };
         for round in (0..rounds).filter(|_| stage("reloads")) {
             let row = round_of(
                 (&sluice, &nginx),
@@ -450,6 +478,7 @@ fn main() {
                 VIEWERS,
                 part_secs,
                 [&unsigned_media, &signed_media, &nginx_playlist, &nginx_signed_playlist],
+                Some(&copies),
             )
             .await;
             println!("playlist reloads (1,000 connections, not blocking), round {}: {}", round + 1, row.line());
