@@ -1,4 +1,7 @@
 //! The `sluice` command line (CONTRACT: The program).
+// The arguments' doc comments are clap's help text, shown as written (`<project>` is a
+// placeholder there, not an HTML tag).
+#![allow(rustdoc::invalid_html_tags)]
 
 use std::time::Duration;
 

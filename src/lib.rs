@@ -1,4 +1,8 @@
 //! Sluice: self-hostable live streaming and video on demand on GStreamer.
+//!
+//! Read these docs with `cargo doc --document-private-items`: Sluice is a program, not a library,
+//! and a module's docs name the private items that do its work.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod api;
 pub mod app;
