@@ -1,10 +1,13 @@
-//! The ingest pipeline of a push session: the accepted H.264/AAC, re-framed as FLV, enters an
-//! `appsrc`; `flvdemux` restores timestamps; `h264parse`/`aacparse` normalise the streams into
-//! the `video` and `audio` tees that later stages (ladder, packaging, recording) attach to.
-//! The description lives in `pipelines/ingest.txt` so operators can read it.
+//! The ingest pipeline of a push session: the accepted H.264/AAC, re-framed as FLV, is chained
+//! into `flvdemux` on the thread that read it; `flvdemux` restores timestamps;
+//! `h264parse`/`aacparse` normalise the streams into the `video` and `audio` tees that later
+//! stages (ladder, packaging, recording) attach to. The description lives in
+//! `pipelines/ingest.txt` so operators can read it.
 //!
-//! The network side never waits on GStreamer: `appsrc` is bounded (`max-bytes`, non-blocking) and
-//! a full source drops the buffer with a warning. Callbacks only `try_send` on bounded channels.
+//! The network side never waits long on GStreamer: what a tag goes through on the reading thread
+//! (demuxer, parsers, the passthrough muxers' input) holds nothing up but a muxer's own task,
+//! and every slow branch (the ladder's decoder, the taps) has a bounded leaky queue of its own.
+//! Callbacks only `try_send` on bounded channels.
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -20,7 +23,9 @@ use super::live_hls::pipeline::{WallBase, DRAIN};
 use super::taps::TapGuard;
 use super::StopOnDrop;
 
+mod flv;
 mod liveness;
+pub use flv::{flv_header, flv_tag, Tag};
 pub use liveness::{Liveness, NO_KEYFRAME, NO_MEDIA, RATE_EVERY};
 
 const DESCRIPTION: &str = include_str!("../../pipelines/ingest.txt");
@@ -63,37 +68,20 @@ pub fn init() -> Result<(), String> {
     INIT.get_or_init(|| gst::init().map_err(|e| format!("GStreamer: {e}"))).clone()
 }
 
-/// FLV tag types.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tag {
-    Audio = 8,
-    Video = 9,
-}
-
-/// The 9-byte FLV header (audio and video present) and `PreviousTagSize0`.
-pub fn flv_header() -> Vec<u8> {
-    vec![b'F', b'L', b'V', 1, 0x05, 0, 0, 0, 9, 0, 0, 0, 0]
-}
-
-/// One FLV tag around an RTMP audio/video payload (which is an FLV tag body), with its
-/// trailing `PreviousTagSize`.
-pub fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
-    let size = data.len() as u32;
-    let mut out = Vec::with_capacity(11 + data.len() + 4);
-    out.push(tag as u8);
-    out.extend_from_slice(&size.to_be_bytes()[1..]);
-    out.extend_from_slice(&timestamp_ms.to_be_bytes()[1..]);
-    out.push((timestamp_ms >> 24) as u8);
-    out.extend_from_slice(&[0, 0, 0]);
-    out.extend_from_slice(data);
-    out.extend_from_slice(&(11 + size).to_be_bytes());
-    out
+/// Where a push's media enters its pipeline.
+pub(crate) enum Front {
+    /// RTMP: FLV tags chained straight into `flvdemux`'s sink pad by [`IngestPipeline::push`],
+    /// on the thread that read them.
+    Flv(gst::Pad),
+    /// SRT: MPEG-TS through an `appsrc`, fed from SRT's receive thread ([`Feeder`]).
+    Ts(gst_app::AppSrc),
+    /// WHIP: `webrtcbin` is the source.
+    Webrtc,
 }
 
 pub struct IngestPipeline {
     pipeline: StopOnDrop,
-    /// The FLV front's source (RTMP); `None` for WHIP, whose source is `webrtcbin`.
-    src: Option<gst_app::AppSrc>,
+    front: Front,
     dropped: u64,
     /// What WHEP viewers and RTSP sessions take from this push; closed when it stops.
     tap: Option<TapGuard>,
@@ -134,13 +122,22 @@ impl IngestPipeline {
             .downcast::<gst::Pipeline>()
             .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
         pipeline.set_property("name", format!("ingest-{stream_id}"));
-        let src = pipeline
-            .by_name("src")
-            .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
-            .ok_or("ingest pipeline has no appsrc named src")?;
-        let p = IngestPipeline::assemble(pipeline, Some(src), outputs, false)?;
-        p.0.push_bytes(flv_header());
-        Ok(p)
+        let demux = pipeline
+            .by_name("demux")
+            .and_then(|e| e.static_pad("sink"))
+            .ok_or("ingest pipeline has no flvdemux named demux")?;
+        let (mut p, reports) = IngestPipeline::assemble(pipeline, Front::Flv(demux.clone()), outputs, false)?;
+        // What an upstream element would have sent before its first buffer.
+        let segment = gst::FormattedSegment::<gst::format::Bytes>::new();
+        let caps = gst::Caps::builder("video/x-flv").build();
+        let started = demux.send_event(gst::event::StreamStart::new(&format!("ingest-{stream_id}")))
+            && demux.send_event(gst::event::Caps::new(&caps))
+            && demux.send_event(gst::event::Segment::new(&segment));
+        if !started || p.chain(flv_header()).is_err() {
+            return Err("ingest pipeline did not take the FLV header".into());
+        }
+        p.dropped = 0;
+        Ok((p, reports))
     }
 
     /// Builds and starts the MPEG-TS front (`pipelines/srt.txt`): bytes fed through
@@ -164,7 +161,7 @@ impl IngestPipeline {
                 .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
                 .ok_or("ingest pipeline has no appsrc named src")?;
             link_ts_streams(&pipeline)?;
-            IngestPipeline::assemble(pipeline, Some(src), outputs, true)
+            IngestPipeline::assemble(pipeline, Front::Ts(src), outputs, true)
         })
         .await
         .map_err(|e| format!("ingest pipeline: {e}"))?
@@ -172,7 +169,10 @@ impl IngestPipeline {
 
     /// What feeds a byte-stream front from another thread (SRT's receive thread).
     pub fn feeder(&self) -> Option<Feeder> {
-        Some(Feeder { src: self.src.clone()?, dropped: 0 })
+        match &self.front {
+            Front::Ts(src) => Some(Feeder { src: src.clone(), dropped: 0 }),
+            Front::Flv(_) | Front::Webrtc => None,
+        }
     }
 
     /// Attaches the outputs to a pipeline whose front (FLV or WHIP) feeds the `video` and
@@ -181,7 +181,7 @@ impl IngestPipeline {
     /// from RTMP timestamps in [`IngestPipeline::push`]. Blocking.
     pub(crate) fn assemble(
         pipeline: gst::Pipeline,
-        src: Option<gst_app::AppSrc>,
+        front: Front,
         outputs: Outputs,
         wall_from_first: bool,
     ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
@@ -224,7 +224,7 @@ impl IngestPipeline {
         }
         let p = IngestPipeline {
             pipeline: StopOnDrop(pipeline),
-            src,
+            front,
             dropped: 0,
             tap,
             media_bytes,
@@ -236,23 +236,40 @@ impl IngestPipeline {
         Ok((p, rx))
     }
 
-    fn push_bytes(&self, bytes: Vec<u8>) -> bool {
-        self.src.as_ref().is_some_and(|src| src.push_buffer(gst::Buffer::from_mut_slice(bytes)).is_ok())
+    /// Chains FLV bytes into the demuxer on this thread; they pass the parsers and tees into the
+    /// passthrough muxers, which queue them for their own tasks. Counts what is not taken.
+    fn chain(&mut self, bytes: Vec<u8>) -> Result<gst::FlowSuccess, gst::FlowError> {
+        let Front::Flv(demux) = &self.front else { return Err(gst::FlowError::NotSupported) };
+        let flow = demux.chain(gst::Buffer::from_mut_slice(bytes));
+        if flow.is_err() {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(pipeline = %self.pipeline.0.name(), dropped = self.dropped, flow = ?flow, "ingest pipeline does not take input; dropping it");
+            }
+        }
+        flow
     }
 
-    /// Feeds one RTMP audio or video payload. Never blocks; a full source drops it.
+    /// Feeds one RTMP audio or video payload, on the calling thread. Until the first keyframe
+    /// has reached the `video` tee, a video tag may build the ladder (its caps do: bins are
+    /// built and started, which blocks); on a multi-threaded runtime those tags run in
+    /// `block_in_place`, so the worker's other tasks move on meanwhile.
     pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) {
-        let Some(src) = &self.src else { return };
+        if !matches!(self.front, Front::Flv(_)) {
+            return;
+        }
         if self.wall.get().is_none() {
             let base = chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(timestamp_ms));
             let _ = self.wall.set(base);
         }
-        let full = src.current_level_bytes() >= src.max_bytes();
-        if full || !self.push_bytes(flv_tag(tag, timestamp_ms, data)) {
-            self.dropped += 1;
-            if self.dropped.is_power_of_two() {
-                tracing::warn!(pipeline = %self.pipeline.0.name(), dropped = self.dropped, "ingest pipeline is behind; dropping input");
-            }
+        let bytes = flv_tag(tag, timestamp_ms, data);
+        let setting_up = tag == Tag::Video && self.keyframes.load(std::sync::atomic::Ordering::Relaxed) == 0;
+        let threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if setting_up && threaded {
+            let _ = tokio::task::block_in_place(|| self.chain(bytes));
+        } else {
+            let _ = self.chain(bytes);
         }
     }
 
@@ -263,14 +280,16 @@ impl IngestPipeline {
     pub fn stop(self) {
         // Viewers and RTSP sessions end now, not after the drain.
         drop(self.tap);
-        match &self.src {
-            Some(src) => drop(src.end_of_stream()),
-            None => drop(self.pipeline.0.send_event(gst::event::Eos::new())),
-        }
-        let (pipeline, live, drained) = (self.pipeline, self.live, self.drained);
+        let (pipeline, live, drained, front) = (self.pipeline, self.live, self.drained, self.front);
         let rt = tokio::runtime::Handle::try_current().ok();
         let timers = rt.clone();
         let release = move || {
+            // The EOS passes the muxers' inputs as media does, so it is sent off the runtime.
+            match front {
+                Front::Flv(demux) => drop(demux.send_event(gst::event::Eos::new())),
+                Front::Ts(src) => drop(src.end_of_stream()),
+                Front::Webrtc => drop(pipeline.0.send_event(gst::event::Eos::new())),
+            }
             if live.is_some() {
                 let (lock, cvar) = &*drained;
                 let done = lock.lock().unwrap_or_else(|p| p.into_inner());
@@ -511,18 +530,6 @@ fn watch_bus(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn flv_framing() {
-        let t = flv_tag(Tag::Video, 0x0102_0304, &[0xAA, 0xBB]);
-        assert_eq!(t[0], 9);
-        assert_eq!(&t[1..4], &[0, 0, 2], "data size");
-        assert_eq!(&t[4..8], &[0x02, 0x03, 0x04, 0x01], "timestamp, then its extension byte");
-        assert_eq!(&t[8..11], &[0, 0, 0]);
-        assert_eq!(&t[11..13], &[0xAA, 0xBB]);
-        assert_eq!(&t[13..], &13u32.to_be_bytes(), "previous tag size = 11 + data");
-        assert_eq!(flv_header().len(), 13);
-    }
 
     #[tokio::test]
     async fn the_pipeline_description_builds() {

@@ -13,6 +13,7 @@ mod http_hostile;
 mod lifecycle;
 mod lifecycle_nodes;
 mod live_hls;
+mod live_ladder;
 mod live_shutdown;
 mod login_flood;
 mod members;

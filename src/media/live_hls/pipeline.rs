@@ -21,7 +21,7 @@
 //! `DELTA_UNIT`).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -82,13 +82,14 @@ pub struct LiveOutput {
 /// `EXT-X-PROGRAM-DATE-TIME` of a part is this plus the part's timestamp.
 pub type WallBase = Arc<OnceLock<DateTime<Utc>>>;
 
-/// The entry of the `source` and `audio` branches: the ingest thread (appsrc → flvdemux → parse
-/// → tee) pushes straight into their muxers, with no queue thread between. Each thread a buffer
-/// crosses costs a wake-up per FLV tag, which is most of what a passthrough push costs
-/// (`benches/live_capacity`: 128 → 64 threads and 18.3k → 10.7k futex calls per second at 16
-/// passthrough pushes, together with the ingest description losing its demuxer queues). Only
-/// the ladder's decoder, which is slow, and the taps (leaky) keep a queue of their own. Muxing
-/// waits for nothing but its own input, so this never holds the ingest thread up for long.
+/// The entry of the `source` and `audio` branches: the ingest thread (for RTMP the thread that
+/// read the tag: flvdemux → parse → tee) pushes straight into their muxers, with no queue thread
+/// between. Each thread a buffer crosses costs a wake-up per FLV tag, which is most of what a
+/// passthrough push costs (`benches/live_capacity`: 128 → 64 threads and 18.3k → 10.7k futex
+/// calls per second at 16 passthrough pushes, together with the ingest description losing its
+/// demuxer queues; docs/live-ingest.md). Only the ladder's decoder, which is slow, and the taps
+/// keep a queue of their own, both leaky. Muxing waits for nothing but its own input, so this
+/// never holds the ingest thread up for long ([`MUX_QUEUE`]).
 const PASSTHROUGH_ENTRY: &str = "identity name=in";
 
 /// Registers the statically linked fmp4 plugin (cmafmux) once.
@@ -196,8 +197,10 @@ fn attach_video(
     link_branch(pipeline, tee, &passthrough, "in")?;
 
     if !rungs.is_empty() {
+        // The decoder's queue drops its oldest frames when full: the ingest thread pushes
+        // into it and must not wait on a slow ladder ([`warn_overrun`]).
         let mut desc = format!(
-            "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 name=q ! {} ! tee name=raw\n",
+            "queue max-size-buffers=0 max-size-bytes=0 max-size-time=3000000000 leaky=downstream name=q ! {} ! tee name=raw\n",
             out.descriptions.decoder.trim()
         );
         for r in &rungs {
@@ -223,6 +226,7 @@ fn attach_video(
             keep.push(r.name.clone());
         }
         force_keyframes(&ladder_bin, rung_splitter())?;
+        warn_overrun(&ladder_bin, pipeline.name().as_str())?;
         link_branch(pipeline, tee, &ladder_bin, "q")?;
     }
     out.channel.retire_others(out.generation, &keep);
@@ -235,6 +239,21 @@ fn attach_video(
     Ok(())
 }
 
+/// Says now and then that the ladder's decoder queue is full and drops frames: the machine
+/// does not keep up with the ladder (the `source` and `audio` renditions lose nothing).
+fn warn_overrun(bin: &gst::Bin, pipeline: &str) -> Result<(), String> {
+    let queue = bin.by_name("q").ok_or("the ladder has no queue q")?;
+    let (pipeline, overruns) = (pipeline.to_string(), AtomicU64::new(0));
+    queue.connect("overrun", false, move |_| {
+        let n = overruns.fetch_add(1, Ordering::Relaxed) + 1;
+        if n.is_power_of_two() {
+            tracing::warn!(pipeline = %pipeline, overruns = n, "the live ladder is behind; its decoder drops input");
+        }
+        None
+    });
+    Ok(())
+}
+
 /// `cmafmux` and the appsink of a rendition. The muxer cuts only where it is told ([`cut`]) and
 /// asks for no keyframes itself: [`force_keyframes`] does, once for all rungs (the source's
 /// keyframes are the publisher's). Its durations are still set: `cmafmux` reports its latency
@@ -243,12 +262,21 @@ fn mux_and_sink(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) ->
     format!("{} ! {}", mux(out, name, chunk, frame), sink(name))
 }
 
+/// How much input a muxer's pad holds before the thread pushing into it waits (the aggregator's
+/// `latency`; without it the pad holds one buffer). The ingest thread hands a frame over and
+/// moves on instead of waiting for the muxer's task to take the one before: passthrough CPU
+/// per push against nginx-rtmp's in the same run went from 3.4–3.7x to 3.0–3.4x (16 and 32
+/// pushes, two runs each; docs/live-ingest.md). A muxer more than this behind holds its pushing
+/// thread up. With one pad, aggregation never waits for it: it only bounds the queue.
+const MUX_QUEUE: Duration = Duration::from_secs(1);
+
 fn mux(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
     let fragment = out.channel.config().segment - frame.unwrap_or(0.0);
     format!(
-        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit=false manual-split=true",
+        "cmafmux name=mux_{name} fragment-duration={} chunk-duration={} send-force-keyunit=false manual-split=true latency={}",
         (fragment * 1e9).round() as u64,
         (chunk * 1e9).round() as u64,
+        MUX_QUEUE.as_nanos(),
     )
 }
 

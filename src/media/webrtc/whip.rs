@@ -17,7 +17,7 @@ use super::sdp;
 use super::{Peer, Peers, WebrtcConfig, WebrtcError};
 use crate::domain::content_key::MasterKey;
 use crate::domain::stream::InputInfo;
-use crate::media::ingest::{self, IngestPipeline, Liveness, PipelineReport};
+use crate::media::ingest::{self, Front, IngestPipeline, Liveness, PipelineReport};
 use crate::media::live::{LiveOutputs, Outputs};
 use crate::services::streams::{StreamError, Streams};
 use crate::store::streams::StreamRow;
@@ -223,7 +223,8 @@ fn build(
             tracing::warn!(pipeline = %pipeline.name(), error = %e, "whip: a received stream is not used");
         }
     });
-    let (ingest, reports) = IngestPipeline::assemble(pipeline, None, outputs, true).map_err(media)?;
+    let (ingest, reports) =
+        IngestPipeline::assemble(pipeline, Front::Webrtc, outputs, true).map_err(media)?;
     match super::answer(&webrtc, offer, config) {
         Ok(answer) => Ok((ingest, reports, webrtc, answer)),
         Err(e) => {
