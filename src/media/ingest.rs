@@ -134,9 +134,10 @@ impl IngestPipeline {
             && demux.send_event(gst::event::Caps::new(&caps))
             && demux.send_event(gst::event::Segment::new(&segment));
         if !started || p.chain(flv_header()).is_err() {
+            // Ends the push on its channel too, as a failed start does in `assemble`.
+            p.stop();
             return Err("ingest pipeline did not take the FLV header".into());
         }
-        p.dropped = 0;
         Ok((p, reports))
     }
 
