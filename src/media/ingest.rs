@@ -265,9 +265,12 @@ impl IngestPipeline {
         }
         let bytes = flv_tag(tag, timestamp_ms, data);
         let setting_up = tag == Tag::Video && self.keyframes.load(std::sync::atomic::Ordering::Relaxed) == 0;
-        let threaded = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if setting_up && threaded {
+        // Asked only while setting up: every later tag goes straight to `chain`.
+        let threaded = || {
+            tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+        };
+        if setting_up && threaded() {
             let _ = tokio::task::block_in_place(|| self.chain(bytes));
         } else {
             let _ = self.chain(bytes);

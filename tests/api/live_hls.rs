@@ -118,11 +118,12 @@ fn check_rfc(name: &str, text: &str) {
 }
 
 /// The audio rendition's URI in a master playlist.
-fn audio_uri(master: &str) -> Option<&str> {
+pub(crate) fn audio_uri(master: &str) -> Option<&str> {
     master.split("URI=\"").nth(1).and_then(|r| r.split('"').next())
 }
 
-fn attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+/// The value of attribute `name` in a tag's attribute list, without its quotes.
+pub(crate) fn attr<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let start = line.find(&format!("{name}="))? + name.len() + 1;
     let rest = &line[start..];
     if let Some(quoted) = rest.strip_prefix('"') {

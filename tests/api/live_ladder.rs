@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::live_hls::{attr, audio_uri};
 use crate::support::{eventually, ffmpeg_push, Sluice};
 
 /// New parts of a media playlist since the last look, in seconds of media.
@@ -16,11 +17,8 @@ async fn new_media(s: &Sluice, url: &str, seen: &mut HashSet<String>) -> f64 {
     let text = r.text().await.unwrap_or_default();
     let mut added = 0.0;
     for attrs in text.lines().filter_map(|l| l.strip_prefix("#EXT-X-PART:")) {
-        let field = |name: &str| {
-            attrs.split(',').find_map(|kv| kv.strip_prefix(name)).map(|v| v.trim_matches('"').to_string())
-        };
-        let (Some(uri), Some(duration)) = (field("URI="), field("DURATION=")) else { continue };
-        if seen.insert(uri) {
+        let (Some(uri), Some(duration)) = (attr(attrs, "URI"), attr(attrs, "DURATION")) else { continue };
+        if seen.insert(uri.to_string()) {
             added += duration.parse::<f64>().unwrap_or(0.0);
         }
     }
@@ -56,18 +54,14 @@ async fn a_ladder_that_falls_behind_drops_its_own_input_and_nothing_else() {
     })
     .await;
     let base = master_url.trim_end_matches("master.m3u8").to_string();
-    let url_of = |suffix: &str| {
-        master
-            .lines()
-            .flat_map(|l| {
-                std::iter::once(l).chain(l.split("URI=\"").nth(1).and_then(|r| r.split('"').next()))
-            })
-            .find(|l| l.ends_with(suffix))
-            .map(|uri| format!("{base}{uri}"))
-            .unwrap_or_else(|| panic!("{suffix} in the master: {master}"))
-    };
-    let (source, audio, rung) =
-        (url_of("/source/index.m3u8"), url_of("/audio/index.m3u8"), url_of("/240p/index.m3u8"));
+    let url_of =
+        |uri: Option<&str>| format!("{base}{}", uri.unwrap_or_else(|| panic!("in the master: {master}")));
+    let variant = |suffix: &str| master.lines().find(|l| l.ends_with(suffix));
+    let (source, audio, rung) = (
+        url_of(variant("/source/index.m3u8")),
+        url_of(audio_uri(&master)),
+        url_of(variant("/240p/index.m3u8")),
+    );
 
     // The decoder's queue (3 s) fills within a few seconds; from then on it leaks.
     let warned = eventually("the ladder's overrun warning", Duration::from_secs(60), || async {
