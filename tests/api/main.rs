@@ -15,6 +15,7 @@ mod lifecycle_nodes;
 mod live_hls;
 mod live_ladder;
 mod live_shutdown;
+mod live_threads;
 mod login_flood;
 mod members;
 mod ops;
