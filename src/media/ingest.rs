@@ -507,7 +507,7 @@ fn wall_at_first_buffer(pipeline: &gst::Pipeline, wall: WallBase) -> Result<(), 
 }
 
 /// Turns bus errors into reports naming the element, notes the end of the drain and schedules
-/// the muxers' threads ([`live_hls::pipeline::schedule_muxer_thread`]).
+/// the muxers' threads ([`live_hls::threads::schedule_muxer_thread`]).
 fn watch_bus(
     pipeline: &gst::Pipeline,
     tx: mpsc::Sender<PipelineReport>,
@@ -520,7 +520,7 @@ fn watch_bus(
                 let element = err.src().map(|s| s.path_string().to_string()).unwrap_or_default();
                 let _ = tx.try_send(PipelineReport::Error(format!("{element}: {}", err.error())));
             }
-            gst::MessageView::StreamStatus(status) => live_hls::pipeline::schedule_muxer_thread(status),
+            gst::MessageView::StreamStatus(status) => live_hls::threads::schedule_muxer_thread(status),
             gst::MessageView::Eos(_) => {
                 let (lock, cvar) = &*drained;
                 *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;

@@ -1,6 +1,6 @@
 //! The muxers' threads of a live push run as `SCHED_BATCH` while they mux, so that a frame
 //! handed to a muxer does not take the core from the thread that read it
-//! (`live_hls::pipeline::schedule_muxer_thread`, docs/live-ingest.md), and the process's other
+//! (`live_hls::threads::schedule_muxer_thread`, docs/live-ingest.md), and the process's other
 //! threads stay ordinary.
 
 use std::time::Duration;

@@ -3,7 +3,8 @@
 //! a part's `moof` says of its first sample (`moof`) and where the `source` variant's segments
 //! and parts begin (`split`) are plain data, unit-tested without GStreamer; `dvr` writes a
 //! channel's DVR segments off its locks; `pipeline` attaches the transcode and packaging
-//! branches to a push's ingest pipeline and feeds the channel.
+//! branches to a push's ingest pipeline and feeds the channel; `threads` schedules the muxers'
+//! threads.
 
 pub mod channel;
 pub mod dvr;
@@ -12,3 +13,4 @@ pub mod moof;
 pub mod pipeline;
 pub mod playlist;
 pub mod split;
+pub mod threads;

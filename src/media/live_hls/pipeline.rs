@@ -270,35 +270,6 @@ fn mux_and_sink(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) ->
 /// thread up. With one pad, aggregation never waits for it: it only bounds the queue.
 const MUX_QUEUE: Duration = Duration::from_secs(1);
 
-/// Schedules a muxer's own thread (its aggregator's task, `mux_<rendition>:src`) as
-/// `SCHED_BATCH` while it runs that task, from the pipeline's sync bus handler: the `ENTER` and
-/// `LEAVE` stream-status messages are posted on the task's thread. A muxer's thread is woken
-/// for every frame by the thread that pushed it (for `source` and `audio`, the tokio worker that
-/// read it from the network); as an ordinary thread it then took the core from that thread,
-/// two context switches a frame. A batch thread does not preempt the one that woke it: it runs
-/// on an idle core or when that thread next waits, a few milliseconds at most (parts are 0.2 s
-/// and more). With 16 passthrough pushes the process switched context 2,200 times a second
-/// instead of 5,200–5,500 and used 13–16 % less CPU within one run, about 8 % less between the
-/// two builds run in turn (docs/live-ingest.md). The pool thread gets its policy back when it
-/// leaves the task, as it may run another element's next.
-pub fn schedule_muxer_thread(status: &gst::message::StreamStatus) {
-    let (kind, owner) = status.get();
-    if !owner.name().starts_with("mux_") {
-        return;
-    }
-    let policy = match kind {
-        gst::StreamStatusType::Enter => libc::SCHED_BATCH,
-        gst::StreamStatusType::Leave => libc::SCHED_OTHER,
-        _ => return,
-    };
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `sched_setscheduler` reads the parameter, valid for the call; pid 0 is the calling
-    // thread. Neither policy needs a privilege or a priority.
-    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
-        tracing::debug!(muxer = %owner.name(), error = %std::io::Error::last_os_error(), "thread policy not set");
-    }
-}
-
 fn mux(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
     let fragment = out.channel.config().segment - frame.unwrap_or(0.0);
     format!(
