@@ -1,5 +1,5 @@
-//! How the muxers' own threads are scheduled ([`schedule_muxer_thread`]). The muxers are named
-//! `mux_<rendition>` by [`super::pipeline`].
+//! How the muxers' own threads are scheduled ([`schedule_muxer_thread`]): the `cmafmux`
+//! elements [`super::pipeline`] gives every rendition of a push.
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -22,7 +22,7 @@ pub fn schedule_muxer_thread(status: &gst::message::StreamStatus) {
         static MADE_BATCH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
     let (kind, owner) = status.get();
-    if !owner.name().starts_with("mux_") {
+    if owner.factory().is_none_or(|f| f.name() != "cmafmux") {
         return;
     }
     let policy = match kind {
