@@ -6,6 +6,8 @@
 #                                 a publisher: encodes a generated source in real time to URL
 #                                 (FLV for RTMP; PUSH_FORMAT=mpegts for SRT)
 #   make.sh loop FILE URL         a publisher of a file: FILE in real time, looping, not re-encoded
+#   make.sh rush FILE URL         the same without -re (a common mistake): FILE looping, sent as
+#                                 fast as the server reads it
 #   make.sh check [NAME...]       makes the clips twice, in two fresh caches, and fails unless
 #                                 both runs give the same bytes (default: the small test clips)
 #
@@ -98,6 +100,10 @@ case "$cmd" in
         [[ $# -eq 2 ]] || die "loop needs FILE URL"
         exec ffmpeg -nostdin -loglevel quiet -re -stream_loop -1 -i "$1" -c copy -f flv "$2"
         ;;
+    rush)
+        [[ $# -eq 2 ]] || die "rush needs FILE URL"
+        exec ffmpeg -nostdin -loglevel quiet -stream_loop -1 -i "$1" -c copy -f flv "$2"
+        ;;
     check)
         [[ $# -gt 0 ]] || set -- vod-testsrc2-320x240-30fps-4s.mp4 vod-testsrc-640x360-25fps-2s.mp4 \
             vod-audio-3s.mp4 ingest-720p30-2500k-2s.flv
@@ -117,6 +123,6 @@ case "$cmd" in
         exit "$status"
         ;;
     *)
-        die "usage: make.sh clip NAME... | push URL VIDEO GOP [OPTION...] | loop FILE URL | check [NAME...]"
+        die "usage: make.sh clip NAME... | push URL VIDEO GOP [OPTION...] | loop FILE URL | rush FILE URL | check [NAME...]"
         ;;
 esac

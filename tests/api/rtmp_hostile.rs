@@ -293,3 +293,80 @@ async fn a_push_left_live_by_a_killed_process_ends_at_restart() {
     assert_eq!(names, ["stream.live", "stream.ended"]);
     assert_eq!(events[1]["data"]["id"], id.as_str());
 }
+
+/// Where the media a playlist lists ends on the wall clock: its last `PROGRAM-DATE-TIME` plus
+/// what follows it (the parts of that segment so far, or the whole segment).
+fn listed_until(playlist: &str) -> Option<chrono::DateTime<chrono::Utc>> {
+    let lines: Vec<&str> = playlist.lines().collect();
+    let at = lines.iter().rposition(|l| l.starts_with("#EXT-X-PROGRAM-DATE-TIME:"))?;
+    let start =
+        chrono::DateTime::parse_from_rfc3339(lines[at].trim_start_matches("#EXT-X-PROGRAM-DATE-TIME:"))
+            .ok()?;
+    let seconds = |l: &str, key: &str| -> f64 {
+        l.split(key)
+            .nth(1)
+            .and_then(|v| v.split([',', '\n']).next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let parts: f64 =
+        lines[at..].iter().filter(|l| l.starts_with("#EXT-X-PART:")).map(|l| seconds(l, "DURATION=")).sum();
+    let whole: f64 =
+        lines[at..].iter().filter(|l| l.starts_with("#EXTINF:")).map(|l| seconds(l, "#EXTINF:")).sum();
+    let listed = chrono::Duration::milliseconds((parts.max(whole) * 1000.0) as i64);
+    Some(start.with_timezone(&chrono::Utc) + listed)
+}
+
+/// A publisher that sends a file as fast as it is read (ffmpeg without `-re`) is read at real
+/// time: its media never runs more than the pacer's lead ahead of the clock, and the stream
+/// plays, ladder included. Without the pacer, the whole file reached the pipeline in a fraction
+/// of a second, the ladder's decoder dropped most of it, and the pipeline failed with the
+/// stream still `live` and nothing to play.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_faster_than_real_time_is_read_at_real_time() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let resp = app
+        .post_json_with(
+            &app.project_url("/streams"),
+            &app.key,
+            &json!({"name": "rushed", "qualities": ["240p"]}),
+        )
+        .await;
+    assert_eq!(resp.status(), 201);
+    let s: Value = resp.json().await.expect("json");
+    let clip = crate::support::clip("vod-testsrc2-640x360-30fps-6s.mp4");
+    let _pusher = crate::support::rush_file(&clip, s["ingestUrl"].as_str().expect("ingestUrl"));
+    let master_url = s["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let base = master_url.trim_end_matches("master.m3u8").to_string();
+    let get = |url: String| {
+        let client = app.client.clone();
+        async move {
+            let r = client.get(url).send().await.ok()?;
+            if r.status() != 200 {
+                return None;
+            }
+            r.text().await.ok()
+        }
+    };
+    let master = eventually("the master playlist", Duration::from_secs(30), || get(master_url.clone())).await;
+    let variant = |name: &str| {
+        master.lines().find(|l| !l.starts_with('#') && l.contains(name)).map(|l| format!("{base}{l}"))
+    };
+    let (source, rung) = (variant("/source/").expect("source"), variant("/240p/").expect("240p"));
+    let until = |url: String| async move { get(url).await.as_deref().and_then(listed_until) };
+    let first = eventually("the source lists media", Duration::from_secs(20), || until(source.clone())).await;
+    let mut last = first;
+    for _ in 0..12 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = chrono::Utc::now();
+        last = until(source.clone()).await.expect("the source playlist lists media");
+        let ahead = (last - now).num_milliseconds() as f64 / 1000.0;
+        assert!(ahead <= 4.0, "the source lists media {ahead:.1} s ahead of the clock");
+    }
+    let advanced = (last - first).num_milliseconds() as f64 / 1000.0;
+    assert!(advanced >= 9.0, "the source listed {advanced:.1} s more media in 12 s");
+    let rung_until = until(rung).await.expect("the 240p rung lists media");
+    let behind = (last - rung_until).num_milliseconds() as f64 / 1000.0;
+    assert!(behind <= 3.0, "the 240p rung lists media {behind:.1} s behind the source");
+    eprintln!("rushed push: {advanced:.1} s listed in 12 s; 240p {behind:.1} s behind the source");
+}

@@ -95,6 +95,23 @@ pub fn push_file(file: &Path, url: &str) -> Killed {
     )
 }
 
+/// [`push_file`] without `-re`: `file`, looping, sent as fast as the server reads it (a
+/// publisher's common mistake).
+pub fn rush_file(file: &Path, url: &str) -> Killed {
+    Killed(
+        Command::new("bash")
+            .arg(script())
+            .arg("rush")
+            .arg(file)
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("bash runs media-fixtures/make.sh"),
+    )
+}
+
 /// GStreamer's rtmp2sink publishing a live 320×240 15 fps test pattern (video only, a keyframe
 /// every 2 s) to `location`, answering the Adobe challenge with `user` and `password`.
 pub fn rtmp2sink(location: &str, user: &str, password: &str) -> Killed {

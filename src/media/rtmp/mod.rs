@@ -5,5 +5,6 @@ pub mod amf;
 pub mod auth;
 pub mod challenges;
 pub mod chunks;
+pub mod pace;
 pub mod server;
 pub mod session;

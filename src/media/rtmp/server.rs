@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 
 use super::auth::{self, AdobeStage};
+use super::pace::Pacer;
 use super::session::{Action, IngestSession, SessionError};
 use crate::domain::content_key::MasterKey;
 use crate::domain::random_token;
@@ -111,11 +112,17 @@ struct Push {
     reports: mpsc::Receiver<PipelineReport>,
     input: InputInfo,
     rate_from: (Instant, u64),
+    /// Holds the reads back while the media runs ahead of real time.
+    pacer: Pacer,
+    /// Whether the push has been held back yet (said once in the log).
+    paced: bool,
 }
 
 /// What woke the connection up.
 enum Wake {
     Read(usize),
+    /// A held-back push may be read again.
+    Resume,
     Tick,
     Killed,
     Report(Option<PipelineReport>),
@@ -133,6 +140,8 @@ struct Connection {
     adobe_stream: Option<String>,
     push: Option<Push>,
     media_bytes: u64,
+    /// No read before this: the push's media is ahead of real time ([`Pacer`]).
+    hold: Option<Instant>,
 }
 
 impl Connection {
@@ -146,6 +155,7 @@ impl Connection {
             adobe_stream: None,
             push: None,
             media_bytes: 0,
+            hold: None,
         }
     }
 
@@ -178,8 +188,10 @@ impl Connection {
         loop {
             let kill = self.push.as_ref().map(|p| p.kill.clone());
             let reports = self.push.as_mut().map(|p| &mut p.reports);
+            let hold = self.hold;
             let wake = tokio::select! {
-                r = socket.read(&mut buf) => Wake::Read(r?),
+                r = socket.read(&mut buf), if hold.is_none() => Wake::Read(r?),
+                _ = tokio::time::sleep_until(hold.unwrap_or_else(Instant::now).into()), if hold.is_some() => Wake::Resume,
                 _ = tick.tick() => Wake::Tick,
                 _ = async { match kill { Some(k) => k.notified().await, None => std::future::pending().await } } => Wake::Killed,
                 r = async { match reports { Some(r) => r.recv().await, None => std::future::pending().await } } => Wake::Report(r),
@@ -192,6 +204,7 @@ impl Connection {
                         return Ok("client finished publishing".into());
                     }
                 }
+                Wake::Resume => self.hold = None,
                 Wake::Tick => {
                     if let Some(deadline) = self.session.poll(self.now()) {
                         return Ok(deadline.to_string());
@@ -286,10 +299,17 @@ impl Connection {
     }
 
     /// Media of an approved push goes to its pipeline; anything before approval is ignored.
+    /// Media ahead of real time holds the next read back ([`Pacer`]).
     fn media(&mut self, tag: Tag, timestamp: u32, data: &[u8]) {
         if let Some(push) = self.push.as_mut() {
             self.media_bytes += data.len() as u64;
             push.pipeline.push(tag, timestamp, data);
+            if let Some(until) = push.pacer.note(Instant::now(), timestamp) {
+                if !std::mem::replace(&mut push.paced, true) {
+                    tracing::info!(stream = %push.stream_id, peer = %self.peer, "push is faster than real time; reading it at real time");
+                }
+                self.hold = Some(self.hold.map_or(until, |h| h.max(until)));
+            }
         }
     }
 
@@ -417,6 +437,8 @@ impl Connection {
             reports,
             input: InputInfo::default(),
             rate_from: (Instant::now(), self.media_bytes),
+            pacer: Pacer::default(),
+            paced: false,
         });
         Ok(())
     }
