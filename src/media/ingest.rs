@@ -255,9 +255,15 @@ impl IngestPipeline {
     /// has reached the `video` tee, a video tag may build the ladder (its caps do: bins are
     /// built and started, which blocks); on a multi-threaded runtime those tags run in
     /// `block_in_place`, so the worker's other tasks move on meanwhile.
-    pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) {
+    ///
+    /// Errs with why the push must end when the pipeline can take no more of it: an element
+    /// refused the media for good (`not-negotiated`, `error`, `not-supported`: a publisher that
+    /// switched codecs mid-push, a muxer that failed). Such a failure posts nothing on the bus
+    /// when it reaches `flvdemux` through its chain function, so without this the push would
+    /// stay `live` with every later tag dropped.
+    pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) -> Result<(), String> {
         if !matches!(self.front, Front::Flv(_)) {
-            return;
+            return Ok(());
         }
         if self.wall.get().is_none() {
             let base = chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(timestamp_ms));
@@ -270,10 +276,19 @@ impl IngestPipeline {
             tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
         };
-        if setting_up && threaded() {
-            let _ = tokio::task::block_in_place(|| self.chain(bytes));
+        let flow = if setting_up && threaded() {
+            tokio::task::block_in_place(|| self.chain(bytes))
         } else {
-            let _ = self.chain(bytes);
+            self.chain(bytes)
+        };
+        match flow {
+            Err(
+                e @ (gst::FlowError::NotNegotiated | gst::FlowError::Error | gst::FlowError::NotSupported),
+            ) => {
+                let what = if tag == Tag::Video { "video" } else { "audio" };
+                Err(format!("ingest pipeline failed: it refused the {what} ({e:?})"))
+            }
+            _ => Ok(()),
         }
     }
 

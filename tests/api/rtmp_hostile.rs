@@ -2,7 +2,8 @@
 //! (issue 21; CONTRACT: Live media — a hostile client cannot take the server down): AMF nested
 //! 100,000 deep in a `connect`, a 16 MiB chunk header, a flood of idle connections from one
 //! address, a flood over many addresses past the global cap, a publisher that stops sending
-//! keyframes, and a process killed mid-push.
+//! keyframes, a process killed mid-push, a publisher that sends faster than real time and one
+//! that switches its video codec mid-push.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -12,7 +13,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::rtmp_limits::{closed_within, create_stream, credentials, publish_silently, status};
+use crate::rtmp_limits::{closed_within, create_stream, credentials, publish, publish_silently, status};
 use crate::support::receiver::Receiver;
 use crate::support::{
     bootstrap_key, eventually, ffmpeg_push, sluice_command, spawn_app, wait_ready, Backend, Killed,
@@ -369,4 +370,75 @@ async fn a_push_faster_than_real_time_is_read_at_real_time() {
     let behind = (last - rung_until).num_milliseconds() as f64 / 1000.0;
     assert!(behind <= 3.0, "the 240p rung lists media {behind:.1} s behind the source");
     eprintln!("rushed push: {advanced:.1} s listed in 12 s; 240p {behind:.1} s behind the source");
+}
+
+/// The tags of an FLV file after its header: `(type, timestamp ms, data)`.
+fn flv_tags(flv: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
+    let mut tags = Vec::new();
+    let mut at = 13; // the 9-byte header and the first previous-tag size
+    while at + 11 <= flv.len() {
+        let size = u32::from_be_bytes([0, flv[at + 1], flv[at + 2], flv[at + 3]]) as usize;
+        let ts = u32::from_be_bytes([flv[at + 7], flv[at + 4], flv[at + 5], flv[at + 6]]);
+        let Some(data) = flv.get(at + 11..at + 11 + size) else { break };
+        tags.push((flv[at], ts, data.to_vec()));
+        at += 11 + size + 4;
+    }
+    tags
+}
+
+/// A publisher that switches its video from H.264 to another codec mid-push: the pipeline
+/// cannot take the new caps and refuses every later frame. The push is ended at once with the
+/// reason in the log, not left `live` with nothing to play (its keyframes still reached the
+/// tee, so no watchdog would have ended it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_that_changes_its_video_codec_is_ended() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let s = create_stream(&app, "codec change").await;
+    let id = s["_id"].as_str().expect("id").to_string();
+    let flv = std::fs::read(crate::support::clip("ingest-720p30-2500k-6s.flv")).expect("the clip");
+    let tags = flv_tags(&flv);
+    assert!(tags.len() > 60, "{} tags", tags.len());
+    let (mut sock, mut session) = publish(app.app.rtmp_addr().expect("rtmp"), &credentials(&s)).await;
+    let mut message = |kind: u8, ts: u32, data: Vec<u8>| {
+        let (data, ts) = (bytes::Bytes::from(data), rml_rtmp::time::RtmpTimestamp::new(ts));
+        let packet = match kind {
+            8 => session.publish_audio_data(data, ts, false),
+            _ => session.publish_video_data(data, ts, false),
+        };
+        match packet.expect("a media message") {
+            rml_rtmp::sessions::ClientSessionResult::OutboundResponse(p) => p.bytes,
+            other => panic!("not a packet: {other:?}"),
+        }
+    };
+    let started = Instant::now();
+    for (kind, ts, data) in &tags {
+        if *kind == 8 || *kind == 9 {
+            sock.write_all(&message(*kind, *ts, data.clone())).await.expect("write");
+        }
+    }
+    // The frames sent so far play: the master playlist is there once a segment is.
+    let master = s["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    eventually("the master playlist", Duration::from_secs(20), || async {
+        let r = app.client.get(&master).send().await.ok()?;
+        (r.status() == 200).then_some(())
+    })
+    .await;
+    assert_eq!(status(&app, &id).await["status"], "live");
+    // The same frames again, as Sorenson H.263 (FLV codec 2) from here on.
+    let last = tags.last().map(|t| t.1).unwrap_or(0);
+    for (kind, ts, data) in tags.iter().filter(|t| t.0 == 9) {
+        let mut body = data.clone();
+        body[0] = (body[0] & 0xF0) | 2;
+        if sock.write_all(&message(*kind, last + 40 + ts, body)).await.is_err() {
+            break; // the server closed the connection
+        }
+    }
+    let after = closed_within(&mut sock, Duration::from_secs(20)).await;
+    eventually("the push to end", Duration::from_secs(10), || async {
+        (status(&app, &id).await["status"] == "idle").then_some(())
+    })
+    .await;
+    eprintln!("codec change: the push ended {:.1} s after it began", started.elapsed().as_secs_f64());
+    assert!(after < Duration::from_secs(10), "ended after {after:?}");
+    still_serving(&app, "after a codec change").await;
 }

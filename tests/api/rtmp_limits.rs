@@ -40,6 +40,11 @@ fn write_results(out: &mut Vec<u8>, results: Vec<ClientSessionResult>, events: &
 /// Handshakes, connects as ffmpeg would and publishes `stream_name`; returns the open socket
 /// once the publish is accepted. Sends no media.
 pub async fn publish_silently(addr: std::net::SocketAddr, stream_name: &str) -> TcpStream {
+    publish(addr, stream_name).await.0
+}
+
+/// [`publish_silently`], with the client session that can then send media on the socket.
+pub async fn publish(addr: std::net::SocketAddr, stream_name: &str) -> (TcpStream, ClientSession) {
     let mut sock = TcpStream::connect(addr).await.unwrap();
     let mut hs = Handshake::new(PeerType::Client);
     sock.write_all(&hs.generate_outbound_p0_and_p1().unwrap()).await.unwrap();
@@ -78,7 +83,7 @@ pub async fn publish_silently(addr: std::net::SocketAddr, stream_name: &str) -> 
                     let r = session.request_publishing(stream_name.into(), PublishRequestType::Live).unwrap();
                     write_results(&mut out, vec![r], &mut Vec::new());
                 }
-                ClientSessionEvent::PublishRequestAccepted => return sock,
+                ClientSessionEvent::PublishRequestAccepted => return (sock, session),
                 ClientSessionEvent::ConnectionRequestRejected { description } => {
                     panic!("connect refused: {description}")
                 }

@@ -200,8 +200,8 @@ impl Connection {
                 Wake::Read(0) => return Ok("client disconnected".into()),
                 Wake::Read(n) => {
                     let actions = self.session.feed(self.now(), &buf[..n])?;
-                    if self.handle(socket, actions).await? {
-                        return Ok("client finished publishing".into());
+                    if let Some(why) = self.handle(socket, actions).await? {
+                        return Ok(why);
                     }
                 }
                 Wake::Resume => self.hold = None,
@@ -254,12 +254,13 @@ impl Connection {
         self.app.streams.record_input(&push.stream_id, &push.input);
     }
 
-    /// Performs actions; returns true when the client finished publishing.
+    /// Performs actions; returns why the push ends when it does (the client finished
+    /// publishing, or its pipeline failed).
     async fn handle<S: AsyncWrite + Unpin>(
         &mut self,
         socket: &mut S,
         actions: Vec<Action>,
-    ) -> Result<bool, ConnectionError> {
+    ) -> Result<Option<String>, ConnectionError> {
         let mut pending = std::collections::VecDeque::from(actions);
         while let Some(action) = pending.pop_front() {
             match action {
@@ -289,21 +290,30 @@ impl Connection {
                     };
                     pending.extend(answer);
                 }
-                Action::Video { data, timestamp } => self.media(Tag::Video, timestamp, &data),
-                Action::Audio { data, timestamp } => self.media(Tag::Audio, timestamp, &data),
+                Action::Video { data, timestamp } => {
+                    if let Err(why) = self.media(Tag::Video, timestamp, &data) {
+                        return Ok(Some(why));
+                    }
+                }
+                Action::Audio { data, timestamp } => {
+                    if let Err(why) = self.media(Tag::Audio, timestamp, &data) {
+                        return Ok(Some(why));
+                    }
+                }
                 Action::Metadata(_) => {}
-                Action::PublishFinished => return Ok(true),
+                Action::PublishFinished => return Ok(Some("client finished publishing".into())),
             }
         }
-        Ok(false)
+        Ok(None)
     }
 
     /// Media of an approved push goes to its pipeline; anything before approval is ignored.
-    /// Media ahead of real time holds the next read back ([`Pacer`]).
-    fn media(&mut self, tag: Tag, timestamp: u32, data: &[u8]) {
+    /// Media ahead of real time holds the next read back ([`Pacer`]). Errs with why the push
+    /// ends when its pipeline can take no more.
+    fn media(&mut self, tag: Tag, timestamp: u32, data: &[u8]) -> Result<(), String> {
         if let Some(push) = self.push.as_mut() {
             self.media_bytes += data.len() as u64;
-            push.pipeline.push(tag, timestamp, data);
+            push.pipeline.push(tag, timestamp, data)?;
             if let Some(until) = push.pacer.note(Instant::now(), timestamp) {
                 if !std::mem::replace(&mut push.paced, true) {
                     tracing::info!(stream = %push.stream_id, peer = %self.peer, "push is faster than real time; reading it at real time");
@@ -311,6 +321,7 @@ impl Connection {
                 self.hold = Some(self.hold.map_or(until, |h| h.max(until)));
             }
         }
+        Ok(())
     }
 
     /// Connect: app `live`; Adobe rounds when asked for; a bare connect is refused with
