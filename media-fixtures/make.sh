@@ -15,6 +15,7 @@
 #   vod-SRC-WxH-Rfps-Ss.mp4       lavfi SRC (testsrc, testsrc2) W×H at R fps, 440 Hz tone, S s:
 #                                 H.264 (ultrafast, keyframe every 30 frames) + AAC 96k, moov last
 #   vod-audio-Ss.mp4              the tone alone, AAC 96k
+#   audio-aac-Bk-Ss.mp4           the tone alone, AAC at B kbit/s, S s
 #   ingest-720p30-2500k-Ss.flv    720p30 H.264 2.4 Mbit/s (veryfast, keyframe every 2 s) + AAC 96k
 #   ladder-1080p30-8000k-Ss.mp4   1080p30 H.264 8 Mbit/s (veryfast, keyframe every 2 s) + AAC 128k
 #
@@ -44,6 +45,7 @@ recipe() {
     local name="$1" out="$2"
     local re_vod='^vod-(testsrc2?)-([0-9]+x[0-9]+)-([0-9]+)fps-([0-9]+)s\.mp4$'
     local re_audio='^vod-audio-([0-9]+)s\.mp4$'
+    local re_aac='^audio-aac-([0-9]+)k-([0-9]+)s\.mp4$'
     local re_ingest='^ingest-720p30-2500k-([0-9]+)s\.flv$'
     local re_ladder='^ladder-1080p30-8000k-([0-9]+)s\.mp4$'
     local ff=(ffmpeg -nostdin -loglevel error -y)
@@ -54,6 +56,8 @@ recipe() {
             -c:a aac -b:a 96k -t "${BASH_REMATCH[4]}" "${bitexact[@]}" -f mp4 "$out"
     elif [[ $name =~ $re_audio ]]; then
         "${ff[@]}" "${tone[@]}" -c:a aac -b:a 96k -t "${BASH_REMATCH[1]}" "${bitexact[@]}" -f mp4 "$out"
+    elif [[ $name =~ $re_aac ]]; then
+        "${ff[@]}" "${tone[@]}" -c:a aac -b:a "${BASH_REMATCH[1]}k" -t "${BASH_REMATCH[2]}" "${bitexact[@]}" -f mp4 "$out"
     elif [[ $name =~ $re_ingest ]]; then
         "${ff[@]}" -f lavfi -i "testsrc2=size=1280x720:rate=30" "${tone[@]}" -t "${BASH_REMATCH[1]}" \
             -c:v libx264 -preset veryfast -b:v 2400k -maxrate 2400k -bufsize 4800k -pix_fmt yuv420p \

@@ -372,6 +372,28 @@ async fn a_push_faster_than_real_time_is_read_at_real_time() {
     eprintln!("rushed push: {advanced:.1} s listed in 12 s; 240p {behind:.1} s behind the source");
 }
 
+/// A rushed push at a low bitrate: one read of 64 KiB holds about 40 s of 12-kbit/s audio, so
+/// the pacer holds the next read for longer than 10 s. Held media counts as media for the 10-s
+/// no-media deadline (without that, such a push ended as `no media for 10 s`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rushed_push_at_a_low_bitrate_is_not_taken_for_a_silent_one() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let s = create_stream(&app, "rushed audio").await;
+    let id = s["_id"].as_str().expect("id").to_string();
+    let clip = crate::support::clip("audio-aac-12k-120s.mp4");
+    let _pusher = crate::support::rush_file(&clip, s["ingestUrl"].as_str().expect("ingestUrl"));
+    eventually("live", Duration::from_secs(20), || async {
+        (status(&app, &id).await["status"] == "live").then_some(())
+    })
+    .await;
+    let live_at = Instant::now();
+    while live_at.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = status(&app, &id).await["status"].clone();
+        assert_eq!(now, "live", "{:.1} s after going live", live_at.elapsed().as_secs_f64());
+    }
+}
+
 /// The tags of an FLV file after its header: `(type, timestamp ms, data)`.
 fn flv_tags(flv: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
     let mut tags = Vec::new();

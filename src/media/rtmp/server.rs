@@ -203,6 +203,10 @@ impl Connection {
                     if let Some(why) = self.handle(socket, actions).await? {
                         return Ok(why);
                     }
+                    if let Some(until) = self.hold {
+                        let at = until.saturating_duration_since(self.origin).as_micros();
+                        self.session.media_due_until(u64::try_from(at).unwrap_or(u64::MAX));
+                    }
                 }
                 Wake::Resume => self.hold = None,
                 Wake::Tick => {

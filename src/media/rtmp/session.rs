@@ -230,6 +230,16 @@ impl IngestSession {
         }
     }
 
+    /// The media read so far is due until `at` (µs): the connection holds its reads back
+    /// while a push runs ahead of real time, so the no-media deadline runs from then, not from
+    /// the read (a rushed push at a low bitrate may hold one read for over 10 s). The keyframe
+    /// deadline is left as it is.
+    pub fn media_due_until(&mut self, at: u64) {
+        if let Publish::Live { last_media, .. } = &mut self.publish {
+            *last_media = (*last_media).max(at);
+        }
+    }
+
     /// Whether a publish was approved.
     pub fn is_publishing(&self) -> bool {
         matches!(self.publish, Publish::Live { .. })

@@ -278,6 +278,23 @@ fn a_peer_that_does_not_publish_within_10_s_is_due_to_close() {
 }
 
 #[test]
+fn media_held_back_moves_the_no_media_deadline_and_not_the_keyframe_one() {
+    let t0 = 1_000;
+    let (mut server, _client, mut w) = publishing(t0);
+    server.feed(t0, &raw(&mut w, 9, 0, vec![0x17, 0x01, 0, 0, 0, 9, 9])).unwrap();
+    // The read held 14 s of media: it is due until 12 s from now (less the pacer's lead).
+    server.media_due_until(t0 + 12_000_000);
+    assert_eq!(server.poll(t0 + 12_000_000 + NO_MEDIA_US - 1), None);
+    assert_eq!(server.poll(t0 + 12_000_000 + NO_MEDIA_US), Some(Deadline::NoMedia));
+    // An earlier time does not move it back.
+    server.media_due_until(t0);
+    assert_eq!(server.poll(t0 + 12_000_000 + NO_MEDIA_US - 1), None);
+    // A push without keyframes is still due to end 30 s after its last one.
+    server.media_due_until(t0 + 60_000_000);
+    assert_eq!(server.poll(t0 + NO_KEYFRAME_US), Some(Deadline::NoKeyframe));
+}
+
+#[test]
 fn media_and_keyframe_deadlines_run_from_the_last_media_and_keyframe() {
     let t0 = 1_000;
     let (mut server, _client, mut w) = publishing(t0);
