@@ -2,8 +2,8 @@
 //! (issue 21; CONTRACT: Live media — a hostile client cannot take the server down): AMF nested
 //! 100,000 deep in a `connect`, a 16 MiB chunk header, a flood of idle connections from one
 //! address, a flood over many addresses past the global cap, a publisher that stops sending
-//! keyframes, a process killed mid-push, a publisher that sends faster than real time and one
-//! that switches its video codec mid-push.
+//! keyframes, a process killed mid-push, publishers that send faster than real time (video, and
+//! audio at a low bitrate) and one that switches its video codec mid-push.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -81,27 +81,21 @@ fn ffmpeg_push_as(format: &str, url: &str, video: &str, gop: u32, extra: &[&str]
 /// A publisher of a file: `file` in real time, looping, without re-encoding (cheap enough that
 /// a bench's pushers leave the CPU to the server).
 pub fn push_file(file: &Path, url: &str) -> Killed {
-    Killed(
-        Command::new("bash")
-            .arg(script())
-            .arg("loop")
-            .arg(file)
-            .arg(url)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("bash runs media-fixtures/make.sh"),
-    )
+    file_publisher("loop", file, url)
 }
 
 /// [`push_file`] without `-re`: `file`, looping, sent as fast as the server reads it (a
 /// publisher's common mistake).
 pub fn rush_file(file: &Path, url: &str) -> Killed {
+    file_publisher("rush", file, url)
+}
+
+/// `media-fixtures/make.sh <mode> FILE URL`.
+fn file_publisher(mode: &str, file: &Path, url: &str) -> Killed {
     Killed(
         Command::new("bash")
             .arg(script())
-            .arg("rush")
+            .arg(mode)
             .arg(file)
             .arg(url)
             .stdin(Stdio::null())
