@@ -21,7 +21,8 @@ fn push(url: &str) -> Killed {
     ffmpeg_push(url, "testsrc2=size=854x480:rate=30", 60, &["-b:v", "1200k", "-b:a", "96k"])
 }
 
-async fn get_text(t: &TestApp, url: &str) -> (u16, String) {
+/// The status and body of a GET (0 and nothing when it does not connect).
+pub(crate) async fn get_text(t: &TestApp, url: &str) -> (u16, String) {
     match t.client.get(url).send().await {
         Ok(r) => {
             let status = r.status().as_u16();

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
+use crate::live_hls::get_text;
 use crate::rtmp_limits::{closed_within, create_stream, credentials, publish, publish_silently, status};
 use crate::support::receiver::Receiver;
 use crate::support::{
@@ -340,13 +341,10 @@ async fn a_push_faster_than_real_time_is_read_at_real_time() {
     let master_url = s["playbackUrls"]["hls"].as_str().expect("hls").to_string();
     let base = master_url.trim_end_matches("master.m3u8").to_string();
     let get = |url: String| {
-        let client = app.client.clone();
+        let app = &app;
         async move {
-            let r = client.get(url).send().await.ok()?;
-            if r.status() != 200 {
-                return None;
-            }
-            r.text().await.ok()
+            let (status, text) = get_text(app, &url).await;
+            (status == 200).then_some(text)
         }
     };
     let master = eventually("the master playlist", Duration::from_secs(30), || get(master_url.clone())).await;
@@ -441,8 +439,7 @@ async fn a_push_that_changes_its_video_codec_is_ended() {
     // The frames sent so far play: the master playlist is there once a segment is.
     let master = s["playbackUrls"]["hls"].as_str().expect("hls").to_string();
     eventually("the master playlist", Duration::from_secs(20), || async {
-        let r = app.client.get(&master).send().await.ok()?;
-        (r.status() == 200).then_some(())
+        (get_text(&app, &master).await.0 == 200).then_some(())
     })
     .await;
     assert_eq!(status(&app, &id).await["status"], "live");
