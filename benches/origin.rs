@@ -34,8 +34,9 @@
 //!
 //! `BENCH_STAGES` (default `parts,reloads,blocking`) picks which of the three run, to profile
 //! one; `BENCH_HOLD_SECONDS` keeps the servers up that long after setting up, with signed
-//! playback off (a token is still checked when a URL carries one), and prints the four playlist
-//! URLs, for a load and a profiler run by hand.
+//! playback off (a token is still checked when a URL carries one; `BENCH_HOLD_SIGNED=1` turns it
+//! on, and then only the token URLs answer), and prints the four playlist URLs, for a load and a
+//! profiler run by hand.
 //!
 //! The load generators (wrk, the 1,000 clients) run on the same 2 cores as the servers, so the
 //! requests per second are of the machine as a whole and swing by a quarter between identical
@@ -422,10 +423,12 @@ fn main() {
 
         let hold = secs("BENCH_HOLD_SECONDS", 0);
         if hold > 0 {
-            switch(&sluice, &id, false).await;
+            let signed = std::env::var("BENCH_HOLD_SIGNED").is_ok_and(|v| v == "1");
+            switch(&sluice, &id, signed).await;
             println!(
-                "holding {hold} s, signed playback off; server pid {}: unsigned {unsigned_media} signed \
+                "holding {hold} s, signed playback {}; server pid {}: unsigned {unsigned_media} signed \
                  {signed_media} nginx {nginx_playlist} {nginx_signed_playlist}",
+                if signed { "on" } else { "off" },
                 sluice.proc.0.id()
             );
             tokio::time::sleep(Duration::from_secs(hold)).await;

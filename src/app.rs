@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use poem::endpoint::BoxEndpoint;
@@ -15,7 +15,7 @@ use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response,
 
 use crate::api::error::{to_json_error, ApiError};
 use crate::api::ApiState;
-use crate::client_ip::{self, ClientIp};
+use crate::client_ip;
 use crate::config::{Mode, Settings};
 use crate::domain::content_key::MasterKey;
 use crate::events::sender::Sender;
@@ -293,10 +293,16 @@ impl App {
 
     /// The whole HTTP surface.
     pub fn routes(self: &Arc<Self>) -> impl Endpoint<Output = Response> {
+        self.outermost(self.tree())
+    }
+
+    /// Every route (the API's and playback's, each with its own layers), below the layers that
+    /// every request passes ([`App::outermost`]).
+    fn tree(self: &Arc<Self>) -> Route {
         let service = crate::api::service();
         let spec = crate::api::spec_json(&service);
         let docs = service.swagger_ui();
-        let (guard_app, metrics_app) = (self.clone(), self.clone());
+        let guard_app = self.clone();
         let allow = Arc::new(crate::api::allow::AllowTable::from_spec(&spec));
         let api = Route::new()
             .nest("/", service)
@@ -327,11 +333,20 @@ impl App {
             .data(self.origin.clone())
             .with(CatchPanic::new())
             .catch_all_error(|err| async move { to_json_error(err) });
-        let tree = Route::new().nest("/play", play).nest("/", api);
-        // Live playlist reloads and media skip the router (inside `observe`, so they are
-        // counted and their client address resolved like every request).
+        Route::new().nest("/play", play).nest("/", api)
+    }
+
+    /// What every request passes before `tree`: the metrics and request log, the client
+    /// address ([`observe`]), and live playlist reloads and media answered without the router
+    /// (inside `observe`, so they are counted and their client address resolved like every
+    /// request). Kept out of any box: a reload goes through no dynamic call before its handler.
+    fn outermost<E: Endpoint<Output = Response> + 'static>(
+        self: &Arc<Self>,
+        tree: E,
+    ) -> impl Endpoint<Output = Response> + 'static {
+        let app = self.clone();
         crate::playback::origin::LiveFirst::new(self.origin.clone(), "/play", tree)
-            .around(move |ep, req| observe(metrics_app.clone(), ep, req))
+            .around(move |ep, req| metrics::observe(app.clone(), ep, req))
     }
 
     /// Serves on `settings.http_addr` until `shutdown` resolves. Returns once bound, with the
@@ -343,8 +358,8 @@ impl App {
         self.start_with(shutdown, |routes| routes).await
     }
 
-    /// [`App::start`], serving [`App::routes`] as `wrap` wraps them (the test suite checks every
-    /// answer against the OpenAPI document this way).
+    /// [`App::start`], serving [`App::routes`] with `wrap` around the routes' tree (the test
+    /// suite checks every API answer against the OpenAPI document this way).
     pub async fn start_with(
         self: &Arc<Self>,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -367,7 +382,9 @@ impl App {
             .context("listener has no address")?;
         self.endpoints.http_bound(addr);
         self.join_cluster(addr).await.context("joining the node registry")?;
-        let routes = wrap(self.routes().boxed());
+        // The test suite's wrap sees every answer of the tree (the API's contract is checked
+        // there); the outermost layers add no answers of their own but the live media's.
+        let routes = self.outermost(wrap(self.tree().boxed()));
         self.spawn_housekeeping();
         self.spawn_limiter_sweeps();
         let orphans =
@@ -528,35 +545,6 @@ async fn guard<E: Endpoint<Output = Response>>(
             tracing::info!(%ip, "failed authentication");
         }
     }
-    Ok(resp)
-}
-
-/// The outermost layer: resolves the client address once (proxy-aware) for every layer and
-/// handler below, and records the request in the metrics and the request log.
-async fn observe<E: Endpoint<Output = Response>>(
-    app: Arc<App>,
-    ep: Arc<E>,
-    mut req: Request,
-) -> poem::Result<Response> {
-    let started = Instant::now();
-    let ip = app.settings.trusted_proxies.resolve(&req);
-    if let Some(ip) = ip {
-        req.extensions_mut().insert(ClientIp(ip));
-    }
-    // Both reference-counted: no copy of the path per request.
-    let (method, uri) = (req.method().clone(), req.uri().clone());
-    let resp = ep.call(req).await?;
-    let status = resp.status();
-    let seconds = started.elapsed().as_secs_f64();
-    app.metrics.observe(method.as_str(), uri.path(), status.as_str(), seconds);
-    tracing::debug!(
-        client_ip = %ip.map(|ip| ip.to_string()).unwrap_or_default(),
-        %method,
-        route = %crate::metrics::route_of(uri.path()),
-        status = status.as_u16(),
-        ms = (seconds * 1000.0).round() as u64,
-        "request"
-    );
     Ok(resp)
 }
 

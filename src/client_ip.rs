@@ -69,7 +69,11 @@ impl TrustedProxies {
 
     /// The client of `req` as the edge sees it: its peer, or what trusted proxies say.
     pub fn resolve(&self, req: &Request) -> Option<IpAddr> {
-        let peer = req.remote_addr().as_socket_addr()?.ip();
+        let peer = canonical_ip(req.remote_addr().as_socket_addr()?.ip());
+        // An untrusted peer is the client: its headers are not even looked up.
+        if !self.contains(peer) {
+            return Some(peer);
+        }
         let forwarded = req.headers().get_all("x-forwarded-for").iter().filter_map(|v| v.to_str().ok());
         Some(self.client(peer, forwarded))
     }

@@ -28,9 +28,16 @@ impl Metrics {
     }
 
     pub fn observe(&self, method: &str, path: &str, status: &str, seconds: f64) {
-        let route = route_of(path);
-        self.requests.with_label_values(&[method, &route, status]).inc();
-        self.latency.with_label_values(&[method, &route]).observe(seconds);
+        thread_local! {
+            /// The route being counted, in a buffer each thread keeps: no allocation per request.
+            static ROUTE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+        }
+        ROUTE.with_borrow_mut(|route| {
+            route.clear();
+            write_route(path, route);
+            self.requests.with_label_values(&[method, route, status]).inc();
+            self.latency.with_label_values(&[method, route]).observe(seconds);
+        });
     }
 
     pub fn render(&self) -> String {
@@ -51,59 +58,74 @@ impl Default for Metrics {
 /// identifiers become `:slug` / `:id`, words outside the API's vocabulary become `*`, and paths
 /// outside the served surface collapse to `other`.
 pub fn route_of(path: &str) -> String {
-    const COLLECTIONS: [&str; 8] =
-        ["streams", "vod", "webhooks", "api-keys", "members", "deliveries", "live", "projects"];
-    const FIXED: [&str; 10] = [
-        "events",
-        "scopes",
-        "deliveries",
-        "uploaded",
-        "heartbeat",
-        "rotate-push",
-        "playback-ticket",
-        "signed-playback",
-        "redeliver",
-        "test",
-    ];
-    const WORDS: [&str; 16] = [
-        "v1",
-        "play",
-        "upload",
-        "thumb.jpg",
-        "auth",
-        "login",
-        "refresh",
-        "logout",
-        "me",
-        "accept-invitation",
-        "password",
-        "openapi.json",
-        "healthz",
-        "readyz",
-        "master.m3u8",
-        "index.m3u8",
-    ];
+    let mut out = String::new();
+    write_route(path, &mut out);
+    out
+}
+
+/// [`route_of`], appended to `out`.
+fn write_route(path: &str, out: &mut String) {
+    // `matches!` rather than arrays: it compiles to a switch on the length, and every request
+    // passes here (each playlist reload too).
+    fn collection(s: &str) -> bool {
+        matches!(
+            s,
+            "streams" | "vod" | "webhooks" | "api-keys" | "members" | "deliveries" | "live" | "projects"
+        )
+    }
+    fn fixed(s: &str) -> bool {
+        matches!(
+            s,
+            "events"
+                | "scopes"
+                | "deliveries"
+                | "uploaded"
+                | "heartbeat"
+                | "rotate-push"
+                | "playback-ticket"
+                | "signed-playback"
+                | "redeliver"
+                | "test"
+        )
+    }
+    fn word(s: &str) -> bool {
+        matches!(
+            s,
+            "v1" | "play"
+                | "upload"
+                | "thumb.jpg"
+                | "auth"
+                | "login"
+                | "refresh"
+                | "logout"
+                | "me"
+                | "accept-invitation"
+                | "password"
+                | "openapi.json"
+                | "healthz"
+                | "readyz"
+                | "master.m3u8"
+                | "index.m3u8"
+                | "metrics"
+        )
+    }
     let segments = path.split('/').filter(|s| !s.is_empty());
     let top = segments.clone().next().unwrap_or("");
     if !matches!(top, "v1" | "play" | "upload" | "healthz" | "readyz" | "metrics" | "docs") {
-        return "other".into();
+        out.push_str("other");
+        return;
     }
     if top == "docs" {
-        return "/docs".into();
+        out.push_str("/docs");
+        return;
     }
-    // One allocation: every request passes here (the origin's too).
-    let mut out = String::with_capacity(48);
     let mut prev = "";
     for seg in segments.take(8) {
         let shown = if prev == "projects" {
             ":slug"
-        } else if COLLECTIONS.contains(&prev) && !FIXED.contains(&seg) {
+        } else if collection(prev) && !fixed(seg) {
             ":id"
-        } else if COLLECTIONS.contains(&seg)
-            || FIXED.contains(&seg)
-            || WORDS.contains(&seg)
-            || seg == "metrics"
-        {
+        } else if collection(seg) || fixed(seg) || word(seg) {
             seg
         } else {
             "*"
@@ -112,7 +134,6 @@ pub fn route_of(path: &str) -> String {
         out.push_str(shown);
         prev = seg;
     }
-    out
 }
 
 #[cfg(test)]

@@ -1,13 +1,16 @@
 //! `GET /metrics`: the request metrics, the live sessions and viewers of this process, and with
-//! billing on the projects' credit balances.
+//! billing on the projects' credit balances; and [`observe`], the layer that records every
+//! request in them.
 
 use std::fmt::Write;
 use std::sync::Arc;
+use std::time::Instant;
 
 use poem::web::Data;
-use poem::{handler, Response};
+use poem::{handler, Endpoint, Request, Response};
 
 use super::App;
+use crate::client_ip::{self, ClientIp};
 use crate::config::Billing;
 
 #[handler]
@@ -62,4 +65,36 @@ impl App {
         }
         text
     }
+}
+
+/// The outermost layer: resolves the client address once (proxy-aware) for every layer and
+/// handler below, and records the request in the metrics and the request log.
+pub(super) async fn observe<E: Endpoint<Output = Response>>(
+    app: Arc<App>,
+    ep: Arc<E>,
+    mut req: Request,
+) -> poem::Result<Response> {
+    let started = Instant::now();
+    let ip = app.settings.trusted_proxies.resolve(&req);
+    // Only an address other than the TCP peer's (a trusted proxy's client) is stored: the peer
+    // is what `client_ip::of_request` falls back to, and a request with no extension yet
+    // would allocate their map for it (every playlist reload passes here).
+    if let Some(ip) = ip.filter(|ip| Some(*ip) != client_ip::of_request(&req)) {
+        req.extensions_mut().insert(ClientIp(ip));
+    }
+    // Both reference-counted: no copy of the path per request.
+    let (method, uri) = (req.method().clone(), req.uri().clone());
+    let resp = ep.call(req).await?;
+    let status = resp.status();
+    let seconds = started.elapsed().as_secs_f64();
+    app.metrics.observe(method.as_str(), uri.path(), status.as_str(), seconds);
+    tracing::debug!(
+        client_ip = %ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        %method,
+        route = %crate::metrics::route_of(uri.path()),
+        status = status.as_u16(),
+        ms = (seconds * 1000.0).round() as u64,
+        "request"
+    );
+    Ok(resp)
 }

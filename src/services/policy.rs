@@ -26,6 +26,13 @@ pub enum Resource<'a> {
     Vod(&'a str),
 }
 
+/// The id of a resource, whichever kind it is.
+fn resource_id<'a>(resource: &Resource<'a>) -> &'a str {
+    match *resource {
+        Resource::Stream(id) | Resource::Vod(id) => id,
+    }
+}
+
 impl Resource<'_> {
     /// As tokens and content keys name it: `stream:<id>`, `vod:<id>`.
     pub fn name(&self) -> String {
@@ -48,8 +55,28 @@ pub enum KeyError {
 pub struct Policies {
     db: Db,
     master: MasterKey,
-    policies: Mutex<HashMap<String, (Option<PlaybackRow>, Instant)>>,
+    policies: Mutex<Cached>,
     keys: Mutex<HashMap<String, ContentKey>>,
+}
+
+/// A policy as read, and when.
+type Entry = (Option<PlaybackRow>, Instant);
+
+/// The cached policies by id, streams and VODs apart: a lookup takes the id as the request
+/// has it, with no `stream:<id>` to format first (every playlist reload looks one up).
+#[derive(Default)]
+struct Cached {
+    streams: HashMap<String, Entry>,
+    vods: HashMap<String, Entry>,
+}
+
+impl Cached {
+    fn of(&mut self, resource: &Resource<'_>) -> &mut HashMap<String, Entry> {
+        match resource {
+            Resource::Stream(_) => &mut self.streams,
+            Resource::Vod(_) => &mut self.vods,
+        }
+    }
 }
 
 impl Policies {
@@ -60,8 +87,7 @@ impl Policies {
     /// The policy of `resource`; `None` when it does not exist.
     pub async fn policy(&self, resource: &Resource<'_>) -> Result<Option<PlaybackRow>, DbError> {
         let db = &self.db;
-        let name = resource.name();
-        if let Some((row, at)) = self.lock_policies().get(&name) {
+        if let Some((row, at)) = self.lock_policies().of(resource).get(resource_id(resource)) {
             if at.elapsed() < POLICY_TTL {
                 return Ok(*row);
             }
@@ -71,19 +97,19 @@ impl Policies {
             Resource::Vod(id) => db.vod_playback(id).await?,
         };
         let mut policies = self.lock_policies();
-        if policies.len() >= MAX_ENTRIES {
-            policies.clear();
+        if policies.streams.len() + policies.vods.len() >= MAX_ENTRIES {
+            *policies = Cached::default();
         }
-        policies.insert(name, (row, Instant::now()));
+        policies.of(resource).insert(resource_id(resource).to_string(), (row, Instant::now()));
         Ok(row)
     }
 
     /// Drops what is cached of `resource`: its next request reads the database.
     pub fn forget(&self, resource: &Resource<'_>) {
-        self.lock_policies().remove(&resource.name());
+        self.lock_policies().of(resource).remove(resource_id(resource));
     }
 
-    fn lock_policies(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<PlaybackRow>, Instant)>> {
+    fn lock_policies(&self) -> std::sync::MutexGuard<'_, Cached> {
         self.policies.lock().unwrap_or_else(|e| e.into_inner())
     }
 
