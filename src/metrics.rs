@@ -65,8 +65,8 @@ pub fn route_of(path: &str) -> String {
 
 /// [`route_of`], appended to `out`.
 fn write_route(path: &str, out: &mut String) {
-    // `matches!` rather than arrays: it compiles to a switch on the length, and every request
-    // passes here (each playlist reload too).
+    // Word tests as `matches!` rather than scans of word arrays: every request passes here
+    // (each playlist reload too).
     fn collection(s: &str) -> bool {
         matches!(
             s,
