@@ -26,13 +26,6 @@ pub enum Resource<'a> {
     Vod(&'a str),
 }
 
-/// The id of a resource, whichever kind it is.
-fn resource_id<'a>(resource: &Resource<'a>) -> &'a str {
-    match *resource {
-        Resource::Stream(id) | Resource::Vod(id) => id,
-    }
-}
-
 impl Resource<'_> {
     /// As tokens and content keys name it: `stream:<id>`, `vod:<id>`.
     pub fn name(&self) -> String {
@@ -71,10 +64,11 @@ struct Cached {
 }
 
 impl Cached {
-    fn of(&mut self, resource: &Resource<'_>) -> &mut HashMap<String, Entry> {
-        match resource {
-            Resource::Stream(_) => &mut self.streams,
-            Resource::Vod(_) => &mut self.vods,
+    /// The map that holds `resource`'s kind, and its key there.
+    fn of<'r>(&mut self, resource: &Resource<'r>) -> (&mut HashMap<String, Entry>, &'r str) {
+        match *resource {
+            Resource::Stream(id) => (&mut self.streams, id),
+            Resource::Vod(id) => (&mut self.vods, id),
         }
     }
 }
@@ -87,9 +81,14 @@ impl Policies {
     /// The policy of `resource`; `None` when it does not exist.
     pub async fn policy(&self, resource: &Resource<'_>) -> Result<Option<PlaybackRow>, DbError> {
         let db = &self.db;
-        if let Some((row, at)) = self.lock_policies().of(resource).get(resource_id(resource)) {
-            if at.elapsed() < POLICY_TTL {
-                return Ok(*row);
+        {
+            // Released before the database is read.
+            let mut policies = self.lock_policies();
+            let (cached, id) = policies.of(resource);
+            if let Some((row, at)) = cached.get(id) {
+                if at.elapsed() < POLICY_TTL {
+                    return Ok(*row);
+                }
             }
         }
         let row = match resource {
@@ -100,13 +99,16 @@ impl Policies {
         if policies.streams.len() + policies.vods.len() >= MAX_ENTRIES {
             *policies = Cached::default();
         }
-        policies.of(resource).insert(resource_id(resource).to_string(), (row, Instant::now()));
+        let (cached, id) = policies.of(resource);
+        cached.insert(id.to_string(), (row, Instant::now()));
         Ok(row)
     }
 
     /// Drops what is cached of `resource`: its next request reads the database.
     pub fn forget(&self, resource: &Resource<'_>) {
-        self.lock_policies().of(resource).remove(resource_id(resource));
+        let mut policies = self.lock_policies();
+        let (cached, id) = policies.of(resource);
+        cached.remove(id);
     }
 
     fn lock_policies(&self) -> std::sync::MutexGuard<'_, Cached> {
