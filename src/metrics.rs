@@ -6,6 +6,31 @@ pub struct Metrics {
     registry: Registry,
     requests: IntCounterVec,
     latency: HistogramVec,
+    /// Tells this instance's entries in [`RECENT`] from another's (a test process runs many).
+    id: u64,
+}
+
+/// How many label sets [`RECENT`] keeps per thread.
+const RECENT_SETS: usize = 8;
+/// The longest path [`RECENT`] keeps (a signed live path with its token is about 200 bytes).
+const RECENT_PATH: usize = 256;
+
+/// The counter and histogram of one request's labels, found by its method, path and status.
+struct Handles {
+    metrics: u64,
+    method: poem::http::Method,
+    status: poem::http::StatusCode,
+    path: String,
+    requests: prometheus::IntCounter,
+    latency: prometheus::Histogram,
+}
+
+thread_local! {
+    /// The label sets this thread counted last, with their handles: a playlist reload repeats
+    /// its path for every viewer several times a second, and a hit skips the route template
+    /// and both label lookups (hashing the labels, a lock). Replaced round-robin; a miss counts
+    /// as before, so the labels are the same whatever is cached.
+    static RECENT: std::cell::RefCell<(Vec<Handles>, usize)> = const { std::cell::RefCell::new((Vec::new(), 0)) };
 }
 
 impl Metrics {
@@ -24,19 +49,50 @@ impl Metrics {
         .expect("static metric definition");
         registry.register(Box::new(requests.clone())).expect("unique metric");
         registry.register(Box::new(latency.clone())).expect("unique metric");
-        Metrics { registry, requests, latency }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Metrics { registry, requests, latency, id }
     }
 
-    pub fn observe(&self, method: &str, path: &str, status: &str, seconds: f64) {
-        thread_local! {
-            /// The route being counted, in a buffer each thread keeps: no allocation per request.
-            static ROUTE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
-        }
-        ROUTE.with_borrow_mut(|route| {
-            route.clear();
-            write_route(path, route);
-            self.requests.with_label_values(&[method, route, status]).inc();
-            self.latency.with_label_values(&[method, route]).observe(seconds);
+    pub fn observe(
+        &self,
+        method: &poem::http::Method,
+        path: &str,
+        status: poem::http::StatusCode,
+        seconds: f64,
+    ) {
+        RECENT.with_borrow_mut(|(recent, next)| {
+            let hit = recent
+                .iter()
+                .find(|h| h.metrics == self.id && h.status == status && h.method == method && h.path == path);
+            if let Some(h) = hit {
+                h.requests.inc();
+                h.latency.observe(seconds);
+                return;
+            }
+            let mut route = String::new();
+            write_route(path, &mut route);
+            let requests = self.requests.with_label_values(&[method.as_str(), &route, status.as_str()]);
+            let latency = self.latency.with_label_values(&[method.as_str(), &route]);
+            requests.inc();
+            latency.observe(seconds);
+            if path.len() > RECENT_PATH {
+                return;
+            }
+            let handles = Handles {
+                metrics: self.id,
+                method: method.clone(),
+                status,
+                path: path.to_string(),
+                requests,
+                latency,
+            };
+            if recent.len() < RECENT_SETS {
+                recent.push(handles);
+            } else {
+                recent[*next] = handles;
+                *next = (*next + 1) % RECENT_SETS;
+            }
         });
     }
 
@@ -140,6 +196,37 @@ fn write_route(path: &str, out: &mut String) {
 mod tests {
     use super::route_of;
 
+    /// The per-thread handles count into the instance they came from, under the same labels as
+    /// a first request, past the number of label sets kept.
+    #[test]
+    fn repeated_requests_count_under_their_labels_in_their_own_instance() {
+        use poem::http::{Method, StatusCode};
+        let (a, b) = (super::Metrics::new(), super::Metrics::new());
+        let reload = "/play/live/abc/Xy12/720p/index.m3u8";
+        for _ in 0..3 {
+            a.observe(&Method::GET, reload, StatusCode::OK, 0.001);
+        }
+        b.observe(&Method::GET, reload, StatusCode::OK, 0.001);
+        a.observe(&Method::GET, reload, StatusCode::NOT_FOUND, 0.001);
+        // More label sets than are kept, then the first again.
+        for n in 0..super::RECENT_SETS * 2 {
+            a.observe(&Method::GET, &format!("/play/live/abc/Xy12/720p/p{n}.m4s"), StatusCode::OK, 0.001);
+        }
+        a.observe(&Method::GET, reload, StatusCode::OK, 0.001);
+        let line = |m: &super::Metrics, route: &str, status: &str| {
+            let want = format!(
+                "sluice_http_requests_total{{method=\"GET\",route=\"{route}\",status=\"{status}\"}} "
+            );
+            m.render().lines().find_map(|l| l.strip_prefix(&want).map(str::to_string))
+        };
+        let route = "/play/live/:id/*/*/index.m3u8";
+        assert_eq!(line(&a, route, "200").as_deref(), Some("4"));
+        assert_eq!(line(&a, route, "404").as_deref(), Some("1"));
+        assert_eq!(line(&a, "/play/live/:id/*/*/*", "200").as_deref(), Some("16"));
+        assert_eq!(line(&b, route, "200").as_deref(), Some("1"));
+        assert!(a.render().contains("sluice_http_request_duration_seconds_count{method=\"GET\",route=\"/play/live/:id/*/*/index.m3u8\"} 5"));
+    }
+
     #[test]
     fn ids_and_slugs_become_placeholders() {
         assert_eq!(route_of("/v1/projects/demo/api-keys"), "/v1/projects/:slug/api-keys");
@@ -192,9 +279,19 @@ impl PerStream {
         map.entry(stream_id.to_string()).or_default().clone()
     }
 
-    /// Counts `bytes` served of `stream_id`'s playback.
+    /// Counts `bytes` served of `stream_id`'s playback: under the lock when the stream has its
+    /// counters already (every answer but the first), so no reference is taken and dropped.
     pub fn served(&self, stream_id: &str, bytes: usize) {
-        self.get(stream_id).bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        let add =
+            |c: &StreamCounters| c.bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        {
+            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(c) = map.get(stream_id) {
+                add(c);
+                return;
+            }
+        }
+        add(&self.get(stream_id));
     }
 
     /// The per-stream lines: `live(id)` (1 while this process holds its push), `viewers(id)`

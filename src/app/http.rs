@@ -16,9 +16,13 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
 
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -139,11 +143,15 @@ async fn connection<Io, E>(
         .max_header_list_size(H2_MAX_HEADER_LIST);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
-    let idle = tokio::select! {
-        biased;
-        _ = conn.as_mut() => return,
-        _ = stop.cancelled() => false,
-        _ = activity.idle_for(IDLE) => true,
+    let until = std::pin::pin!(async {
+        tokio::select! {
+            _ = stop.cancelled() => false,
+            _ = activity.idle_for(IDLE) => true,
+        }
+    });
+    let idle = match Race::new(conn.as_mut(), until).await {
+        Won::First(_) => return,
+        Won::Second(idle) => idle,
     };
     conn.as_mut().graceful_shutdown();
     if idle {
@@ -166,6 +174,64 @@ async fn connection<Io, E>(
     }
 }
 
+/// `first` raced against `second`, which is polled only on the first poll and when its own
+/// waker has fired since: a connection's task wakes for every request it serves, and polling
+/// the stop token and the idle timer each time (the token takes a lock) cost 1–2 % of a
+/// playlist reload. `first` wins a tie.
+struct Race<'a, A, B> {
+    first: Pin<&'a mut A>,
+    second: Pin<&'a mut B>,
+    flag: Arc<SecondWoken>,
+}
+
+/// Set by `second`'s waker, which then wakes the task.
+struct SecondWoken {
+    woken: AtomicBool,
+    task: AtomicWaker,
+}
+
+impl Wake for SecondWoken {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
+enum Won<A, B> {
+    First(A),
+    Second(B),
+}
+
+impl<'a, A: Future, B: Future> Race<'a, A, B> {
+    fn new(first: Pin<&'a mut A>, second: Pin<&'a mut B>) -> Self {
+        let flag = Arc::new(SecondWoken { woken: AtomicBool::new(true), task: AtomicWaker::new() });
+        Race { first, second, flag }
+    }
+}
+
+impl<A: Future, B: Future> Future for Race<'_, A, B> {
+    type Output = Won<A::Output, B::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.flag.task.register(cx.waker());
+        if let Poll::Ready(out) = this.first.as_mut().poll(cx) {
+            return Poll::Ready(Won::First(out));
+        }
+        if this.flag.woken.swap(false, Ordering::AcqRel) {
+            let waker = Waker::from(this.flag.clone());
+            if let Poll::Ready(out) = this.second.as_mut().poll(&mut Context::from_waker(&waker)) {
+                return Poll::Ready(Won::Second(out));
+            }
+        }
+        Poll::Pending
+    }
+}
+
 /// A response body that keeps its request in flight until it has been sent or dropped.
 struct Tracked<B> {
     body: B,
@@ -177,10 +243,10 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
     type Error = B::Error;
 
     fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -248,6 +314,41 @@ impl Drop for Busy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The second future is polled on the first poll and then only after its own waker fired,
+    /// and wins then; the first wins whenever it is ready.
+    #[tokio::test]
+    async fn a_race_polls_the_second_only_when_it_woke() {
+        let polls = AtomicUsize::new(0);
+        let stop = CancellationToken::new();
+        // Counts its polls, and is ready once the token is cancelled.
+        let counted = std::future::poll_fn(|cx| {
+            polls.fetch_add(1, Ordering::SeqCst);
+            let cancelled = std::pin::pin!(stop.cancelled());
+            cancelled.poll(cx)
+        });
+        let (tx, mut rx) = mpsc::channel::<()>(4);
+        let (first, second) = (std::pin::pin!(rx.recv()), std::pin::pin!(counted));
+        let mut race = Race::new(first, second);
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..5 {
+            assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
+        }
+        assert_eq!(polls.load(Ordering::SeqCst), 1, "polled once, then not again until woken");
+        tx.send(()).await.expect("send");
+        assert!(matches!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Won::First(Some(())))));
+        assert_eq!(polls.load(Ordering::SeqCst), 1, "the first won without polling the second");
+
+        let (first, second) =
+            (std::pin::pin!(std::future::pending::<()>()), std::pin::pin!(stop.cancelled()));
+        let mut race = Race::new(first, second);
+        assert!(Pin::new(&mut race).poll(&mut cx).is_pending());
+        assert!(!race.flag.woken.load(Ordering::SeqCst));
+        stop.cancel();
+        assert!(race.flag.woken.load(Ordering::SeqCst), "the token woke the second");
+        assert!(matches!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Won::Second(()))));
+    }
 
     #[tokio::test]
     async fn idle_counts_from_the_end_of_the_last_request_and_never_during_one() {

@@ -87,7 +87,7 @@ pub(super) async fn observe<E: Endpoint<Output = Response>>(
     let resp = ep.call(req).await?;
     let status = resp.status();
     let seconds = started.elapsed().as_secs_f64();
-    app.metrics.observe(method.as_str(), uri.path(), status.as_str(), seconds);
+    app.metrics.observe(&method, uri.path(), status, seconds);
     tracing::debug!(
         client_ip = %ip.map(|ip| ip.to_string()).unwrap_or_default(),
         %method,

@@ -46,9 +46,14 @@ pub struct Origin {
     pub relay: Arc<relay::Relay>,
 }
 
+/// The relay's bearer header, its name parsed once: a lookup by `&str` parses the name again on
+/// every request, and every playback request asks.
+static RELAY_HEADER: poem::http::HeaderName =
+    poem::http::HeaderName::from_static(crate::services::nodes::RELAY_HEADER);
+
 /// Whether `req` comes from another node of this service (the relay's bearer).
 pub(crate) fn is_relayed(app: &Origin, req: &Request) -> bool {
-    let presented = req.headers().get(crate::services::nodes::RELAY_HEADER).and_then(|v| v.to_str().ok());
+    let presented = req.headers().get(&RELAY_HEADER).and_then(|v| v.to_str().ok());
     app.relay.nodes.is_relay(presented)
 }
 
@@ -169,11 +174,12 @@ async fn check(
         Refused::Internal
     })?;
     let Some(policy) = policy else { return Err(Refused::NotFound) };
-    let now = chrono::Utc::now().timestamp();
-    // No token and nothing to enforce: no key ring is needed (the common unsigned request).
+    // No token and nothing to enforce: no key ring, nor the time, is needed (the common unsigned
+    // request).
     let child_token = if relayed || (token.is_none() && !policy.signed) {
         None
     } else {
+        let now = chrono::Utc::now().timestamp();
         let keys = app.keys.ring_for(token.as_deref().and_then(token::kid)).await;
         match token::verify(&keys, token.as_deref(), &resource.name(), client, now) {
             // A ticket starts a session; a session token is passed on as it is.

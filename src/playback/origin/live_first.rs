@@ -32,12 +32,22 @@ fn live_target<'a>(prefix: &str, path: &'a str) -> Option<(Carried<'a>, LivePath
     let rest = path.strip_prefix(prefix)?.strip_prefix("/live/")?;
     let mut segs = [""; 6];
     let mut n = 0;
-    for seg in rest.split('/') {
-        if n == segs.len() || seg.is_empty() || seg.contains('%') {
-            return None;
+    // One pass over the bytes (a `split('/')` searched for each slash anew, and a `contains`
+    // scanned each segment again): every live media request passes here.
+    let mut start = 0;
+    for (i, b) in rest.bytes().chain([b'/']).enumerate() {
+        match b {
+            b'%' => return None,
+            b'/' => {
+                if n == segs.len() || i == start {
+                    return None;
+                }
+                segs[n] = rest.get(start..i)?;
+                n += 1;
+                start = i + 1;
+            }
+            _ => {}
         }
-        segs[n] = seg;
-        n += 1;
     }
     match (n, segs) {
         // `t` as a session is the token path's key (`/live/<id>/t/<token>/key`): the router's.
