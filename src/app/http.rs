@@ -143,15 +143,18 @@ async fn connection<Io, E>(
         .max_header_list_size(H2_MAX_HEADER_LIST);
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
     tokio::pin!(conn);
-    let until = std::pin::pin!(async {
-        tokio::select! {
-            _ = stop.cancelled() => false,
-            _ = activity.idle_for(IDLE) => true,
+    let idle = {
+        // Dropped with this block: its timer and its place among the token's waiters go with it.
+        let until = std::pin::pin!(async {
+            tokio::select! {
+                _ = stop.cancelled() => false,
+                _ = activity.idle_for(IDLE) => true,
+            }
+        });
+        match Race::new(conn.as_mut(), until).await {
+            Won::First(_) => return,
+            Won::Second(idle) => idle,
         }
-    });
-    let idle = match Race::new(conn.as_mut(), until).await {
-        Won::First(_) => return,
-        Won::Second(idle) => idle,
     };
     conn.as_mut().graceful_shutdown();
     if idle {
