@@ -70,8 +70,7 @@ impl Metrics {
                 h.latency.observe(seconds);
                 return;
             }
-            let mut route = String::new();
-            write_route(path, &mut route);
+            let route = route_of(path);
             let requests = self.requests.with_label_values(&[method.as_str(), &route, status.as_str()]);
             let latency = self.latency.with_label_values(&[method.as_str(), &route]);
             requests.inc();
@@ -114,15 +113,8 @@ impl Default for Metrics {
 /// identifiers become `:slug` / `:id`, words outside the API's vocabulary become `*`, and paths
 /// outside the served surface collapse to `other`.
 pub fn route_of(path: &str) -> String {
-    let mut out = String::new();
-    write_route(path, &mut out);
-    out
-}
-
-/// [`route_of`], appended to `out`.
-fn write_route(path: &str, out: &mut String) {
-    // Word tests as `matches!` rather than scans of word arrays: every request passes here
-    // (each playlist reload too).
+    // Word tests as `matches!` rather than scans of word arrays: every request whose label set
+    // is not among its thread's recent ones passes here.
     fn collection(s: &str) -> bool {
         matches!(
             s,
@@ -168,13 +160,12 @@ fn write_route(path: &str, out: &mut String) {
     let segments = path.split('/').filter(|s| !s.is_empty());
     let top = segments.clone().next().unwrap_or("");
     if !matches!(top, "v1" | "play" | "upload" | "healthz" | "readyz" | "metrics" | "docs") {
-        out.push_str("other");
-        return;
+        return "other".into();
     }
     if top == "docs" {
-        out.push_str("/docs");
-        return;
+        return "/docs".into();
     }
+    let mut out = String::with_capacity(48);
     let mut prev = "";
     for seg in segments.take(8) {
         let shown = if prev == "projects" {
@@ -190,6 +181,7 @@ fn write_route(path: &str, out: &mut String) {
         out.push_str(shown);
         prev = seg;
     }
+    out
 }
 
 #[cfg(test)]
@@ -284,14 +276,12 @@ impl PerStream {
     pub fn served(&self, stream_id: &str, bytes: usize) {
         let add =
             |c: &StreamCounters| c.bytes_out.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
-        {
-            let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(c) = map.get(stream_id) {
-                add(c);
-                return;
-            }
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = map.get(stream_id) {
+            add(c);
+            return;
         }
-        add(&self.get(stream_id));
+        add(map.entry(stream_id.to_string()).or_default());
     }
 
     /// The per-stream lines: `live(id)` (1 while this process holds its push), `viewers(id)`
