@@ -337,16 +337,15 @@ impl App {
     }
 
     /// What every request passes before `tree`: the metrics and request log, the client
-    /// address ([`observe`]), and live playlist reloads and media answered without the router
+    /// address (`metrics::Observed`), and live playlist reloads and media answered without the router
     /// (inside `observe`, so they are counted and their client address resolved like every
     /// request). Kept out of any box: a reload goes through no dynamic call before its handler.
     fn outermost<E: Endpoint<Output = Response> + 'static>(
         self: &Arc<Self>,
         tree: E,
     ) -> impl Endpoint<Output = Response> + 'static {
-        let app = self.clone();
-        crate::playback::origin::LiveFirst::new(self.origin.clone(), "/play", tree)
-            .around(move |ep, req| metrics::observe(app.clone(), ep, req))
+        let inner = crate::playback::origin::LiveFirst::new(self.origin.clone(), "/play", tree);
+        metrics::Observed { app: self.clone(), inner }
     }
 
     /// Serves on `settings.http_addr` until `shutdown` resolves. Returns once bound, with the
@@ -383,8 +382,10 @@ impl App {
         self.endpoints.http_bound(addr);
         self.join_cluster(addr).await.context("joining the node registry")?;
         // The test suite's wrap sees every answer of the tree (the API's contract is checked
-        // there); the outermost layers add no answers of their own but the live media's.
-        let routes = self.outermost(wrap(self.tree().boxed()));
+        // there); the outermost layers add no answers of their own but the live media's. The
+        // connections are served on the HTTP threads; the tree's handlers on this runtime.
+        let tree = http::OnRuntime::new(tokio::runtime::Handle::current(), wrap(self.tree().boxed()));
+        let routes = self.outermost(tree);
         self.spawn_housekeeping();
         self.spawn_limiter_sweeps();
         let orphans =

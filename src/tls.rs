@@ -189,18 +189,20 @@ impl<A: Acceptor> Acceptor for HttpsAcceptor<A> {
     async fn accept(&mut self) -> io::Result<(Self::Io, LocalAddr, RemoteAddr, Scheme)> {
         let (io, local, remote, _) = self.inner.accept().await?;
         let config = self.tls.current.borrow().https.clone();
-        Ok((Handshake::Pending(handshake(config, io).boxed()), local, remote, Scheme::HTTPS))
+        Ok((Handshake::Start(config, io), local, remote, Scheme::HTTPS))
     }
 }
 
-/// A server-side TLS stream whose handshake completes on first use.
+/// A server-side TLS stream whose handshake begins and completes on first use (until then the
+/// accepted connection can still be handed to another thread: `app::http`).
 pub enum Handshake<IO> {
+    Start(Arc<ServerConfig>, IO),
     Pending(BoxFuture<'static, io::Result<tokio_rustls::server::TlsStream<IO>>>),
     Ready(Box<tokio_rustls::server::TlsStream<IO>>),
     Failed,
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> Handshake<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin + Send + 'static> Handshake<IO> {
     /// Drives the handshake; `Ready(Ok)` once the stream is usable.
     fn poll_ready(
         &mut self,
@@ -208,6 +210,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Handshake<IO> {
     ) -> Poll<io::Result<&mut tokio_rustls::server::TlsStream<IO>>> {
         loop {
             match self {
+                Handshake::Start(..) => {
+                    if let Handshake::Start(config, io) = std::mem::replace(self, Handshake::Failed) {
+                        *self = Handshake::Pending(handshake(config, io).boxed());
+                    }
+                }
                 Handshake::Pending(f) => match f.poll_unpin(cx) {
                     Poll::Pending => return Poll::Pending,
                     Poll::Ready(Ok(s)) => *self = Handshake::Ready(Box::new(s)),
@@ -228,7 +235,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> Handshake<IO> {
     }
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Handshake<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncRead for Handshake<IO> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         match self.get_mut().poll_ready(cx) {
             Poll::Ready(Ok(s)) => Pin::new(s).poll_read(cx, buf),
@@ -238,7 +245,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for Handshake<IO> {
     }
 }
 
-impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Handshake<IO> {
+impl<IO: AsyncRead + AsyncWrite + Unpin + Send + 'static> AsyncWrite for Handshake<IO> {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut().poll_ready(cx) {
             Poll::Ready(Ok(s)) => Pin::new(s).poll_write(cx, buf),

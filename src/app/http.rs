@@ -8,7 +8,8 @@
 //! acceptor's own type (plain TCP, or [`crate::tls::HttpsAcceptor`]'s stream), bodies go out
 //! with `writev`, and each connection waits on a token of its own. The rest is as poem does it:
 //! the same endpoint, the same HTTP/2 header and reset limits, the same graceful shutdown; HTTP/2
-//! streams per connection are capped at hyper's 200 (poem lifted the cap).
+//! streams per connection are capped at hyper's 200 (poem lifted the cap). Connections are
+//! accepted here and served on the HTTP threads ([`threads`]).
 //!
 //! A connection with no request in flight for [`IDLE`] is closed gracefully: one that sends
 //! nothing, drips a request head, or sits idle between requests cannot hold a socket for long.
@@ -31,6 +32,9 @@ use poem::listener::Acceptor;
 use poem::{Endpoint, Response};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+mod threads;
+pub use threads::OnRuntime;
 
 /// HTTP/2 streams one connection may have open at once.
 const H2_MAX_STREAMS: u32 = 200;
@@ -63,6 +67,7 @@ pub async fn serve<A, E>(
 ) -> io::Result<()>
 where
     A: Acceptor,
+    A::Io: threads::Portable,
     E: Endpoint<Output = Response> + 'static,
 {
     let ep = Arc::new(ep);
@@ -78,7 +83,8 @@ where
                 Ok((io, local, remote, scheme)) => {
                     let (ep, alive) = (ep.clone(), alive.clone());
                     let (stop, hard) = (stop.child_token(), hard.clone());
-                    tokio::spawn(async move {
+                    // On an HTTP thread (`threads`), the acceptor's runtime left behind.
+                    threads::spawn_connection(io, move |io| async move {
                         connection(io, (local, remote, scheme), ep, (stop, hard)).await;
                         drop(alive);
                     });
@@ -129,11 +135,12 @@ async fn connection<Io, E>(
         let ep = ep.clone();
         let busy = seen.begin();
         let req = poem::Request::from((req, local.clone(), remote.clone(), scheme.clone()));
-        async move {
+        // Boxed: hyper moves the future it is given, and this one holds every layer's state.
+        Box::pin(async move {
             let response = hyper::Response::from(ep.get_response(req).await);
             // In flight until its body has been sent (or dropped with the connection).
             Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
-        }
+        })
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

@@ -68,10 +68,25 @@ impl App {
 }
 
 /// The outermost layer: resolves the client address once (proxy-aware) for every layer and
-/// handler below, and records the request in the metrics and the request log.
-pub(super) async fn observe<E: Endpoint<Output = Response>>(
-    app: Arc<App>,
-    ep: Arc<E>,
+/// handler below, and records the request in the metrics and the request log ([`observe`]).
+pub(super) struct Observed<E> {
+    pub(super) app: Arc<App>,
+    pub(super) inner: E,
+}
+
+impl<E: Endpoint<Output = Response>> Endpoint for Observed<E> {
+    type Output = Response;
+
+    /// By reference: poem's `around` cloned two `Arc`s a request, whose counters every HTTP
+    /// thread then shares.
+    async fn call(&self, req: Request) -> poem::Result<Response> {
+        observe(&self.app, &self.inner, req).await
+    }
+}
+
+async fn observe<E: Endpoint<Output = Response>>(
+    app: &App,
+    ep: &E,
     mut req: Request,
 ) -> poem::Result<Response> {
     let started = Instant::now();
