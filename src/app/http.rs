@@ -54,6 +54,8 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 pub const IDLE: Duration = Duration::from_secs(10);
 /// How long an idle connection that was told to close may take to do so.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
+/// How long a server dropped before its shutdown waits for its connections to close.
+const DROP_WAIT: Duration = Duration::from_secs(2);
 
 /// Serves `ep` on the connections `acceptor` accepts until `shutdown` resolves; then stops
 /// accepting, lets each connection finish the requests it has (HTTP/1.1: the one in flight;
@@ -75,18 +77,21 @@ where
     let hard = CancellationToken::new();
     // Every connection holds a sender; `recv` returns `None` once all have dropped theirs.
     let (alive, mut gone) = mpsc::channel::<Infallible>(1);
+    let open = Arc::new(Open::default());
+    let _closing = CloseOnDrop { open: open.clone(), stop: stop.clone(), hard: hard.clone() };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = acceptor.accept() => match accepted {
                 Ok((io, local, remote, scheme)) => {
-                    let (ep, alive) = (ep.clone(), alive.clone());
+                    let (ep, alive, counted) = (ep.clone(), alive.clone(), open.count());
                     let (stop, hard) = (stop.child_token(), hard.clone());
                     // On an HTTP thread (`threads`), the acceptor's runtime left behind.
                     threads::spawn_connection(io, move |io| async move {
                         connection(io, (local, remote, scheme), ep, (stop, hard)).await;
                         drop(alive);
+                        drop(counted);
                     });
                 }
                 Err(e) => {
@@ -116,6 +121,58 @@ where
     timer.abort();
     tracing::info!("HTTP server stopped");
     Ok(())
+}
+
+/// The connections one server has open, counted for [`CloseOnDrop`].
+#[derive(Default)]
+struct Open {
+    count: std::sync::Mutex<usize>,
+    none: std::sync::Condvar,
+}
+
+/// One open connection of an [`Open`]; uncounted when dropped.
+struct Counted(Arc<Open>);
+
+impl Open {
+    fn count(self: &Arc<Self>) -> Counted {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Counted(self.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut n = self.0.count.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.0.none.notify_all();
+        }
+    }
+}
+
+/// A server dropped before its shutdown (the runtime that ran it went away, as at a test's
+/// end) closes its connections at once and waits for them, up to [`DROP_WAIT`]: they live on
+/// the HTTP threads, and what they hold (the endpoint, so the whole app) must be let go before
+/// the drop returns, as it was when they were tasks of the same runtime, not at some later
+/// moment (a process's exit, say, while libraries tear down). A server that shut down has no
+/// connection left, and does not wait.
+struct CloseOnDrop {
+    open: Arc<Open>,
+    stop: CancellationToken,
+    hard: CancellationToken,
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.hard.cancel();
+        let n = self.open.count.lock().unwrap_or_else(|p| p.into_inner());
+        let (n, waited) =
+            self.open.none.wait_timeout_while(n, DROP_WAIT, |n| *n > 0).unwrap_or_else(|p| p.into_inner());
+        if waited.timed_out() {
+            tracing::warn!(connections = *n, "HTTP server dropped with connections still closing");
+        }
+    }
 }
 
 /// Serves one connection until the client closes it, or until `stop` (finish what is in
@@ -358,6 +415,46 @@ mod tests {
         stop.cancel();
         assert!(race.flag.woken.load(Ordering::SeqCst), "the token woke the second");
         assert!(matches!(Pin::new(&mut race).poll(&mut cx), Poll::Ready(Won::Second(()))));
+    }
+
+    /// A server whose runtime goes away lets go of its connections, and so of its endpoint,
+    /// before the runtime's drop returns, though they are served on the HTTP threads.
+    #[test]
+    fn a_dropped_server_lets_go_of_its_connections_before_the_drop_returns() {
+        use poem::listener::{Listener, TcpListener};
+        use poem::EndpointExt;
+        use std::io::{Read, Write};
+        let marker = Arc::new(());
+        let held = marker.clone();
+        let ep = poem::endpoint::make(move |_req| {
+            let _held = &held;
+            async { "ok" }
+        })
+        .map_to_response();
+        let rt =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("rt");
+        let addr = rt.block_on(async {
+            let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.expect("bind");
+            let addr = acceptor.local_addr()[0].as_socket_addr().copied().expect("addr");
+            tokio::spawn(serve(acceptor, ep, std::future::pending(), Duration::from_secs(5)));
+            addr
+        });
+        // A keep-alive connection, answered and left open.
+        let mut client = std::net::TcpStream::connect(addr).expect("connect");
+        client.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        client.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").expect("write");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while !got.ends_with(b"ok") {
+            let n = client.read(&mut buf).expect("read");
+            assert!(n > 0, "closed before the answer: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(Arc::strong_count(&marker), 2, "the server holds its endpoint");
+        drop(rt);
+        assert_eq!(Arc::strong_count(&marker), 1, "the endpoint was let go with the runtime");
+        // And the connection was closed.
+        assert_eq!(client.read(&mut buf).map_err(|e| e.kind()), Ok(0));
     }
 
     #[tokio::test]

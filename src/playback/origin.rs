@@ -133,7 +133,9 @@ async fn source(
     if let Some(channel) = app.channels.get(id) {
         return Ok((Source::Local(channel), grant));
     }
-    match app.relay.holder(id, is_relayed(app, req)).await {
+    // Boxed, as `relayed`: the futures of the cluster's paths would otherwise sit inside every
+    // local request's.
+    match Box::pin(app.relay.holder(id, is_relayed(app, req))).await {
         Some(holder) => Ok((Source::Remote(holder), grant)),
         None => Err(Refused::NotLive),
     }
@@ -228,11 +230,33 @@ fn rendered_playlist(r: Rendered, cache: &'static str, grant: &Grant, carried: C
 
 fn playlist_response(body: Bytes, cache: &'static str, grant: &Grant) -> Response {
     let cache = if grant.child_token.is_some() { SIGNED_PLAYLIST_CACHE } else { cache };
-    Response::builder()
-        .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"))
-        .header(header::CACHE_CONTROL, HeaderValue::from_static(cache))
-        .header(header::CONTENT_TYPE, HeaderValue::from_static(PLAYLIST_TYPE))
-        .body(body)
+    let parts = poem::ResponseParts {
+        status: StatusCode::OK,
+        version: poem::http::Version::default(),
+        headers: playlist_headers(cache),
+        extensions: poem::http::Extensions::new(),
+    };
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// The headers of a playlist answer: for each cache policy made once, and cloned for an answer
+/// (a copy, where inserting them hashed each name: every reload is a playlist answer).
+fn playlist_headers(cache: &'static str) -> HeaderMap {
+    static MADE: std::sync::OnceLock<[HeaderMap; 3]> = std::sync::OnceLock::new();
+    let make = |cache: &'static str| {
+        let mut h = HeaderMap::with_capacity(3);
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static(PLAYLIST_TYPE));
+        h
+    };
+    let made = MADE.get_or_init(|| [PLAYLIST_CACHE, BLOCKING_CACHE, SIGNED_PLAYLIST_CACHE].map(make));
+    match cache {
+        PLAYLIST_CACHE => made[0].clone(),
+        BLOCKING_CACHE => made[1].clone(),
+        SIGNED_PLAYLIST_CACHE => made[2].clone(),
+        other => make(other),
+    }
 }
 
 #[handler]
@@ -292,7 +316,8 @@ async fn live_media(
             } else {
                 (base, Kind::Media)
             };
-            return relayed(app, req, id, (&holder, &grant), &path, (kind, Listed::Media(carried))).await;
+            let relaying = relayed(app, req, id, (&holder, &grant), &path, (kind, Listed::Media(carried)));
+            return Box::pin(relaying).await;
         }
         Err(r) => return r.response(),
     };
@@ -507,6 +532,31 @@ mod tests {
         assert_eq!(parse_range("bytes=5-1", 1000), None);
         assert_eq!(parse_range("bytes=0-1,5-6", 1000), None);
         assert_eq!(parse_range("items=0-1", 1000), None);
+    }
+
+    /// Each answer gets its own copy of the headers, with the cache policy asked for (a signed
+    /// session's is never stored by a cache).
+    #[test]
+    fn playlist_answers_carry_their_cache_policy() {
+        let unsigned = Grant { child_token: None };
+        let signed = Grant { child_token: Some("tok".into()) };
+        for (cache, grant, want) in [
+            (PLAYLIST_CACHE, &unsigned, PLAYLIST_CACHE),
+            (BLOCKING_CACHE, &unsigned, BLOCKING_CACHE),
+            (BLOCKING_CACHE, &signed, SIGNED_PLAYLIST_CACHE),
+            ("public, max-age=2", &unsigned, "public, max-age=2"),
+        ] {
+            let mut r = playlist_response(Bytes::from_static(b"#EXTM3U\n"), cache, grant);
+            assert_eq!(r.status(), StatusCode::OK);
+            let h = r.headers();
+            assert_eq!(h.len(), 3);
+            assert_eq!(h.get(header::CACHE_CONTROL).and_then(|v| v.to_str().ok()), Some(want));
+            assert_eq!(h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()), Some(PLAYLIST_TYPE));
+            assert_eq!(h.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).and_then(|v| v.to_str().ok()), Some("*"));
+            r.headers_mut().insert(header::ETAG, HeaderValue::from_static("\"x\""));
+        }
+        let again = playlist_response(Bytes::new(), PLAYLIST_CACHE, &unsigned);
+        assert!(again.headers().get(header::ETAG).is_none(), "an answer's change stays its own");
     }
 
     #[test]

@@ -91,9 +91,10 @@ impl Policies {
                 }
             }
         }
+        // Boxed: a miss is rare, and its future would otherwise sit inside every request's.
         let row = match resource {
-            Resource::Stream(id) => db.stream_playback(id).await?,
-            Resource::Vod(id) => db.vod_playback(id).await?,
+            Resource::Stream(id) => Box::pin(db.stream_playback(id)).await?,
+            Resource::Vod(id) => Box::pin(db.vod_playback(id)).await?,
         };
         let mut policies = self.lock_policies();
         if policies.streams.len() + policies.vods.len() >= MAX_ENTRIES {

@@ -93,7 +93,8 @@ impl SigningKeys {
                 *for_unknown = Some(Instant::now());
             }
         }
-        match self.db.signing_keys(&self.master).await.map(KeyRing::new) {
+        // Boxed: a reload is rare, and its future would otherwise sit inside every request's.
+        match Box::pin(self.db.signing_keys(&self.master)).await.map(KeyRing::new) {
             Ok(Some(fresh)) => {
                 let fresh = Arc::new(fresh);
                 *self.ring.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
