@@ -337,8 +337,8 @@ impl App {
     }
 
     /// What every request passes before `tree`: the metrics and request log, the client
-    /// address (`metrics::Observed`), and live playlist reloads and media answered without the router
-    /// (inside `observe`, so they are counted and their client address resolved like every
+    /// address (`metrics::Observed`), and live playlist reloads and media answered without the
+    /// router (inside it, so they are counted and their client address resolved like every
     /// request). Kept out of any box: a reload goes through no dynamic call before its handler.
     fn outermost<E: Endpoint<Output = Response> + 'static>(
         self: &Arc<Self>,

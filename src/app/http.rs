@@ -90,8 +90,9 @@ where
                     // On an HTTP thread (`threads`), the acceptor's runtime left behind.
                     threads::spawn_connection(io, move |io| async move {
                         connection(io, (local, remote, scheme), ep, (stop, hard)).await;
-                        drop(alive);
+                        // Uncounted first: a server that shut down finds none left when it returns.
                         drop(counted);
+                        drop(alive);
                     });
                 }
                 Err(e) => {

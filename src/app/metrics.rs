@@ -68,7 +68,7 @@ impl App {
 }
 
 /// The outermost layer: resolves the client address once (proxy-aware) for every layer and
-/// handler below, and records the request in the metrics and the request log ([`observe`]).
+/// handler below, and records the request in the metrics and the request log.
 pub(super) struct Observed<E> {
     pub(super) app: Arc<App>,
     pub(super) inner: E,
