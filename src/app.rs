@@ -291,11 +291,6 @@ impl App {
         self.outbox.emit(project_id, event).await
     }
 
-    /// The whole HTTP surface.
-    pub fn routes(self: &Arc<Self>) -> impl Endpoint<Output = Response> {
-        self.outermost(self.tree())
-    }
-
     /// Every route (the API's and playback's, each with its own layers), below the layers that
     /// every request passes ([`App::outermost`]).
     fn tree(self: &Arc<Self>) -> Route {
@@ -357,8 +352,8 @@ impl App {
         self.start_with(shutdown, |routes| routes).await
     }
 
-    /// [`App::start`], serving [`App::routes`] with `wrap` around the routes' tree (the test
-    /// suite checks every API answer against the OpenAPI document this way).
+    /// [`App::start`], with `wrap` around the routes' tree (the test suite checks every API
+    /// answer against the OpenAPI document this way).
     pub async fn start_with(
         self: &Arc<Self>,
         shutdown: impl Future<Output = ()> + Send + 'static,

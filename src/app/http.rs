@@ -30,7 +30,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use poem::listener::Acceptor;
 use poem::{Endpoint, Response};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 mod threads;
@@ -75,8 +74,7 @@ where
     let ep = Arc::new(ep);
     let stop = CancellationToken::new();
     let hard = CancellationToken::new();
-    // Every connection holds a sender; `recv` returns `None` once all have dropped theirs.
-    let (alive, mut gone) = mpsc::channel::<Infallible>(1);
+    // Every connection is counted while it lives; a shutdown waits for none to be left.
     let open = Arc::new(Open::default());
     let _closing = CloseOnDrop { open: open.clone(), stop: stop.clone(), hard: hard.clone() };
     tokio::pin!(shutdown);
@@ -85,14 +83,12 @@ where
             _ = &mut shutdown => break,
             accepted = acceptor.accept() => match accepted {
                 Ok((io, local, remote, scheme)) => {
-                    let (ep, alive, counted) = (ep.clone(), alive.clone(), open.count());
+                    let (ep, counted) = (ep.clone(), open.count());
                     let (stop, hard) = (stop.child_token(), hard.clone());
                     // On an HTTP thread (`threads`), the acceptor's runtime left behind.
                     threads::spawn_connection(io, move |io| async move {
                         connection(io, (local, remote, scheme), ep, (stop, hard)).await;
-                        // Uncounted first: a server that shut down finds none left when it returns.
                         drop(counted);
-                        drop(alive);
                     });
                 }
                 Err(e) => {
@@ -109,7 +105,6 @@ where
         }
     }
     drop(acceptor);
-    drop(alive);
     stop.cancel();
     tracing::info!(grace_seconds = grace.as_secs_f32(), "HTTP server stopping: letting open requests finish");
     let closer = hard.clone();
@@ -117,18 +112,21 @@ where
         tokio::time::sleep(grace).await;
         closer.cancel();
     });
-    // Only ends once every connection task has dropped its sender.
-    let _ = gone.recv().await;
+    open.none_left().await;
     timer.abort();
     tracing::info!("HTTP server stopped");
     Ok(())
 }
 
-/// The connections one server has open, counted for [`CloseOnDrop`].
+/// The connections one server has open: a shutdown waits for none to be left, asynchronously
+/// ([`Open::none_left`]); a server dropped before its shutdown, blocking ([`CloseOnDrop`]).
 #[derive(Default)]
 struct Open {
     count: std::sync::Mutex<usize>,
+    /// Told when the count falls to zero, for the blocking wait.
     none: std::sync::Condvar,
+    /// Told when the count falls to zero, for the asynchronous wait.
+    gone: tokio::sync::Notify,
 }
 
 /// One open connection of an [`Open`]; uncounted when dropped.
@@ -139,6 +137,20 @@ impl Open {
         *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         Counted(self.clone())
     }
+
+    /// Returns once no connection is counted.
+    async fn none_left(&self) {
+        loop {
+            // Registered before the count is read: a last connection that goes in between
+            // still wakes this wait.
+            let mut gone = std::pin::pin!(self.gone.notified());
+            gone.as_mut().enable();
+            if *self.count.lock().unwrap_or_else(|p| p.into_inner()) == 0 {
+                return;
+            }
+            gone.await;
+        }
+    }
 }
 
 impl Drop for Counted {
@@ -147,6 +159,7 @@ impl Drop for Counted {
         *n -= 1;
         if *n == 0 {
             self.0.none.notify_all();
+            self.0.gone.notify_waiters();
         }
     }
 }
@@ -395,7 +408,7 @@ mod tests {
             let cancelled = std::pin::pin!(stop.cancelled());
             cancelled.poll(cx)
         });
-        let (tx, mut rx) = mpsc::channel::<()>(4);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(4);
         let (first, second) = (std::pin::pin!(rx.recv()), std::pin::pin!(counted));
         let mut race = Race::new(first, second);
         let waker = futures_util::task::noop_waker();

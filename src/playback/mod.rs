@@ -48,12 +48,12 @@ pub struct Origin {
 
 /// The relay's bearer header, its name parsed once: a lookup by `&str` parses the name again on
 /// every request, and every playback request asks.
-static RELAY_HEADER: poem::http::HeaderName =
+static RELAY_HEADER_NAME: poem::http::HeaderName =
     poem::http::HeaderName::from_static(crate::services::nodes::RELAY_HEADER);
 
 /// Whether `req` comes from another node of this service (the relay's bearer).
 pub(crate) fn is_relayed(app: &Origin, req: &Request) -> bool {
-    let presented = req.headers().get(&RELAY_HEADER).and_then(|v| v.to_str().ok());
+    let presented = req.headers().get(&RELAY_HEADER_NAME).and_then(|v| v.to_str().ok());
     app.relay.nodes.is_relay(presented)
 }
 

@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use poem::http::StatusCode;
 use poem::{Endpoint, IntoResponse, Request, Response};
 use tokio::runtime::Handle;
+use tokio_util::task::AbortOnDropHandle;
 
 /// A connection that can move from the runtime that accepted it to the one that serves it:
 /// packed off the first one's I/O driver, unpacked (inside the second) onto the second's.
@@ -130,22 +131,14 @@ impl<E> OnRuntime<E> {
     }
 }
 
-/// Aborts its task when dropped.
-struct Aborting<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for Aborting<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 impl<E: Endpoint + 'static> Endpoint for OnRuntime<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
         let inner = self.inner.clone();
-        let mut task = Aborting(self.runtime.spawn(async move { inner.get_response(req).await }));
-        Ok(match (&mut task.0).await {
+        // Aborted when dropped: a request dropped before its answer takes its handler with it.
+        let task = AbortOnDropHandle::new(self.runtime.spawn(async move { inner.get_response(req).await }));
+        Ok(match task.await {
             Ok(response) => response,
             Err(e) => {
                 if e.is_panic() {
