@@ -32,8 +32,9 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use super::channel::{Channel, Chunk, Kind, Timing};
+use super::cut::{cut, Cutting};
 use super::ladder::{self, Rung};
-use super::split::{Plan, Split, Splitter};
+use super::split::{Plan, Splitter};
 use crate::domain::stream::Quality;
 
 const DECODER: &str = include_str!("../../../pipelines/live-decoder.txt");
@@ -282,81 +283,6 @@ fn mux(out: &LiveOutput, name: &str, chunk: f64, frame: Option<f64>) -> String {
 
 fn sink(name: &str) -> String {
     format!("appsink name=out_{name} buffer-list=true sync=false async=false max-buffers=64 drop=false")
-}
-
-/// How a muxer is cut, and which frames may start a segment.
-enum Cutting {
-    /// The `source` variant: by this splitter, in decode order, with segments at the publisher's
-    /// keyframes (those without `DELTA_UNIT`).
-    Source(Splitter),
-    /// A rung: by this splitter, identical to the one [`force_keyframes`] runs on the decoded
-    /// frames, by presentation time as there (x264 here makes no B-frames), so it cuts where the
-    /// keyframes were asked for. Should a requested keyframe not come, the segment goes on with a
-    /// part there rather than a fragment that starts mid-GOP.
-    Rung(Splitter),
-    /// AAC: by a splitter made from the first caps, whose sample rate sets the frame (1024
-    /// samples) and so the part ([`Plan::aac`]); every frame can start a segment.
-    Audio { segment: f64, part: f64 },
-}
-
-/// Tells the muxer after `entry` (`manual-split`) where each segment and part begins
-/// ([`Splitter`]), with an `FMP4MuxSplitNow` event before the frame.
-fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), String> {
-    let pad = bin
-        .by_name(entry)
-        .and_then(|e| e.static_pad("src"))
-        .ok_or_else(|| format!("no {entry} to cut the muxer after"))?;
-    let (splitter, audio, rung) = match cutting {
-        Cutting::Source(s) => (Some(s), None, false),
-        Cutting::Rung(s) => (Some(s), None, true),
-        Cutting::Audio { segment, part } => (None, Some((segment, part)), false),
-    };
-    let splitter = std::sync::Mutex::new(splitter);
-    let kinds = gst::PadProbeType::BUFFER | gst::PadProbeType::EVENT_DOWNSTREAM;
-    pad.add_probe(kinds, move |pad, info| {
-        let Ok(mut splitter) = splitter.lock() else { return gst::PadProbeReturn::Ok };
-        let buffer = match &info.data {
-            Some(gst::PadProbeData::Buffer(buffer)) => buffer,
-            Some(gst::PadProbeData::Event(ev)) => {
-                if let (gst::EventView::Caps(c), Some((segment, part))) = (ev.view(), audio) {
-                    let rate = c.caps().structure(0).and_then(|s| s.get::<i32>("rate").ok());
-                    let plan = Plan::aac(segment, part, rate.unwrap_or(48_000));
-                    // The first caps make the plan: an AAC stream keeps its rate.
-                    let fresh = Splitter::at_any_frame(segment, plan);
-                    splitter.get_or_insert(fresh);
-                }
-                return gst::PadProbeReturn::Ok;
-            }
-            _ => return gst::PadProbeReturn::Ok,
-        };
-        let Some(s) = splitter.as_mut() else { return gst::PadProbeReturn::Ok };
-        let (Some(pts), Some(dts)) = (buffer.pts(), buffer.dts().or(buffer.pts())) else {
-            return gst::PadProbeReturn::Ok;
-        };
-        let flagged = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
-        let (keyframe, dts) = match (rung, audio) {
-            (true, _) => (true, pts),
-            (false, None) => (flagged, dts),
-            (false, Some(_)) => (true, dts),
-        };
-        let Some(mut split) = s.next(pts.nseconds(), dts.nseconds(), keyframe) else {
-            return gst::PadProbeReturn::Ok;
-        };
-        drop(splitter);
-        if split == Split::Segment && !flagged {
-            tracing::debug!("a requested keyframe did not come; a part instead of a segment");
-            split = Split::Part;
-        }
-        let event = gst::event::CustomDownstream::builder(
-            gst::Structure::builder("FMP4MuxSplitNow").field("chunk", split == Split::Part).build(),
-        )
-        .build();
-        if !pad.push_event(event) {
-            tracing::debug!("a muxer did not take a split");
-        }
-        gst::PadProbeReturn::Ok
-    });
-    Ok(())
 }
 
 /// Sends a force-keyframe event down to every rung's encoder before each decoded frame where
