@@ -190,9 +190,8 @@ impl IngestPipeline {
         probe_caps(&pipeline, "video", tx.clone(), video_report)?;
         probe_caps(&pipeline, "audio", tx.clone(), audio_report)?;
         let media_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        count_media(&pipeline, &media_bytes, outputs.counters.clone())?;
         let keyframes = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        count_keyframes(&pipeline, &keyframes)?;
+        count_media(&pipeline, &media_bytes, outputs.counters.clone(), &keyframes)?;
         let drained = Arc::new((Mutex::new(false), Condvar::new()));
         watch_bus(&pipeline, tx, drained.clone())?;
         let wall = WallBase::default();
@@ -446,49 +445,37 @@ fn audio_report(s: &gst::StructureRef) -> Option<PipelineReport> {
     })
 }
 
-/// Counts the media bytes reaching the tees (and into the stream's counters).
+/// Counts the media bytes reaching the tees (and into the stream's counters), and the keyframes
+/// reaching the `video` tee: one probe a tee, as each probe is called on every frame.
 fn count_media(
     pipeline: &gst::Pipeline,
     bytes: &Arc<std::sync::atomic::AtomicU64>,
     stream: Option<Arc<crate::metrics::StreamCounters>>,
+    keyframes: &Arc<std::sync::atomic::AtomicU64>,
 ) -> Result<(), String> {
+    use std::sync::atomic::Ordering::Relaxed;
     for tee in ["video", "audio"] {
         let pad = pipeline
             .by_name(tee)
             .and_then(|e| e.static_pad("sink"))
             .ok_or_else(|| format!("ingest pipeline has no {tee} tee"))?;
         let (bytes, stream) = (bytes.clone(), stream.clone());
+        let keyframes = (tee == "video").then(|| keyframes.clone());
         pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
             if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
-                bytes.fetch_add(b.size() as u64, std::sync::atomic::Ordering::Relaxed);
+                bytes.fetch_add(b.size() as u64, Relaxed);
                 if let Some(s) = &stream {
-                    s.bytes_in.fetch_add(b.size() as u64, std::sync::atomic::Ordering::Relaxed);
+                    s.bytes_in.fetch_add(b.size() as u64, Relaxed);
+                }
+                if let Some(k) = &keyframes {
+                    if !b.flags().contains(gst::BufferFlags::DELTA_UNIT) {
+                        k.fetch_add(1, Relaxed);
+                    }
                 }
             }
             gst::PadProbeReturn::Ok
         });
     }
-    Ok(())
-}
-
-/// Counts the keyframes reaching the `video` tee.
-fn count_keyframes(
-    pipeline: &gst::Pipeline,
-    keyframes: &Arc<std::sync::atomic::AtomicU64>,
-) -> Result<(), String> {
-    let pad = pipeline
-        .by_name("video")
-        .and_then(|e| e.static_pad("sink"))
-        .ok_or("ingest pipeline has no video tee")?;
-    let keyframes = keyframes.clone();
-    pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
-        if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
-            if !b.flags().contains(gst::BufferFlags::DELTA_UNIT) {
-                keyframes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        gst::PadProbeReturn::Ok
-    });
     Ok(())
 }
 

@@ -54,17 +54,37 @@ impl State {
     }
 }
 
-/// Tells the muxer after `entry` (`manual-split`) where each segment and part begins
-/// ([`Splitter`]), with an `FMP4MuxSplitNow` event before the frame, and hands it each part's
-/// frames at once (see the module's doc). Frames are held as they leave `entry`; events are
-/// seen as they reach it, so the frames held go on ahead of them (an EOS on `entry`'s source
-/// pad would already refuse them). Nothing is pushed while the lock is held: a push may wait
-/// for the muxer, and a flush must still get through then.
+/// Tells the muxer after the element `entry` (`manual-split`) where each segment and part
+/// begins ([`Splitter`]), with an `FMP4MuxSplitNow` event before the frame, and hands it each
+/// part's frames at once (see the module's doc). Frames are held as they leave `entry`; events
+/// are seen as they reach it, so the frames held go on ahead of them (an EOS on `entry`'s source
+/// pad would already refuse them).
 pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), String> {
     let element = bin.by_name(entry).ok_or_else(|| format!("no {entry} to cut the muxer after"))?;
     let (Some(pad), Some(input)) = (element.static_pad("src"), element.static_pad("sink")) else {
         return Err(format!("{entry} has no pads to cut the muxer by"));
     };
+    cut_between(&input, &pad, &pad, cutting)
+}
+
+/// The same as [`cut`] with no element before the muxer: `ghost` is the branch's input, whose
+/// target is the muxer's sink pad. Frames and events are seen as they reach it, and what is held
+/// goes on from its internal pad. An element in between (an `identity`) cost its chain function
+/// on every frame.
+pub(super) fn cut_at(ghost: &gst::GhostPad, cutting: Cutting) -> Result<(), String> {
+    let internal = ghost.internal().ok_or("the branch's input has no internal pad")?;
+    cut_between(ghost.upcast_ref(), ghost.upcast_ref(), internal.upcast_ref(), cutting)
+}
+
+/// Events are seen on `input` and frames on `frames`; held frames, cuts and the frame after a
+/// cut leave by `output`, whose peer is the muxer. Nothing is pushed while the lock is held: a
+/// push may wait for the muxer, and a flush must still get through then.
+fn cut_between(
+    input: &gst::Pad,
+    frames: &gst::Pad,
+    output: &gst::Pad,
+    cutting: Cutting,
+) -> Result<(), String> {
     let (splitter, audio, rung) = match cutting {
         Cutting::Source(s) => (Some(s), None, false),
         Cutting::Rung(s) => (Some(s), None, true),
@@ -72,7 +92,7 @@ pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), S
     };
     let state = Arc::new(Mutex::new(State { splitter, held: gst::BufferList::new() }));
     let events = state.clone();
-    let output = pad.clone();
+    let out = output.clone();
     let kinds = gst::PadProbeType::EVENT_DOWNSTREAM | gst::PadProbeType::EVENT_FLUSH;
     input.add_probe(kinds, move |_, info| {
         let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
@@ -98,7 +118,7 @@ pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), S
         if ev.is_serialized() {
             if let Some(held) = state.take() {
                 drop(state);
-                if let Err(e) = output.push_list(held) {
+                if let Err(e) = out.push_list(held) {
                     tracing::debug!(error = ?e, "a muxer refused held frames before an event");
                 }
             }
@@ -109,7 +129,7 @@ pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), S
     // cut, frames go on one by one, since it may need more than the first frame after the cut
     // (at a segment's start with B-frames, the frames after the keyframe in decode order).
     let closing = Arc::new(AtomicBool::new(true));
-    match pad.peer().and_then(|p| p.parent_element()).and_then(|mux| mux.static_pad("src")) {
+    match output.peer().and_then(|p| p.parent_element()).and_then(|mux| mux.static_pad("src")) {
         Some(written) => {
             let closing = closing.clone();
             written.add_probe(gst::PadProbeType::BUFFER | gst::PadProbeType::BUFFER_LIST, move |_, _| {
@@ -118,9 +138,10 @@ pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), S
             });
         }
         // No muxer to watch: every frame goes on at once (`closing` stays set).
-        None => tracing::debug!("no muxer after {entry}: frames are not held"),
+        None => tracing::debug!(pad = %output.name(), "no muxer to cut: frames are not held"),
     }
-    pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+    let output = output.clone();
+    frames.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
         let lock = || state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
         let mut state = lock();
@@ -150,12 +171,12 @@ pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), S
             closing.store(true, Ordering::Release);
             let held = state.take();
             drop(state);
-            let pushed = held.map_or(Ok(gst::FlowSuccess::Ok), |held| pad.push_list(held));
+            let pushed = held.map_or(Ok(gst::FlowSuccess::Ok), |held| output.push_list(held));
             let event = gst::event::CustomDownstream::builder(
                 gst::Structure::builder("FMP4MuxSplitNow").field("chunk", split == Split::Part).build(),
             )
             .build();
-            if !pad.push_event(event) {
+            if !output.push_event(event) {
                 tracing::debug!("a muxer did not take a split");
             }
             return match pushed {
@@ -180,7 +201,7 @@ pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), S
         if state.held.len() >= MAX_HELD {
             if let Some(held) = state.take() {
                 drop(state);
-                pushed = pad.push_list(held);
+                pushed = output.push_list(held);
             }
         }
         info.flow_res = pushed;
@@ -198,7 +219,6 @@ mod tests {
     /// Frames encoded by GStreamer (`desc` ends in an appsink named `out`), with their caps.
     fn encoded(desc: &str) -> (gst::Caps, Vec<gst::Buffer>) {
         gst::init().expect("GStreamer");
-        super::super::pipeline::register_fmp4().expect("the fmp4 plugin");
         let pipeline = gst::parse::launch(desc)
             .expect("the encoding pipeline builds")
             .downcast::<gst::Pipeline>()
@@ -219,7 +239,6 @@ mod tests {
     /// process, and the two crash at its exit).
     fn aac_frames(n: u64) -> (gst::Caps, Vec<gst::Buffer>) {
         gst::init().expect("GStreamer");
-        super::super::pipeline::register_fmp4().expect("the fmp4 plugin");
         // AAC-LC, 48 kHz, stereo (ISO 14496-3 AudioSpecificConfig).
         let config = gst::Buffer::from_slice([0x11u8, 0x90]);
         let caps = gst::Caps::builder("audio/mpeg")
@@ -265,25 +284,56 @@ mod tests {
         bytes
     }
 
-    /// Pushes `frames` one by one through [`cut`] into a `cmafmux` cut as `cutting` says, and
-    /// checks that each part comes out within a few frames of its cut, as before frames were
+    /// Pushes `frames` one by one into a `cmafmux` cut as `cutting` says, once through [`cut`]
+    /// (an element before the muxer, as for a rung) and once through [`cut_at`] (the muxer's
+    /// pad ghosted, as for `source` and `audio`).
+    fn parts_come_out_in_time(
+        caps: &gst::Caps,
+        frames: &[gst::Buffer],
+        cuts: &[usize],
+        cutting: impl Fn() -> Cutting,
+        mux: &str,
+    ) {
+        gst::init().expect("GStreamer");
+        super::super::pipeline::register_fmp4().expect("the fmp4 plugin");
+        for ghosted in [false, true] {
+            parts_come_out_in_time_through(caps, frames, cuts, cutting(), mux, ghosted);
+        }
+    }
+
+    /// Checks that each part comes out within a few frames of its cut, as before frames were
     /// held (not a part later, as it would if the frames after the cut were held too), and that
     /// at the end every frame is in the output. `cuts` are the frames that begin a part, as the
     /// probe's splitter sees them.
-    fn parts_come_out_in_time(
+    fn parts_come_out_in_time_through(
         caps: &gst::Caps,
         frames: &[gst::Buffer],
         cuts: &[usize],
         cutting: Cutting,
         mux: &str,
+        ghosted: bool,
     ) {
         assert!(cuts.len() >= 5, "cuts at {cuts:?}");
-        let desc = format!("appsrc name=src format=time ! identity name=in ! {mux} manual-split=true ! appsink name=out sync=false buffer-list=true");
+        let entry = if ghosted { "" } else { "identity name=in !" };
+        let desc =
+            format!("{entry} {mux} name=m manual-split=true ! appsink name=out sync=false buffer-list=true");
         let bin = gst::parse::bin_from_description(&desc, false).expect("the test bin builds");
-        cut(&bin, "in", cutting).expect("cut");
+        let input = if ghosted {
+            let pad = bin.by_name("m").and_then(|m| m.static_pad("sink")).expect("muxer pad");
+            gst::GhostPad::with_target(&pad).expect("ghost")
+        } else {
+            let pad = bin.by_name("in").and_then(|e| e.static_pad("sink")).expect("identity pad");
+            gst::GhostPad::with_target(&pad).expect("ghost")
+        };
+        bin.add_pad(&input).expect("ghost added");
+        match ghosted {
+            true => cut_at(&input, cutting).expect("cut"),
+            false => cut(&bin, "in", cutting).expect("cut"),
+        }
         let pipeline = gst::Pipeline::new();
-        pipeline.add(&bin).expect("added");
-        let src = bin.by_name("src").and_downcast::<gst_app::AppSrc>().expect("appsrc");
+        let src = gst_app::AppSrc::builder().format(gst::Format::Time).build();
+        pipeline.add_many([src.upcast_ref(), bin.upcast_ref::<gst::Element>()]).expect("added");
+        src.static_pad("src").expect("appsrc pad").link(&input).expect("linked");
         let sink = bin.by_name("out").and_downcast::<gst_app::AppSink>().expect("appsink");
         src.set_caps(Some(caps));
         pipeline.set_state(gst::State::Playing).expect("plays");
@@ -336,7 +386,7 @@ mod tests {
             })
             .collect();
         let mux = "cmafmux fragment-duration=2000000000 chunk-duration=200000000";
-        parts_come_out_in_time(&caps, &frames, &cuts, Cutting::Audio { segment, part }, mux);
+        parts_come_out_in_time(&caps, &frames, &cuts, || Cutting::Audio { segment, part }, mux);
     }
 
     /// The `source` variant, with B-frames (x264's and OBS's default): cut in decode order.
@@ -364,7 +414,7 @@ mod tests {
             &caps,
             &frames,
             &cuts,
-            Cutting::Source(Splitter::at_keyframes(segment, plan)),
+            || Cutting::Source(Splitter::at_keyframes(segment, plan)),
             &mux,
         );
     }

@@ -32,7 +32,7 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use super::channel::{Channel, Chunk, Kind, Timing};
-use super::cut::{cut, Cutting};
+use super::cut::{cut, cut_at, Cutting};
 use super::ladder::{self, Rung};
 use super::split::{Plan, Splitter};
 use crate::domain::stream::Quality;
@@ -83,16 +83,6 @@ pub struct LiveOutput {
 /// `EXT-X-PROGRAM-DATE-TIME` of a part is this plus the part's timestamp.
 pub type WallBase = Arc<OnceLock<DateTime<Utc>>>;
 
-/// The entry of the `source` and `audio` branches: the ingest thread (for RTMP the thread that
-/// read the tag: flvdemux → parse → tee) pushes straight into their muxers, with no queue thread
-/// between. Each thread a buffer crosses costs a wake-up per FLV tag, which is most of what a
-/// passthrough push costs (`benches/live_capacity`: 128 → 64 threads and 18.3k → 10.7k futex
-/// calls per second at 16 passthrough pushes, together with the ingest description losing its
-/// demuxer queues; docs/live-ingest.md). Only the ladder's decoder, which is slow, and the taps
-/// keep a queue of their own, both leaky. Muxing waits for nothing but its own input, so this
-/// never holds the ingest thread up for long ([`MUX_QUEUE`]).
-const PASSTHROUGH_ENTRY: &str = "identity name=in";
-
 /// Registers the statically linked fmp4 plugin (cmafmux) once.
 pub(crate) fn register_fmp4() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
@@ -111,12 +101,11 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     let target = segment.ceil() as u32;
     let part = out.channel.config().part;
 
-    // Straight into the muxer, on the ingest thread: no queue thread of its own (see
-    // [`PASSTHROUGH_ENTRY`]).
-    let audio =
-        build_bin(&format!("{PASSTHROUGH_ENTRY} ! {}", mux_and_sink(&out, ladder::AUDIO, part, None)))?;
-    cut(&audio, "in", Cutting::Audio { segment, part })?;
-    link_branch(pipeline, &audio_tee, &audio, "in")?;
+    // Straight into the muxer, on the ingest thread ([`muxer_input`]).
+    let audio = build_bin(&mux_and_sink(&out, ladder::AUDIO, part, None))?;
+    let audio_in = muxer_input(&audio, ladder::AUDIO)?;
+    cut_at(&audio_in, Cutting::Audio { segment, part })?;
+    link_branch(pipeline, &audio_tee, &audio, &audio_in)?;
     watch_codec(
         &audio,
         ladder::AUDIO,
@@ -183,11 +172,9 @@ fn attach_video(
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
-    let passthrough = build_bin(&format!(
-        "{PASSTHROUGH_ENTRY} ! {}",
-        mux_and_sink(out, ladder::SOURCE, chunk, Some(frame))
-    ))?;
-    cut(&passthrough, "in", Cutting::Source(source_splitter))?;
+    let passthrough = build_bin(&mux_and_sink(out, ladder::SOURCE, chunk, Some(frame)))?;
+    let passthrough_in = muxer_input(&passthrough, ladder::SOURCE)?;
+    cut_at(&passthrough_in, Cutting::Source(source_splitter))?;
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
     // Every video rendition is declared now, before its encoder outputs anything, so the master
@@ -195,7 +182,7 @@ fn attach_video(
     out.channel.add_rendition(out.generation, ladder::SOURCE, source_kind, timing(SOURCE_TARGET_DURATION));
     watch_codec(&passthrough, ladder::SOURCE, out.clone(), Declared::Video)?;
     feed_channel(&passthrough, ladder::SOURCE, out, wall.clone())?;
-    link_branch(pipeline, tee, &passthrough, "in")?;
+    link_branch(pipeline, tee, &passthrough, &passthrough_in)?;
 
     if !rungs.is_empty() {
         // The decoder's queue drops its oldest frames when full: the ingest thread pushes
@@ -228,7 +215,8 @@ fn attach_video(
         }
         force_keyframes(&ladder_bin, rung_splitter())?;
         warn_overrun(&ladder_bin, pipeline.name().as_str())?;
-        link_branch(pipeline, tee, &ladder_bin, "q")?;
+        let ladder_in = ghost(&ladder_bin, "q")?;
+        link_branch(pipeline, tee, &ladder_bin, &ladder_in)?;
     }
     out.channel.retire_others(out.generation, &keep);
     tracing::info!(
@@ -325,22 +313,51 @@ fn build_bin(description: &str) -> Result<gst::Bin, String> {
         .map_err(|e| format!("live pipeline: {e}: {description}"))
 }
 
-/// Adds `bin` to the running pipeline and links a new pad of `tee` to its element `first`.
-fn link_branch(
-    pipeline: &gst::Pipeline,
-    tee: &gst::Element,
-    bin: &gst::Bin,
-    first: &str,
-) -> Result<(), String> {
+/// The input of a `source` or `audio` branch: a ghost of its muxer's sink pad. The ingest
+/// thread (for RTMP the thread that read the tag: flvdemux → parse → tee) pushes straight into
+/// the muxer, with no queue thread and no element between. Each thread a buffer crosses costs a
+/// wake-up per FLV tag, which was most of what a passthrough push cost (`benches/live_capacity`:
+/// 128 → 64 threads and 18.3k → 10.7k futex calls per second at 16 passthrough pushes, together
+/// with the ingest description losing its demuxer queues; docs/live-ingest.md), and each element
+/// its chain function per frame (an `identity` stood here until 2026-11-28). Only the ladder's
+/// decoder, which is slow, and the taps keep a queue of their own, both leaky. Muxing waits for
+/// nothing but its own input, so this never holds the ingest thread up for long
+/// ([`MUX_QUEUE`]).
+fn muxer_input(bin: &gst::Bin, name: &str) -> Result<gst::GhostPad, String> {
+    let mux = bin.by_name(&format!("mux_{name}")).ok_or_else(|| format!("no muxer for {name}"))?;
+    // `cmafmux` has one always pad; a muxer of several streams would give one on request.
+    let sink = mux
+        .static_pad("sink")
+        .or_else(|| mux.request_pad_simple("sink_%u"))
+        .ok_or_else(|| format!("the muxer of {name} has no sink pad"))?;
+    add_ghost(bin, &sink)
+}
+
+/// A ghost of the sink pad of `bin`'s element `first`: the branch's input.
+fn ghost(bin: &gst::Bin, first: &str) -> Result<gst::GhostPad, String> {
     let sink = bin
         .by_name(first)
         .and_then(|e| e.static_pad("sink"))
         .ok_or_else(|| format!("live branch has no {first} sink pad"))?;
-    let ghost = gst::GhostPad::with_target(&sink).map_err(|e| format!("ghost pad: {e}"))?;
+    add_ghost(bin, &sink)
+}
+
+fn add_ghost(bin: &gst::Bin, target: &gst::Pad) -> Result<gst::GhostPad, String> {
+    let ghost = gst::GhostPad::with_target(target).map_err(|e| format!("ghost pad: {e}"))?;
     bin.add_pad(&ghost).map_err(|e| format!("ghost pad: {e}"))?;
+    Ok(ghost)
+}
+
+/// Adds `bin` to the running pipeline and links a new pad of `tee` to its input.
+fn link_branch(
+    pipeline: &gst::Pipeline,
+    tee: &gst::Element,
+    bin: &gst::Bin,
+    input: &gst::GhostPad,
+) -> Result<(), String> {
     pipeline.add(bin).map_err(|e| format!("adding a live branch: {e}"))?;
     let src = tee.request_pad_simple("src_%u").ok_or("tee gave no pad")?;
-    src.link(&ghost).map_err(|e| format!("linking a live branch: {e}"))?;
+    src.link(input).map_err(|e| format!("linking a live branch: {e}"))?;
     bin.sync_state_with_parent().map_err(|e| format!("starting a live branch: {e}"))?;
     Ok(())
 }
