@@ -37,8 +37,8 @@ const EXTENDED: u32 = 0xFF_FFFF;
 
 const SET_CHUNK_SIZE: u8 = 1;
 const ABORT: u8 = 2;
-const AUDIO: u8 = 8;
-const VIDEO: u8 = 9;
+pub(super) const AUDIO: u8 = 8;
+pub(super) const VIDEO: u8 = 9;
 
 /// One whole message.
 #[derive(Debug, Clone, PartialEq, Eq)]

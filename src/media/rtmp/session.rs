@@ -15,14 +15,16 @@
 //! ([`amf::check_depth`]) and commands with fewer than three values (rml_rtmp's `drain(..3)`
 //! panics on them) are refused; then each message is written again by rml_rtmp's own serializer,
 //! one chunk per message, for rml_rtmp's `ServerSession`, which thus only ever reads bytes of
-//! known shape.
+//! known shape. The approved publish's audio and video, nearly all the bytes, go around it (it
+//! would only decode them again), so the acknowledgements it would send for them and the pings
+//! are answered here (`control`, `acknowledge`).
 //!
 //! rml_rtmp's `ConnectionRequested` event carries only the app name, but telling ffmpeg (which
 //! sends a bare `connect` and its credentials on the stream name) from OBS/librtmp (which needs a
 //! bare `connect` refused to start Adobe authentication) takes the connect object's `flashVer`,
 //! which the session reads from the `connect` command on its way through.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 
 use bytes::Bytes;
@@ -36,7 +38,7 @@ use rml_rtmp::sessions::{
 use rml_rtmp::time::RtmpTimestamp;
 
 use super::amf;
-use super::chunks::{ChunkError, ChunkReader, Message, MAX_VIDEO_MESSAGE};
+use super::chunks::{ChunkError, ChunkReader, Message, AUDIO, MAX_VIDEO_MESSAGE, VIDEO};
 
 /// From the first byte to an approved publish.
 pub const START_DEADLINE_US: u64 = 10_000_000;
@@ -52,6 +54,12 @@ pub const MAX_BYTES_BEFORE_PUBLISH: u64 = 1024 * 1024;
 /// variant whatever the publisher's bitrate (about 17 Mbit/s for the whole 30 s).
 pub const MAX_BYTES_SINCE_KEYFRAME: u64 = 64 * 1024 * 1024;
 
+const ACKNOWLEDGEMENT: u8 = 3;
+const USER_CONTROL: u8 = 4;
+const WINDOW_ACKNOWLEDGEMENT: u8 = 5;
+/// User control event types (§6.2): a ping and its answer.
+const PING_REQUEST: [u8; 2] = [0, 6];
+const PING_RESPONSE: [u8; 2] = [0, 7];
 const AMF0_DATA: u8 = 18;
 const AMF0_COMMAND: u8 = 20;
 const AMF3_DATA: u8 = 15;
@@ -139,8 +147,16 @@ pub struct IngestSession {
     now: u64,
     received: u64,
     publish: Publish,
-    /// Publish requests not answered yet.
-    publish_requests: HashSet<u32>,
+    /// Publish requests not answered yet, with the message stream each asked for.
+    publish_requests: HashMap<u32, u32>,
+    /// The message stream of the last `publish` command checked.
+    publish_stream: u32,
+    /// The message stream of the approved publish: its audio and video go around rml_rtmp.
+    media_stream: Option<u32>,
+    /// The acknowledgement window the peer asked for (`WindowAcknowledgement`), and the byte
+    /// count last acknowledged.
+    ack_window: Option<u32>,
+    acked: u64,
 }
 
 impl IngestSession {
@@ -154,7 +170,11 @@ impl IngestSession {
             now,
             received: 0,
             publish: Publish::Waiting { since: now },
-            publish_requests: HashSet::new(),
+            publish_requests: HashMap::new(),
+            publish_stream: 0,
+            media_stream: None,
+            ack_window: None,
+            acked: 0,
         }
     }
 
@@ -195,6 +215,15 @@ impl IngestSession {
         let mut messages = Vec::new();
         self.reader.push(&rest, &mut messages)?;
         for message in messages {
+            // The approved publish's audio and video, nearly all of a push's bytes, are read
+            // here: rml_rtmp would only decode them again and raise the same event.
+            if matches!(message.type_id, AUDIO | VIDEO) && self.media_stream == Some(message.stream_id) {
+                self.media(message.type_id, message.data, message.timestamp, &mut actions)?;
+                continue;
+            }
+            if self.control(&message, &mut actions)? {
+                continue;
+            }
             if self.check(&message)? {
                 let payload = MessagePayload {
                     timestamp: RtmpTimestamp::new(message.timestamp),
@@ -209,7 +238,65 @@ impl IngestSession {
                 self.deliver(&packet.bytes, &mut actions)?;
             }
         }
+        self.acknowledge(&mut actions);
         Ok(actions)
+    }
+
+    /// The protocol control messages answered here rather than by rml_rtmp, which no longer sees
+    /// the media bytes it would count: the peer's acknowledgement window, and its pings (see
+    /// [`control_message`]). True when the message was handled.
+    fn control(&mut self, message: &Message, actions: &mut Vec<Action>) -> Result<bool, SessionError> {
+        match message.type_id {
+            WINDOW_ACKNOWLEDGEMENT => {
+                let size = be_u32(&message.data)
+                    .ok_or_else(|| SessionError::Protocol("short window size".into()))?;
+                self.ack_window = (size > 0).then_some(size);
+                Ok(true)
+            }
+            USER_CONTROL if message.data.get(..2) == Some(&PING_REQUEST[..]) => {
+                let time =
+                    message.data.get(2..6).ok_or_else(|| SessionError::Protocol("short ping".into()))?;
+                let mut body = PING_RESPONSE.to_vec();
+                body.extend_from_slice(time);
+                actions.push(Action::Send(control_message(USER_CONTROL, &body)));
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Acknowledges the bytes received once a window of them has come since the last ack
+    /// (RTMP 1.0 §5.4.3: the sequence number is the count received so far, modulo 2^32), from
+    /// the approved publish on (see [`control_message`]); before it, at most
+    /// [`MAX_BYTES_BEFORE_PUBLISH`] arrive.
+    fn acknowledge(&mut self, actions: &mut Vec<Action>) {
+        let (Some(window), Publish::Live { .. }) = (self.ack_window, &self.publish) else { return };
+        if self.received - self.acked >= u64::from(window) {
+            self.acked = self.received;
+            // Truncation is the protocol's: the count wraps at 2^32.
+            let sequence = (self.received & u64::from(u32::MAX)) as u32;
+            actions.push(Action::Send(control_message(ACKNOWLEDGEMENT, &sequence.to_be_bytes())));
+        }
+    }
+
+    /// Audio or video of the approved publish: the media clocks, then the action.
+    fn media(
+        &mut self,
+        type_id: u8,
+        data: Bytes,
+        timestamp: u32,
+        actions: &mut Vec<Action>,
+    ) -> Result<(), SessionError> {
+        if type_id == VIDEO {
+            self.note_video(&data)?;
+            actions.push(Action::Video { data, timestamp });
+        } else {
+            if let Publish::Live { last_media, .. } = &mut self.publish {
+                *last_media = self.now;
+            }
+            actions.push(Action::Audio { data, timestamp });
+        }
+        Ok(())
     }
 
     /// Whether a deadline has passed at `now` (µs); the shell ends the connection if so.
@@ -252,7 +339,8 @@ impl IngestSession {
             .session()?
             .accept_request(request_id)
             .map_err(|e| SessionError::Protocol(format!("{e:?}")))?;
-        if self.publish_requests.remove(&request_id) {
+        if let Some(stream) = self.publish_requests.remove(&request_id) {
+            self.media_stream = Some(stream);
             self.publish =
                 Publish::Live { last_media: now, last_keyframe: now, since_keyframe: 0, video: false };
         }
@@ -316,6 +404,9 @@ impl IngestSession {
                     "a command needs a name, a transaction and an object".into(),
                 ));
             }
+            if first == "publish" {
+                self.publish_stream = message.stream_id;
+            }
             if first == "connect" && self.flash_ver.is_empty() {
                 if let Amf0Value::Object(props) = &values[2] {
                     if let Some(Amf0Value::Utf8String(v)) = props.get("flashVer") {
@@ -363,7 +454,7 @@ impl IngestSession {
                 actions.extend(accepted);
             }
             ServerSessionEvent::PublishStreamRequested { request_id, stream_key, .. } => {
-                self.publish_requests.insert(request_id);
+                self.publish_requests.insert(request_id, self.publish_stream);
                 actions.push(Action::PublishRequested { request_id, stream_name: stream_key })
             }
             ServerSessionEvent::PlayStreamRequested { request_id, .. } => {
@@ -371,19 +462,18 @@ impl IngestSession {
                     self.reject(request_id, "NetStream.Play.Failed", "playback is not offered over RTMP")?;
                 actions.extend(refused);
             }
-            ServerSessionEvent::PublishStreamFinished { .. } => actions.push(Action::PublishFinished),
+            ServerSessionEvent::PublishStreamFinished { .. } => {
+                self.media_stream = None;
+                actions.push(Action::PublishFinished)
+            }
             ServerSessionEvent::StreamMetadataChanged { metadata, .. } => {
                 actions.push(Action::Metadata(metadata))
             }
             ServerSessionEvent::VideoDataReceived { data, timestamp, .. } => {
-                self.note_video(&data)?;
-                actions.push(Action::Video { data, timestamp: timestamp.value })
+                self.media(VIDEO, data, timestamp.value, actions)?
             }
             ServerSessionEvent::AudioDataReceived { data, timestamp, .. } => {
-                if let Publish::Live { last_media, .. } = &mut self.publish {
-                    *last_media = self.now;
-                }
-                actions.push(Action::Audio { data, timestamp: timestamp.value })
+                self.media(AUDIO, data, timestamp.value, actions)?
             }
             _ => {}
         }
@@ -420,6 +510,29 @@ fn is_keyframe(data: &[u8]) -> bool {
     let sequence_header =
         if first & 0x80 != 0 { first & 0x0F == 0 } else { first & 0x0F == 7 && data.get(1) == Some(&0) };
     !sequence_header
+}
+
+/// A protocol control message of Sluice's own, in one chunk on chunk stream 2 with a whole
+/// (type 0) header, message stream 0, time 0 (§5.4; `body` is at most 6 bytes, under any chunk
+/// size). rml_rtmp's session writes on chunk stream 2 too, compressing a header against its own
+/// last one there, so the peer must never read one of its headers against one of ours. Its
+/// messages there are the four it sends at the handshake and the `StreamBegin` that approves the
+/// publish, the last on message stream 1 after the others on 0, so always with a whole header;
+/// it sends neither an ack (it never learns the peer's window) nor a ping answer of its own
+/// (both are answered here), and the acknowledgements start only after that `StreamBegin`.
+fn control_message(type_id: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12 + body.len());
+    out.push(0x02);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
+    out.push(type_id);
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+fn be_u32(data: &[u8]) -> Option<u32> {
+    Some(u32::from_be_bytes(data.get(..4)?.try_into().ok()?))
 }
 
 fn push_send(actions: &mut Vec<Action>, bytes: Vec<u8>) {

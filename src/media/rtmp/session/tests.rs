@@ -252,10 +252,15 @@ fn publishing(t0: u64) -> (IngestSession, Client, ChunkSerializer) {
     (server, client, raw)
 }
 
-fn raw(raw: &mut ChunkSerializer, type_id: u8, timestamp: u32, data: Vec<u8>) -> Vec<u8> {
+fn raw(w: &mut ChunkSerializer, type_id: u8, timestamp: u32, data: Vec<u8>) -> Vec<u8> {
+    raw_on(w, 1, type_id, timestamp, data)
+}
+
+/// A message on message stream `stream`.
+fn raw_on(raw: &mut ChunkSerializer, stream: u32, type_id: u8, timestamp: u32, data: Vec<u8>) -> Vec<u8> {
     let p = MessagePayload {
         timestamp: RtmpTimestamp::new(timestamp),
-        message_stream_id: 1,
+        message_stream_id: stream,
         type_id,
         data: Bytes::from(data),
     };
@@ -388,4 +393,69 @@ fn garbage_is_an_error_not_a_panic() {
     let mut server = IngestSession::new(0);
     let result = server.feed(0, &[0x42; 4000]);
     assert!(result.is_err(), "a wrong RTMP version is refused");
+}
+
+/// The approved publish's media goes around rml_rtmp, so its acknowledgements are the session's
+/// own: one each time a window of bytes (the 2,500,000 rml_rtmp's client asks for at connect)
+/// has come, counting every byte received, read by the client as whole, valid messages.
+#[test]
+fn media_goes_around_rml_rtmp_and_each_window_of_bytes_is_acknowledged() {
+    let (mut server, mut client, _) = publishing(0);
+    let frame = |i: u8| {
+        let mut v = vec![0x17, 0x01, 0, 0, 0];
+        v.resize(1024 * 1024, i);
+        Bytes::from(v)
+    };
+    let mut acks = Vec::new();
+    let mut sent = 0u64;
+    for i in 0..6u8 {
+        let r = client
+            .session
+            .publish_video_data(frame(i), RtmpTimestamp::new(u32::from(i) * 33), false)
+            .unwrap();
+        let ClientSessionResult::OutboundResponse(p) = r else { panic!("a packet") };
+        sent += p.bytes.len() as u64;
+        let actions = server.feed(0, &p.bytes).unwrap();
+        let to_client = sends(&actions);
+        assert_eq!(requests(actions), vec![Action::Video { data: frame(i), timestamp: u32::from(i) * 33 }]);
+        let before = client.events.len();
+        client.receive(&to_client);
+        for e in &client.events[before..] {
+            if let ClientSessionEvent::AcknowledgementReceived { bytes_received } = e {
+                acks.push((i, u64::from(*bytes_received)));
+            }
+        }
+    }
+    // The handshake and commands took a few KiB before the first frame.
+    // 1 MiB frames: the first window ends in the third frame, the second (2,500,000 bytes on)
+    // in the sixth.
+    let [(2, first), (5, second)] = acks[..] else { panic!("acks after frames 3 and 6: {acks:?}") };
+    assert!(first > 3 * 1024 * 1024 && first < 3 * 1024 * 1024 + 16 * 1024, "{first}");
+    assert!(
+        second - first >= 2_500_000 && second - first < 2_500_000 + 1024 * 1024 + 1024,
+        "{first} → {second}"
+    );
+    assert!(second <= sent + 16 * 1024, "{second} of {sent} + the handshake");
+}
+
+/// A ping is answered with its own time, and media on a message stream that did not publish
+/// gives nothing.
+#[test]
+fn pings_are_answered_and_media_on_another_stream_is_ignored() {
+    let (mut server, mut client, mut w) = publishing(0);
+    let actions = server.feed(0, &raw_on(&mut w, 0, 4, 0, vec![0, 6, 0, 0, 0, 42])).unwrap();
+    client.receive(&sends(&actions));
+    assert!(client
+        .events
+        .contains(&ClientSessionEvent::PingResponseReceived { timestamp: RtmpTimestamp::new(42) }));
+    let video = vec![0x17, 0x01, 0, 0, 0, 1];
+    assert_eq!(server.feed(0, &raw_on(&mut w, 7, 9, 0, video.clone())).unwrap(), vec![]);
+    assert_eq!(
+        server.feed(0, &raw(&mut w, 9, 40, video.clone())).unwrap(),
+        vec![Action::Video { data: Bytes::from(video), timestamp: 40 }]
+    );
+    // A short ping or window size is an error, not a panic.
+    assert!(server.feed(0, &raw_on(&mut w, 0, 4, 0, vec![0, 6, 0])).is_err());
+    let (mut server, _client, mut w) = publishing(0);
+    assert!(server.feed(0, &raw_on(&mut w, 0, 5, 0, vec![0, 0])).is_err());
 }
