@@ -324,13 +324,7 @@ fn build_bin(description: &str) -> Result<gst::Bin, String> {
 /// nothing but its own input, so this never holds the ingest thread up for long
 /// ([`MUX_QUEUE`]).
 fn muxer_input(bin: &gst::Bin, name: &str) -> Result<gst::GhostPad, String> {
-    let mux = bin.by_name(&format!("mux_{name}")).ok_or_else(|| format!("no muxer for {name}"))?;
-    // `cmafmux` has one always pad; a muxer of several streams would give one on request.
-    let sink = mux
-        .static_pad("sink")
-        .or_else(|| mux.request_pad_simple("sink_%u"))
-        .ok_or_else(|| format!("the muxer of {name} has no sink pad"))?;
-    add_ghost(bin, &sink)
+    ghost(bin, &format!("mux_{name}"))
 }
 
 /// A ghost of the sink pad of `bin`'s element `first`: the branch's input.
@@ -339,11 +333,7 @@ fn ghost(bin: &gst::Bin, first: &str) -> Result<gst::GhostPad, String> {
         .by_name(first)
         .and_then(|e| e.static_pad("sink"))
         .ok_or_else(|| format!("live branch has no {first} sink pad"))?;
-    add_ghost(bin, &sink)
-}
-
-fn add_ghost(bin: &gst::Bin, target: &gst::Pad) -> Result<gst::GhostPad, String> {
-    let ghost = gst::GhostPad::with_target(target).map_err(|e| format!("ghost pad: {e}"))?;
+    let ghost = gst::GhostPad::with_target(&sink).map_err(|e| format!("ghost pad: {e}"))?;
     bin.add_pad(&ghost).map_err(|e| format!("ghost pad: {e}"))?;
     Ok(ghost)
 }

@@ -31,7 +31,7 @@ use bytes::Bytes;
 use rml_amf0::Amf0Value;
 use rml_rtmp::chunk_io::ChunkSerializer;
 use rml_rtmp::handshake::{Handshake, HandshakeProcessResult, PeerType};
-use rml_rtmp::messages::MessagePayload;
+use rml_rtmp::messages::{MessagePayload, RtmpMessage, UserControlEventType};
 use rml_rtmp::sessions::{
     ServerSession, ServerSessionConfig, ServerSessionEvent, ServerSessionResult, StreamMetadata,
 };
@@ -54,12 +54,10 @@ pub const MAX_BYTES_BEFORE_PUBLISH: u64 = 1024 * 1024;
 /// variant whatever the publisher's bitrate (about 17 Mbit/s for the whole 30 s).
 pub const MAX_BYTES_SINCE_KEYFRAME: u64 = 64 * 1024 * 1024;
 
-const ACKNOWLEDGEMENT: u8 = 3;
 const USER_CONTROL: u8 = 4;
 const WINDOW_ACKNOWLEDGEMENT: u8 = 5;
-/// User control event types (§6.2): a ping and its answer.
+/// The user control event type of a ping (§6.2).
 const PING_REQUEST: [u8; 2] = [0, 6];
-const PING_RESPONSE: [u8; 2] = [0, 7];
 const AMF0_DATA: u8 = 18;
 const AMF0_COMMAND: u8 = 20;
 const AMF3_DATA: u8 = 15;
@@ -238,7 +236,7 @@ impl IngestSession {
                 self.deliver(&packet.bytes, &mut actions)?;
             }
         }
-        self.acknowledge(&mut actions);
+        self.acknowledge(&mut actions)?;
         Ok(actions)
     }
 
@@ -254,11 +252,18 @@ impl IngestSession {
                 Ok(true)
             }
             USER_CONTROL if message.data.get(..2) == Some(&PING_REQUEST[..]) => {
-                let time =
-                    message.data.get(2..6).ok_or_else(|| SessionError::Protocol("short ping".into()))?;
-                let mut body = PING_RESPONSE.to_vec();
-                body.extend_from_slice(time);
-                actions.push(Action::Send(control_message(USER_CONTROL, &body)));
+                let time = message
+                    .data
+                    .get(2..)
+                    .and_then(be_u32)
+                    .ok_or_else(|| SessionError::Protocol("short ping".into()))?;
+                let answer = RtmpMessage::UserControl {
+                    event_type: UserControlEventType::PingResponse,
+                    stream_id: None,
+                    buffer_length: None,
+                    timestamp: Some(RtmpTimestamp::new(time)),
+                };
+                actions.push(Action::Send(control_message(answer)?));
                 Ok(true)
             }
             _ => Ok(false),
@@ -269,14 +274,15 @@ impl IngestSession {
     /// (RTMP 1.0 §5.4.3: the sequence number is the count received so far, modulo 2^32), from
     /// the approved publish on (see [`control_message`]); before it, at most
     /// [`MAX_BYTES_BEFORE_PUBLISH`] arrive.
-    fn acknowledge(&mut self, actions: &mut Vec<Action>) {
-        let (Some(window), Publish::Live { .. }) = (self.ack_window, &self.publish) else { return };
+    fn acknowledge(&mut self, actions: &mut Vec<Action>) -> Result<(), SessionError> {
+        let (Some(window), Publish::Live { .. }) = (self.ack_window, &self.publish) else { return Ok(()) };
         if self.received - self.acked >= u64::from(window) {
             self.acked = self.received;
             // Truncation is the protocol's: the count wraps at 2^32.
-            let sequence = (self.received & u64::from(u32::MAX)) as u32;
-            actions.push(Action::Send(control_message(ACKNOWLEDGEMENT, &sequence.to_be_bytes())));
+            let sequence_number = (self.received & u64::from(u32::MAX)) as u32;
+            actions.push(Action::Send(control_message(RtmpMessage::Acknowledgement { sequence_number })?));
         }
+        Ok(())
     }
 
     /// Audio or video of the approved publish: the media clocks, then the action.
@@ -513,22 +519,19 @@ fn is_keyframe(data: &[u8]) -> bool {
 }
 
 /// A protocol control message of Sluice's own, in one chunk on chunk stream 2 with a whole
-/// (type 0) header, message stream 0, time 0 (§5.4; `body` is at most 6 bytes, under any chunk
-/// size). rml_rtmp's session writes on chunk stream 2 too, compressing a header against its own
-/// last one there, so the peer must never read one of its headers against one of ours. Its
-/// messages there are the four it sends at the handshake and the `StreamBegin` that approves the
-/// publish, the last on message stream 1 after the others on 0, so always with a whole header;
-/// it sends neither an ack (it never learns the peer's window) nor a ping answer of its own
-/// (both are answered here), and the acknowledgements start only after that `StreamBegin`.
-fn control_message(type_id: u8, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(12 + body.len());
-    out.push(0x02);
-    out.extend_from_slice(&[0, 0, 0]);
-    out.extend_from_slice(&(body.len() as u32).to_be_bytes()[1..]);
-    out.push(type_id);
-    out.extend_from_slice(&0u32.to_le_bytes());
-    out.extend_from_slice(body);
-    out
+/// (type 0) header, message stream 0, time 0 (§5.4), written by a serializer of its own so that
+/// nothing is compressed against another header (the message, at most 6 bytes, is under any
+/// chunk size). rml_rtmp's session writes on chunk stream 2 too, compressing a header against
+/// its own last one there, so the peer must never read one of its headers against one of ours.
+/// Its messages there are the four it sends at the handshake and the `StreamBegin` that approves
+/// the publish, the last on message stream 1 after the others on 0, so always with a whole
+/// header; it sends neither an ack (it never learns the peer's window) nor a ping answer of its
+/// own (both are answered here), and the acknowledgements start only after that `StreamBegin`.
+fn control_message(message: RtmpMessage) -> Result<Vec<u8>, SessionError> {
+    let protocol = |e: &dyn fmt::Debug| SessionError::Protocol(format!("{e:?}"));
+    let payload = message.into_message_payload(RtmpTimestamp::new(0), 0).map_err(|e| protocol(&e))?;
+    let packet = ChunkSerializer::new().serialize(&payload, true, false).map_err(|e| protocol(&e))?;
+    Ok(packet.bytes)
 }
 
 fn be_u32(data: &[u8]) -> Option<u32> {
