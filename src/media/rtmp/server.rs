@@ -106,10 +106,10 @@ pub async fn start(app: Arc<Ingest>, addr: SocketAddr, tls: Option<Tls>) -> std:
             tokio::spawn(async move {
                 let _ = socket.set_nodelay(true);
                 let result = match tls {
-                    None => Connection::new(app, peer).run(socket).await,
+                    None => Connection::new(app, peer, true).run(socket).await,
                     // The handshake has its deadline; plain RTMP on this port fails it.
                     Some(tls) => match tls.accept(socket).await {
-                        Ok(socket) => Connection::new(app, peer).run(socket).await,
+                        Ok(socket) => Connection::new(app, peer, false).run(socket).await,
                         Err(e) => Err(e.into()),
                     },
                 };
@@ -164,10 +164,14 @@ struct Connection {
     hold: Option<Instant>,
     /// No read before this: the next tick of [`MERGED_READ`].
     merge: Option<Instant>,
+    /// Whether reads are merged: over plain TCP. A read from TLS returns about a record's worth
+    /// (16 KB) whatever is waiting, so a short read does not tell a drained socket, and waiting
+    /// after each would hold an RTMPS push to a record a tick.
+    merge_reads: bool,
 }
 
 impl Connection {
-    fn new(app: Arc<Ingest>, peer: SocketAddr) -> Self {
+    fn new(app: Arc<Ingest>, peer: SocketAddr, merge_reads: bool) -> Self {
         Connection {
             app,
             peer,
@@ -179,6 +183,7 @@ impl Connection {
             media_bytes: 0,
             hold: None,
             merge: None,
+            merge_reads,
         }
     }
 
@@ -234,7 +239,7 @@ impl Connection {
                     if let Some(until) = self.hold {
                         let at = until.saturating_duration_since(self.origin).as_micros();
                         self.session.media_due_until(u64::try_from(at).unwrap_or(u64::MAX));
-                    } else if self.push.is_some() && had_media && n < buf.len() {
+                    } else if self.merge_reads && self.push.is_some() && had_media && n < buf.len() {
                         self.merge = Some(next_merge_tick(Instant::now()));
                     }
                 }
