@@ -265,7 +265,7 @@ impl ChunkReader {
     }
 }
 
-fn read_u32(data: &[u8]) -> Option<u32> {
+pub(super) fn read_u32(data: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(data.get(..4)?.try_into().ok()?))
 }
 

@@ -38,7 +38,7 @@ use rml_rtmp::sessions::{
 use rml_rtmp::time::RtmpTimestamp;
 
 use super::amf;
-use super::chunks::{ChunkError, ChunkReader, Message, AUDIO, MAX_VIDEO_MESSAGE, VIDEO};
+use super::chunks::{read_u32, ChunkError, ChunkReader, Message, AUDIO, MAX_VIDEO_MESSAGE, VIDEO};
 
 /// From the first byte to an approved publish.
 pub const START_DEADLINE_US: u64 = 10_000_000;
@@ -246,7 +246,7 @@ impl IngestSession {
     fn control(&mut self, message: &Message, actions: &mut Vec<Action>) -> Result<bool, SessionError> {
         match message.type_id {
             WINDOW_ACKNOWLEDGEMENT => {
-                let size = be_u32(&message.data)
+                let size = read_u32(&message.data)
                     .ok_or_else(|| SessionError::Protocol("short window size".into()))?;
                 self.ack_window = (size > 0).then_some(size);
                 Ok(true)
@@ -255,7 +255,7 @@ impl IngestSession {
                 let time = message
                     .data
                     .get(2..)
-                    .and_then(be_u32)
+                    .and_then(read_u32)
                     .ok_or_else(|| SessionError::Protocol("short ping".into()))?;
                 let answer = RtmpMessage::UserControl {
                     event_type: UserControlEventType::PingResponse,
@@ -532,10 +532,6 @@ fn control_message(message: RtmpMessage) -> Result<Vec<u8>, SessionError> {
     let payload = message.into_message_payload(RtmpTimestamp::new(0), 0).map_err(|e| protocol(&e))?;
     let packet = ChunkSerializer::new().serialize(&payload, true, false).map_err(|e| protocol(&e))?;
     Ok(packet.bytes)
-}
-
-fn be_u32(data: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(data.get(..4)?.try_into().ok()?))
 }
 
 fn push_send(actions: &mut Vec<Action>, bytes: Vec<u8>) {
