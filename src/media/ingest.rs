@@ -91,6 +91,8 @@ pub struct IngestPipeline {
     pub keyframes: Arc<std::sync::atomic::AtomicU64>,
     /// The LL-HLS channel this push feeds, if any.
     live: Option<(Arc<Channel>, u32)>,
+    /// Set once the ladder is planned with a rung to encode.
+    transcodes: Arc<std::sync::atomic::AtomicBool>,
     /// Wall-clock time of media timestamp zero (set by the first media).
     wall: WallBase,
     /// Set when the pipeline has drained (EOS reached every sink).
@@ -200,6 +202,7 @@ impl IngestPipeline {
         }
         let Outputs { live, tap, .. } = outputs;
         let channel = live.as_ref().map(|l| (l.channel.clone(), l.generation));
+        let transcodes = live.as_ref().map(|l| l.transcodes.clone()).unwrap_or_default();
         let started = match live {
             Some(live) => live_hls::pipeline::attach(&pipeline, live, wall.clone()),
             None => Ok(()),
@@ -230,10 +233,22 @@ impl IngestPipeline {
             media_bytes,
             keyframes,
             live: channel,
+            transcodes,
             wall,
             drained,
         };
         Ok((p, rx))
+    }
+
+    /// Whether the push only passes through to LL-HLS: no ladder rung is encoded (known from
+    /// the first video caps on), no WebRTC rung is encoded and no RTSP source is offered. Only
+    /// such a push has its reads merged ([`crate::media::rtmp::server::MERGED_READ`]): there
+    /// they save about a quarter of its CPU. Beside an encoder they save under a hundredth, and
+    /// the wait they add showed on hls.js's screen (73 ms with the ladder); RTSP and WebRTC
+    /// viewers are the ones who watch closest to live.
+    pub fn passthrough_only(&self) -> bool {
+        let realtime = self.tap.as_ref().is_some_and(|t| t.tap.webrtc || t.tap.rtsp);
+        !realtime && !self.transcodes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Chains FLV bytes into the demuxer on this thread; they pass the parsers and tees into the
@@ -536,34 +551,4 @@ fn watch_bus(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn the_pipeline_description_builds() {
-        let (p, _rx) = IngestPipeline::start("test", Outputs::default())
-            .await
-            .expect("GStreamer plugins of scripts/deps.sh are installed");
-        p.stop();
-    }
-
-    #[tokio::test]
-    async fn the_ts_pipeline_description_builds() {
-        let (p, _rx) = IngestPipeline::start_ts("test", Outputs::default())
-            .await
-            .expect("GStreamer plugins of scripts/deps.sh are installed");
-        let mut feeder = p.feeder().expect("the TS front has a source");
-        assert!(feeder.feed(&[0x47; 188]), "a TS packet is taken");
-        p.stop();
-    }
-
-    #[tokio::test]
-    async fn a_pipeline_dropped_without_stop_is_set_to_null() {
-        let (p, _rx) =
-            IngestPipeline::start("test", Outputs::default()).await.expect("GStreamer plugins are installed");
-        let pipeline = p.pipeline.0.clone();
-        assert_ne!(pipeline.current_state(), gst::State::Null, "started");
-        drop(p);
-        assert_eq!(pipeline.current_state(), gst::State::Null, "no PLAYING pipeline is left to dispose");
-    }
-}
+mod tests;

@@ -88,6 +88,7 @@ impl LiveOutputs {
             generation,
             qualities: stream.qualities(),
             descriptions: Descriptions::load(self.pipelines_dir.as_deref()),
+            transcodes: Default::default(),
         }))
     }
 }

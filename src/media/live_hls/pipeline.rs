@@ -77,6 +77,8 @@ pub struct LiveOutput {
     pub generation: u32,
     pub qualities: Vec<Quality>,
     pub descriptions: Descriptions,
+    /// Set when the ladder is planned with a rung to encode (at the first video caps).
+    pub transcodes: Arc<AtomicBool>,
 }
 
 /// The wall-clock time of the push's media timestamp zero, set when its first media arrives;
@@ -157,6 +159,7 @@ fn attach_video(
     source: &SourceFormat,
 ) -> Result<(), String> {
     let rungs = ladder::plan(&out.qualities, source.width, source.height);
+    out.transcodes.store(!rungs.is_empty(), Ordering::Relaxed);
     let segment = out.channel.config().segment;
     let segment_target = segment.ceil() as u32;
     // Parts of whole frames, at least seven, about the configured part ([`Plan::video`]).

@@ -41,8 +41,10 @@ const RATE_EVERY: Duration = Duration::from_secs(5);
 /// Each wake-up then takes what a frame's time brought (a video frame, an AAC frame or two)
 /// instead of one message, and the pushes that woke on a tick are read in one go: about a
 /// quarter less CPU a passthrough push, for a wait of at most this much a message (measured on
-/// screen with the ladder: 73 ms more; docs/live-ingest.md, "Merged reads"). A read that fills the buffer is followed at once by
-/// the next, so a push above the buffer's size a tick (about 16 Mbit/s) is read as it comes.
+/// screen with the ladder: 73 ms more; docs/live-ingest.md, "Merged reads"). So only a push
+/// that only passes through is read so ([`IngestPipeline::passthrough_only`]). A read that fills
+/// the buffer is followed at once by the next, so a push above the buffer's size a tick (about
+/// 16 Mbit/s) is read as it comes.
 pub const MERGED_READ: Duration = Duration::from_millis(33);
 /// Bytes a read takes at most.
 const READ_BUFFER: usize = 64 * 1024;
@@ -239,7 +241,11 @@ impl Connection {
                     if let Some(until) = self.hold {
                         let at = until.saturating_duration_since(self.origin).as_micros();
                         self.session.media_due_until(u64::try_from(at).unwrap_or(u64::MAX));
-                    } else if self.merge_reads && self.push.is_some() && had_media && n < buf.len() {
+                    } else if self.merge_reads
+                        && self.push.as_ref().is_some_and(|p| p.pipeline.passthrough_only())
+                        && had_media
+                        && n < buf.len()
+                    {
                         self.merge = Some(next_merge_tick(Instant::now()));
                     }
                 }
