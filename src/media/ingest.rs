@@ -25,7 +25,7 @@ use super::StopOnDrop;
 
 mod flv;
 mod liveness;
-pub use flv::{flv_header, flv_tag, Tag};
+pub use flv::{flv_header, flv_tag, flv_tags, Tag};
 pub use liveness::{Liveness, NO_KEYFRAME, NO_MEDIA, RATE_EVERY};
 
 const DESCRIPTION: &str = include_str!("../../pipelines/ingest.txt");

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use rml_rtmp::handshake::{Handshake, HandshakeProcessResult, PeerType};
 use serde_json::{json, Value};
+use sluice::media::ingest::flv_tags;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -390,20 +391,6 @@ async fn a_rushed_push_at_a_low_bitrate_is_not_taken_for_a_silent_one() {
         let now = status(&app, &id).await["status"].clone();
         assert_eq!(now, "live", "{:.1} s after going live", live_at.elapsed().as_secs_f64());
     }
-}
-
-/// The tags of an FLV file after its header: `(type, timestamp ms, data)`.
-fn flv_tags(flv: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
-    let mut tags = Vec::new();
-    let mut at = 13; // the 9-byte header and the first previous-tag size
-    while at + 11 <= flv.len() {
-        let size = u32::from_be_bytes([0, flv[at + 1], flv[at + 2], flv[at + 3]]) as usize;
-        let ts = u32::from_be_bytes([flv[at + 7], flv[at + 4], flv[at + 5], flv[at + 6]]);
-        let Some(data) = flv.get(at + 11..at + 11 + size) else { break };
-        tags.push((flv[at], ts, data.to_vec()));
-        at += 11 + size + 4;
-    }
-    tags
 }
 
 /// A publisher that switches its video from H.264 to another codec mid-push: the pipeline

@@ -28,6 +28,22 @@ pub fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The tags of an FLV stream after its header, `(type, timestamp ms, body)`: what [`flv_tag`]
+/// writes, read back (the tests read clips and GStreamer's `flvmux` output with it). It stops at
+/// a tag cut short.
+pub fn flv_tags(flv: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
+    let mut tags = Vec::new();
+    let mut at = 13; // the 9-byte header and the first previous-tag size
+    while at + 11 <= flv.len() {
+        let size = u32::from_be_bytes([0, flv[at + 1], flv[at + 2], flv[at + 3]]) as usize;
+        let ts = u32::from_be_bytes([flv[at + 7], flv[at + 4], flv[at + 5], flv[at + 6]]);
+        let Some(data) = flv.get(at + 11..at + 11 + size) else { break };
+        tags.push((flv[at], ts, data.to_vec()));
+        at += 11 + size + 4;
+    }
+    tags
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +58,7 @@ mod tests {
         assert_eq!(&t[11..13], &[0xAA, 0xBB]);
         assert_eq!(&t[13..], &13u32.to_be_bytes(), "previous tag size = 11 + data");
         assert_eq!(flv_header().len(), 13);
+        let stream = [flv_header(), t, flv_tag(Tag::Audio, 7, &[0xCC])[..11].to_vec()].concat();
+        assert_eq!(flv_tags(&stream), [(9, 0x0102_0304, vec![0xAA, 0xBB])], "read back; the cut tag is left");
     }
 }

@@ -51,19 +51,11 @@ fn h264_tags() -> Vec<(Tag, u32, Vec<u8>)> {
         flv.extend_from_slice(&buffer.map_readable().expect("readable"));
     }
     pipeline.set_state(gst::State::Null).expect("stops");
-    // The 9-byte header and PreviousTagSize0, then tags of an 11-byte header, a body and a
-    // 4-byte PreviousTagSize.
-    let (mut at, mut tags) = (13, Vec::new());
-    while at + 11 <= flv.len() {
-        let h = &flv[at..at + 11];
-        let size = u32::from_be_bytes([0, h[1], h[2], h[3]]) as usize;
-        let timestamp = u32::from_be_bytes([h[7], h[4], h[5], h[6]]);
-        let body = flv[at + 11..at + 11 + size].to_vec();
-        if h[0] == Tag::Video as u8 {
-            tags.push((Tag::Video, timestamp, body));
-        }
-        at += 11 + size + 4;
-    }
+    let tags: Vec<_> = flv_tags(&flv)
+        .into_iter()
+        .filter(|t| t.0 == Tag::Video as u8)
+        .map(|(_, timestamp, body)| (Tag::Video, timestamp, body))
+        .collect();
     assert!(tags.len() > 30, "a sequence header and 30 frames: {} tags", tags.len());
     tags
 }

@@ -218,10 +218,8 @@ impl Connection {
         loop {
             let kill = self.push.as_ref().map(|p| p.kill.clone());
             let reports = self.push.as_mut().map(|p| &mut p.reports);
-            let until = match (self.hold, self.merge) {
-                (Some(h), Some(m)) => Some(h.max(m)),
-                (h, m) => h.or(m),
-            };
+            // The later of the two (`None` is before any `Some`).
+            let until = self.hold.max(self.merge);
             let wake = tokio::select! {
                 r = socket.read(&mut buf), if until.is_none() => Wake::Read(r?),
                 _ = tokio::time::sleep_until(until.unwrap_or_else(Instant::now).into()), if until.is_some() => Wake::Resume,
