@@ -18,7 +18,11 @@
 //!   runs' medians (and their range), and the `waiting` events after the first `playing` of
 //!   every run (stalls). hls.js may play at up to 1.5x to return to its target latency
 //!   (`maxLiveSyncPlaybackRate`), so a stall while joining does not decide the figure; its
-//!   `targetLatency` (three PART-TARGETs for LL-HLS) is printed beside it.
+//!   `targetLatency` (three PART-TARGETs for LL-HLS) is printed beside it. The page starts
+//!   playing once hls.js has buffered to the live edge, at hls.js's live sync position as it
+//!   stands then (the test player's `startLive=1`, as Sluice's demo page does: docs/live-hls.md,
+//!   "Starting at the edge"); `BENCH_START=hlsjs` plays from where hls.js placed its start
+//!   instead, when the first playlist arrived.
 //!
 //! nginx: a fragment is available when its `.m3u8` lists it; its latency is that moment minus
 //! when its last frame was pushed (the push's start plus the fragment's end in media time). The
@@ -104,16 +108,22 @@ async fn part_latencies(url: &str, until: Instant) -> Vec<f64> {
 
 /// hls.js plays `url` for `window`; the reports of the window.
 async fn play(url: &str, window: Duration) -> Vec<Report> {
-    let more = std::env::var("BENCH_PLAYER").unwrap_or_default();
+    let start = if start_at_edge() { "startLive=1&" } else { "" };
+    let more = format!("{start}{}", std::env::var("BENCH_PLAYER").unwrap_or_default());
     let player = Player::start_catching_up_with(url, &more).await;
     player
         .wait_until("hls.js playing", Duration::from_secs(60), |r| {
-            r.last().is_some_and(|x| x.current_time > 2.0 && x.latency.is_some())
+            r.last().is_some_and(|x| x.current_time > 2.0 && x.latency.is_some() && !x.paused)
         })
         .await;
     let from = player.reports().len();
     tokio::time::sleep(window).await;
     player.reports()[from..].to_vec()
+}
+
+/// Whether the page starts at the edge (`startLive=1`, unless `BENCH_START=hlsjs`).
+fn start_at_edge() -> bool {
+    std::env::var("BENCH_START").map_or(true, |v| v != "hlsjs")
 }
 
 /// `waiting` events after the video first played: stalls.
@@ -176,8 +186,9 @@ fn main() {
     let file = std::env::var_os("BENCH_CLIP").map_or_else(sample_file, std::path::PathBuf::from);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     println!(
-        "live latency: one 720p30 2.5 Mbit/s push (ffmpeg -re -c copy), 720p+480p ladder, 2-s segments, {runs} hls.js runs of {} s each, release build, load1 {:.2}",
+        "live latency: one 720p30 2.5 Mbit/s push (ffmpeg -re -c copy), 720p+480p ladder, 2-s segments, {runs} hls.js runs of {} s each ({}), release build, load1 {:.2}",
         window.as_secs(),
+        if start_at_edge() { "starting at the edge" } else { "starting where hls.js placed its start" },
         common::load1()
     );
     println!(

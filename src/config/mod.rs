@@ -165,7 +165,7 @@ impl Billing {
 }
 
 /// LL-HLS part and segment durations (CONTRACT: Live media; chosen by `benches/live_latency`).
-pub const DEFAULT_PART_MS: u32 = 333;
+pub const DEFAULT_PART_MS: u32 = 200;
 pub const DEFAULT_SEGMENT_MS: u32 = 2000;
 
 /// The optional `sluice.toml`. Same names as the flags.

@@ -12,8 +12,9 @@ use serde_json::{json, Value};
 use crate::support::player::{played, Player, Report};
 use crate::support::{eventually, ffmpeg_push, spawn_app, spawn_app_with, Backend, Killed, TestApp};
 
-/// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 333: ten frames).
-const PART: f64 = 0.334;
+/// The part duration Sluice uses by default at 30 fps (`SLUICE_LLHLS_PART_MS` = 200: seven
+/// frames, the fewest it makes).
+const PART: f64 = 0.234;
 
 /// A real-time 854×480 30 fps H.264 (keyframe every 2 s, as OBS is set up for streaming) and
 /// AAC push.
@@ -304,7 +305,7 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     // Too far ahead: 400 at once.
     let (status, _) = get_text(&t, &format!("{playlist_url}?_HLS_msn={}", m + 5)).await;
     assert_eq!(status, 400);
-    assert!(part_target <= 0.37, "PART-TARGET {part_target} of the 333-ms default at 30 fps");
+    assert!(part_target <= 0.27, "PART-TARGET {part_target} of the 200-ms default at 30 fps");
 
     // hls.js in low-latency mode plays it, close to the live edge. It may play at up to 1.5x to
     // get back to its target latency: on a loaded machine it sometimes joins with a hole before
