@@ -15,7 +15,8 @@
 //!   hls_playlist_length 10s; }`, two workers. It only remuxes, so it compares with passthrough.
 //! - **ffmpeg ladder**: the peer of the ladder: each push goes to its own ffmpeg listening for
 //!   RTMP, which encodes what a ladder stream encodes (720p 2.8 Mbit/s and 480p 1.4 Mbit/s,
-//!   x264 `veryfast` `zerolatency`, 1-s VBV, a keyframe every 333-ms part) and copies the source
+//!   x264 `veryfast` `zerolatency`, 1-s VBV, a keyframe every 8 frames as Sluice puts one at
+//!   every 200-ms part, of 7 or 8 frames at 30 fps) and copies the source
 //!   video and the audio into HLS. A step passes like an nginx step, on the 720p and 480p
 //!   playlists of every push. Ladder and ffmpeg steps alternate.
 //!
@@ -844,8 +845,9 @@ async fn nginx_step(nginx: &Nginx, number: usize, file: &Path, n: usize, window:
 
 /// One ffmpeg as the RTMP server of one push (`-listen 1`), encoding what a Sluice ladder stream
 /// encodes: 720p at 2.8 Mbit/s and 480p at 1.4 Mbit/s with x264 `veryfast` `zerolatency`, a 1-s
-/// VBV buffer and a keyframe at every 333-ms part (10 frames), the source video and the AAC
-/// copied; HLS (2-s MPEG-TS segments) into `dir` as `<name>_<variant>.m3u8`.
+/// VBV buffer and a keyframe every 8 frames (Sluice's rungs get one at every part, 7 or 8 frames
+/// at 30 fps with the default 200-ms parts: 8 a segment against ffmpeg's 7.5), the source video
+/// and the AAC copied; HLS (2-s MPEG-TS segments) into `dir` as `<name>_<variant>.m3u8`.
 fn ffmpeg_ladder(port: u16, name: &str, dir: &Path) -> Proc {
     let mut cmd = std::process::Command::new("ffmpeg");
     cmd.args(["-loglevel", "error", "-nostdin", "-listen", "1", "-i"])
@@ -855,8 +857,8 @@ fn ffmpeg_ladder(port: u16, name: &str, dir: &Path) -> Proc {
     for (i, kbps) in [(0, 2800), (1, 1400)] {
         let opt = |name: &str| format!("-{name}:v:{i}");
         cmd.args([&opt("c"), "libx264", &opt("preset"), "veryfast", &opt("tune"), "zerolatency"])
-            .args([&opt("profile"), "high", &opt("pix_fmt"), "yuv420p", &opt("g"), "10"])
-            .args([&opt("keyint_min"), "10", &opt("sc_threshold"), "0"])
+            .args([&opt("profile"), "high", &opt("pix_fmt"), "yuv420p", &opt("g"), "8"])
+            .args([&opt("keyint_min"), "8", &opt("sc_threshold"), "0"])
             .args([&opt("b"), &format!("{kbps}k"), &opt("maxrate"), &format!("{kbps}k")])
             .args([&opt("bufsize"), &format!("{kbps}k")]);
     }
