@@ -192,6 +192,9 @@ pub struct Channel {
     config: ChannelConfig,
     state: Mutex<State>,
     version: watch::Sender<u64>,
+    /// Set once the DVR writer removed the folder and ended (see [`Channel::dvr_finished`]).
+    #[cfg(test)]
+    dvr_finished: Option<Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What a media playlist request asks for.
@@ -219,6 +222,8 @@ impl Channel {
                 })
             });
             Channel {
+                #[cfg(test)]
+                dvr_finished: writer.as_ref().map(Writer::finished),
                 session: crate::domain::random_token(8),
                 config,
                 state: Mutex::new(State {
@@ -474,7 +479,17 @@ impl Channel {
         let mut s = self.lock();
         let (writer, recorder) = (s.writer.take(), s.recorder.take());
         drop(s);
-        drop((writer, recorder));
+        if let Some(writer) = writer {
+            writer.retire();
+        }
+        drop(recorder);
+    }
+
+    /// Whether the DVR writer is done: the channel left its map (or was dropped), the segment
+    /// being written then is on disk, and the folder is gone. `true` without DVR.
+    #[cfg(test)]
+    pub(crate) fn dvr_finished(&self) -> bool {
+        self.dvr_finished.as_ref().is_none_or(|f| f.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// The push ended: the open segments close with the parts they have. The playlists end

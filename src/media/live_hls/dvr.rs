@@ -10,6 +10,7 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -58,10 +59,16 @@ pub(super) enum NotQueued {
     Closed,
 }
 
-/// The sending half; dropping it (the channel is retired or dropped) lets the writer finish the
-/// queued segments, remove the channel's folder and end.
+/// The sending half. Dropping it (the channel is dropped) lets the writer finish the queued
+/// segments, remove the channel's folder and end; [`Writer::retire`] (the channel left its map)
+/// first tells the writer to write none of the queued segments: a channel that left the map
+/// writes nothing more, so once the folder is gone it stays gone.
 pub(super) struct Writer {
     tx: SyncSender<Write>,
+    retired: Arc<AtomicBool>,
+    /// Set by the writer once it removed the folder and ended.
+    #[cfg(test)]
+    finished: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -74,11 +81,19 @@ impl Writer {
         written: impl Fn(&str, u64) + Send + 'static,
     ) -> Option<Writer> {
         let (tx, rx) = mpsc::sync_channel::<Write>(WRITE_QUEUE);
+        let retired = Arc::new(AtomicBool::new(false));
+        let finished = Arc::new(AtomicBool::new(false));
+        #[cfg(test)]
+        let finished_here = finished.clone();
+        let retired_ = retired.clone();
         let run = move || {
             for w in rx {
-                let path = dir.join(&w.rendition).join(format!("s{}.m4s", w.msn));
-                if let Err(e) = sink.write(&path, &w.data) {
-                    tracing::warn!(error = %e, path = %path.display(), "DVR: writing a segment");
+                // A write begun before the retirement ends before the folder goes (below).
+                if !retired_.load(Ordering::Acquire) {
+                    let path = dir.join(&w.rendition).join(format!("s{}.m4s", w.msn));
+                    if let Err(e) = sink.write(&path, &w.data) {
+                        tracing::warn!(error = %e, path = %path.display(), "DVR: writing a segment");
+                    }
                 }
                 written(&w.rendition, w.msn);
             }
@@ -91,14 +106,32 @@ impl Writer {
                     tracing::warn!(error = %e, dir = %dir.display(), "DVR: removing a channel's folder")
                 }
             }
+            finished.store(true, Ordering::Release);
         };
         match std::thread::Builder::new().name("dvr-writer".into()).spawn(run) {
-            Ok(_) => Some(Writer { tx }),
+            Ok(_) => Some(Writer {
+                tx,
+                retired,
+                #[cfg(test)]
+                finished: finished_here,
+            }),
             Err(e) => {
                 tracing::warn!(error = %e, "DVR: no writer thread; this push keeps no DVR");
                 None
             }
         }
+    }
+
+    /// The channel left its map: the segments still queued are not written, and the writer
+    /// removes the folder and ends once the one it may be writing is done.
+    pub fn retire(self) {
+        self.retired.store(true, Ordering::Release);
+    }
+
+    /// Set once the writer has removed the folder and ended (tests wait on it).
+    #[cfg(test)]
+    pub fn finished(&self) -> Arc<AtomicBool> {
+        self.finished.clone()
     }
 
     /// Queues a segment without waiting.

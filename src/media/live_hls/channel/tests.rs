@@ -182,15 +182,38 @@ async fn a_channel_that_leaves_the_map_has_its_dvr_folder_removed_once_written()
     c.feed(g, "360p", part(true, 1));
     channels.remove("st");
     assert!(channels.get("st").is_none());
-    // The channel is still held (by its pipeline here) and yet its folder goes.
+    // The channel is still held (by its pipeline here) and yet its writer ends and its folder
+    // goes. (The folder's absence alone says nothing: the writer may not have made it yet.)
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while folder.exists() {
-        assert!(std::time::Instant::now() < deadline, "the DVR folder was never removed");
+    while !c.dvr_finished() {
+        assert!(std::time::Instant::now() < deadline, "the DVR writer never ended");
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    assert!(!folder.exists(), "the DVR folder was removed");
     c.feed(g, "360p", part(true, 2)); // a late segment is not written any more
+    c.feed(g, "360p", part(true, 3));
     drop(c);
-    assert!(!folder.exists());
+    assert!(!folder.exists(), "nothing was written after the channel left the map");
+}
+
+#[tokio::test]
+async fn a_channel_that_leaves_the_map_writes_none_of_its_queued_segments() {
+    let disk = Arc::new(SlowDisk { delay: Duration::from_millis(200), writes: 0.into() });
+    let dir = tempfile::tempdir().unwrap();
+    let dvr = ChannelConfig { dvr: Some((60.0, dir.path().join("push"))), ..config() };
+    let c = Channel::with_sink(dvr, disk.clone());
+    c.add_rendition(0, "360p", video(), TIMING);
+    feed(&c, 0, "360p", 6); // five segments queued behind a disk that takes 0.2 s for each
+    c.feed(0, "360p", part(true, 1));
+    c.retire();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !c.dvr_finished() {
+        assert!(std::time::Instant::now() < deadline, "the DVR writer never ended");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // At most the one being written when the channel left.
+    let writes = disk.writes.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(writes <= 1, "{writes} segments were written after the channel left its map");
 }
 
 /// A disk that takes `delay` for every segment (and keeps nothing).
