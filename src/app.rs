@@ -41,6 +41,8 @@ use crate::store::keys::SigningKeys;
 use crate::store::Db;
 use crate::upload::Uploads;
 
+/// How long the event log keeps an event (CONTRACT: Webhooks, event log).
+const EVENT_LOG_KEEP: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long open HTTP requests may take to finish once shutdown begins.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
@@ -179,6 +181,7 @@ impl App {
                 LOGIN_FAILURE_WINDOW,
             ))),
             passwords: PasswordGate::for_this_machine(),
+            followers: Default::default(),
             key_uses: Default::default(),
         });
         let transcoder = Arc::new(Transcoder {
@@ -286,6 +289,11 @@ impl App {
         self.leave_cluster().await;
     }
 
+    /// Ends the event log's followers, so that draining HTTP connections does not wait for them.
+    pub fn end_followers(&self) {
+        self.api.followers.close();
+    }
+
     /// Emits an event that goes with no state change (tests, the webhook guide).
     pub async fn emit(&self, project_id: &str, event: &Event) -> Result<usize, crate::store::DbError> {
         self.outbox.emit(project_id, event).await
@@ -298,6 +306,7 @@ impl App {
         let spec = crate::api::spec_json(&service);
         let docs = service.swagger_ui();
         let guard_app = self.clone();
+        let idempotency_api = self.api.clone();
         let allow = Arc::new(crate::api::allow::AllowTable::from_spec(&spec));
         let api = Route::new()
             .nest("/", service)
@@ -312,6 +321,7 @@ impl App {
             .with(CatchPanic::new())
             .data(self.api.clone())
             .catch_all_error(|err| async move { to_json_error(err) })
+            .around(move |ep, req| crate::api::idempotency::around(idempotency_api.clone(), ep, req))
             .around(move |ep, req| {
                 let allow = allow.clone();
                 async move {
@@ -467,6 +477,15 @@ impl App {
                     tracing::warn!(error = %e, "disabling idle streams");
                 }
                 app.channels.sweep();
+                let week_ago = crate::domain::time::now_ms() - EVENT_LOG_KEEP.as_millis() as i64;
+                if let Err(e) = app.db.sweep_events(week_ago).await {
+                    tracing::warn!(error = %e, "forgetting old events of the event log");
+                }
+                let day_ago =
+                    crate::domain::time::now_ms() - crate::api::idempotency::KEEP.as_millis() as i64;
+                if let Err(e) = app.db.sweep_idempotency(day_ago).await {
+                    tracing::warn!(error = %e, "forgetting old idempotency keys");
+                }
                 if passes % (600 / every).max(1) == 0 {
                     if let Err(e) = app.db.purge_expired_sessions().await {
                         tracing::warn!(error = %e, "purging expired sessions");

@@ -159,6 +159,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     let (addr, server) = app
         .start(async move {
             shutdown_signal().await;
+            drain.end_followers();
             // Pushes end while HTTP still serves, so viewers get the ended playlists; running
             // transcodes stop and go back to the queue.
             tokio::join!(drain.drain_live(Duration::from_secs(5)), drain.drain_vod(Duration::from_secs(10)));

@@ -17,6 +17,7 @@ pub mod password_gate;
 pub mod playback;
 pub mod ratelimit;
 pub mod services;
+pub mod slots;
 pub mod storage;
 pub mod store;
 pub mod tls;

@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u8)] = &[
     // Leaf utilities with no state of the service: usable by everything above the domain.
     ("client_ip", 1),
     ("password_gate", 1),
+    ("slots", 1),
     ("ratelimit", 1),
     ("metrics", 1),
     ("tls", 1),

@@ -93,7 +93,7 @@ fn every_operation_has_summary_tag_security_and_statuses() {
             let params = op["parameters"].as_array().cloned().unwrap_or_default();
             let has = |place: &str| params.iter().any(|p| p["in"] == place);
             for (status, expected) in [
-                ("400", has_body || has("query")),
+                ("400", has_body || has("query") || has("header")),
                 ("413", has_body),
                 ("415", has_body),
                 ("404", has("path") || id == "acceptInvitation"),
@@ -102,6 +102,14 @@ fn every_operation_has_summary_tag_security_and_statuses() {
             }
             if method == "get" {
                 assert!(!responses.contains_key("409"), "{id}: a GET documents 409");
+            }
+            // Every POST but signing in takes an Idempotency-Key, with its 409 and 422.
+            let idempotent = params.iter().any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header");
+            let takes_key = method == "post" && !path.starts_with("/v1/auth/");
+            assert_eq!(idempotent, takes_key, "{id}: declares Idempotency-Key");
+            assert_eq!(responses.contains_key("422"), takes_key, "{id}: documents 422");
+            if takes_key {
+                assert!(responses.contains_key("409"), "{id}: documents 409");
             }
             if !public.contains(&id) {
                 let security = op["security"].as_array().unwrap_or_else(|| panic!("{id}: security"));

@@ -12,9 +12,13 @@
 //!   them: `additionalProperties: false`);
 //! - every property named `…At` is a timestamp: `format: date-time`;
 //! - a schema's `example` becomes 2020-12's `examples`;
+//! - every POST that takes `Idempotency-Key` declares it, with its 409 and 422, and the raw
+//!   secrets a replay leaves out are nullable ([`idempotency`]);
 //! - each operation lists exactly the statuses it can answer ([`statuses`]).
 
 use serde_json::{json, Map, Value};
+
+use super::idempotency as idem;
 
 /// Fields of server-sent objects that are left out, not `null`, when they have no value
 /// (`#[oai(skip_serializing_if_is_none)]`): `(schema, property)`.
@@ -77,6 +81,7 @@ const EXTRA_STATUSES: &[(&str, &[u16])] = &[
     ("updateWebhook", &[]),
     ("deleteWebhook", &[]),
     ("testWebhook", &[409]),
+    ("listEvents", &[]),
     ("listNodes", &[]),
 ];
 
@@ -111,6 +116,7 @@ pub fn publish(raw: &str) -> Result<String, String> {
             schema["examples"] = json!([example]);
         }
     }
+    idempotency(&mut doc);
     statuses(&mut doc)?;
     acknowledgements(&mut doc);
     describe_successes(&mut doc);
@@ -307,7 +313,10 @@ fn statuses(doc: &mut Value) -> Result<(), String> {
             let has_body = op.get("requestBody").is_some();
             let mut allowed: Vec<u16> = vec![401, 403, 429, 500];
             allowed.extend_from_slice(extra);
-            if has_body || has_in("query") {
+            if params.iter().any(|p| p.get("name").and_then(Value::as_str) == Some(idem::HEADER)) {
+                allowed.extend([409, 422]);
+            }
+            if has_body || has_in("query") || has_in("header") {
                 allowed.push(400);
             }
             if has_body {
@@ -324,6 +333,42 @@ fn statuses(doc: &mut Value) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `Idempotency-Key` on every POST that takes it ([`idem::applies_to`]), and the fields a
+/// replay sets to `null` ([`idem::SECRETS`]) nullable where they are sent.
+fn idempotency(doc: &mut Value) {
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for (_, item) in paths.iter_mut().filter(|(path, _)| idem::applies_to(path)) {
+            let Some(op) = item.get_mut("post").and_then(Value::as_object_mut) else { continue };
+            let params = op.entry("parameters").or_insert_with(|| json!([]));
+            if let Some(params) = params.as_array_mut() {
+                params.push(json!({
+                    "name": idem::HEADER,
+                    "in": "header",
+                    "required": false,
+                    "description": format!(
+                        "Makes a retry safe: a repeat with the same key and the same request within 24 h \
+                         answers the first answer (with `{}: true`) and does nothing again; the same key \
+                         with another request is 422, a repeat while the first still runs 409. Raw secrets \
+                         are `null` in a replayed answer (`{}` names them).",
+                        idem::REPLAYED,
+                        idem::REDACTED
+                    ),
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[ -~]+$"},
+                }));
+            }
+        }
+    }
+    for (schema, field) in idem::SECRETS {
+        if let Some(property) = doc.pointer_mut(&format!("/components/schemas/{schema}/properties/{field}")) {
+            let note = "`null` in an answer replayed for an `Idempotency-Key`.";
+            let description = property.get("description").and_then(Value::as_str).unwrap_or_default();
+            let description = format!("{description} {note}").trim().to_string();
+            *property = nullable(std::mem::take(property));
+            property["description"] = json!(description);
+        }
+    }
 }
 
 /// A webhook delivery is acknowledged by any 2xx; poem leaves the description empty.

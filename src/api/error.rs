@@ -43,6 +43,9 @@ pub enum ApiError {
     /// Conflict with the current state (a taken slug or name, a refused move).
     #[oai(status = 409)]
     Conflict(Json<ErrorBody>),
+    /// The `Idempotency-Key` was used with another request.
+    #[oai(status = 422)]
+    UnprocessableEntity(Json<ErrorBody>),
     /// The request body is larger than allowed.
     #[oai(status = 413)]
     PayloadTooLarge(Json<ErrorBody>),
@@ -90,6 +93,9 @@ impl ApiError {
     pub fn conflict(message: impl Into<String>) -> Self {
         ApiError::Conflict(body(StatusCode::CONFLICT, message))
     }
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        ApiError::UnprocessableEntity(body(StatusCode::UNPROCESSABLE_ENTITY, message))
+    }
     pub fn too_large(message: impl Into<String>) -> Self {
         ApiError::PayloadTooLarge(body(StatusCode::PAYLOAD_TOO_LARGE, message))
     }
@@ -101,6 +107,10 @@ impl ApiError {
             body(StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded; retry later"),
             retry_after_secs.max(1),
         )
+    }
+    /// 429 for a cap other than the request rate (`message` says which).
+    pub fn too_many_because(retry_after_secs: u64, message: impl Into<String>) -> Self {
+        ApiError::TooManyRequests(body(StatusCode::TOO_MANY_REQUESTS, message), retry_after_secs.max(1))
     }
     /// Logs the detail and answers a plain 500.
     pub fn internal(detail: impl std::fmt::Display) -> Self {

@@ -8,7 +8,9 @@ pub mod auth;
 pub mod body;
 pub mod document;
 pub mod error;
+pub mod events;
 mod examples;
+pub mod idempotency;
 pub mod outgoing;
 pub mod pagination;
 pub mod params;
@@ -56,6 +58,7 @@ pub type Apis = (
     vod::VodApi,
     playback::PlaybackApi,
     webhooks::WebhooksApi,
+    events::EventsApi,
     admin::AdminApi,
 );
 pub type Service = OpenApiService<Apis, outgoing::OutgoingWebhooks>;
@@ -78,6 +81,7 @@ pub fn service() -> Service {
             vod::VodApi,
             playback::PlaybackApi,
             webhooks::WebhooksApi,
+            events::EventsApi,
             admin::AdminApi,
         ),
         "Sluice",

@@ -294,6 +294,33 @@ impl ApiState {
         }
     }
 
+    /// Whose `Idempotency-Key`s a request's credential uses (CONTRACT: Conventions): its
+    /// project's for an API key (`project:<id>`), the person's for a session (`user:<id>`).
+    /// `None` without a valid credential; takes nothing from the rate limits, which the
+    /// operation itself applies.
+    pub async fn idempotency_scope(&self, request: &Request) -> Option<String> {
+        let bearer = request
+            .header("authorization")
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")));
+        if let Some(token) = bearer {
+            return self
+                .authenticate_key(token.trim())
+                .await
+                .ok()
+                .map(|k| format!("project:{}", k.project_id));
+        }
+        // Read off the header: this runs outside the cookie jar's layer.
+        let token = request
+            .headers()
+            .get_all(poem::http::header::COOKIE)
+            .iter()
+            .filter_map(|h| h.to_str().ok())
+            .flat_map(|h| h.split(';'))
+            .find_map(|c| c.trim().strip_prefix(SESSION_COOKIE)?.strip_prefix('='))?;
+        let user = self.session_user(token).await.ok()?;
+        Some(format!("user:{}", user.id))
+    }
+
     fn rate_limit(&self, bucket: String) -> ApiResult<()> {
         self.request_limiter.take(&bucket).map_err(ApiError::too_many)
     }

@@ -47,6 +47,8 @@ pub struct ApiState {
     pub login_failures: Arc<Lockout<String>>,
     /// Every password hash and check of the server runs through it.
     pub passwords: PasswordGate,
+    /// The SSE followers of the event log: their caps, and the signal that ends them.
+    pub followers: crate::api::events::Followers,
     /// When each key's `lastUsedAt` was last written by this process.
     pub(crate) key_uses: Mutex<HashMap<String, i64>>,
 }

@@ -101,7 +101,16 @@ impl EventName {
     pub fn parse(s: &str) -> Option<EventName> {
         EventName::ALL.into_iter().find(|e| e.as_str() == s)
     }
+
+    /// What the event is about, one of [`KINDS`]: the part of its name before the dot.
+    pub fn kind(self) -> &'static str {
+        let name = self.as_str();
+        name.split_once('.').map_or(name, |(kind, _)| kind)
+    }
 }
+
+/// What events are about: their names begin with one of these and a dot.
+pub const KINDS: [&str; 2] = ["stream", "vod"];
 
 /// The name of the signed ping sent by `POST /webhooks/<id>/test`. Not in the catalog: it is
 /// sent only on request, to that one webhook.
@@ -216,6 +225,10 @@ mod tests {
         assert!(subscribed("stream.live vod.failed", "vod.failed"));
         assert!(!subscribed("stream.live", "stream.ended"));
         assert!(subscribed("*", "vod.complete"));
+        for e in EventName::ALL {
+            assert!(KINDS.contains(&e.kind()), "{} is about a known kind", e.as_str());
+        }
+        assert_eq!(EventName::VodFailed.kind(), "vod");
     }
 
     #[test]

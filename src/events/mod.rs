@@ -49,9 +49,10 @@ pub fn envelope(delivery_id: &str, event: &str, created_at_ms: i64, data: serde_
     .to_string()
 }
 
-/// Fans `event` out to the project's enabled webhooks that subscribe to it, on the caller's
-/// transaction. Returns how many deliveries were queued. Call [`Outbox::wake`] after the
-/// commit.
+/// Fans `event` out to the project's enabled webhooks that subscribe to it and appends it to
+/// the project's event log, on the caller's transaction. Returns how many deliveries were
+/// queued. Call [`Outbox::wake`] after the commit. The log's append takes the project's event
+/// counter, whose row stays locked until the commit: emit as the transaction's last writes.
 pub async fn emit(conn: &mut AnyConnection, project_id: &str, event: &Event) -> Result<usize, DbError> {
     let name = event.name().as_str();
     let hooks = Db::enabled_webhooks(&mut *conn, project_id).await?;
@@ -69,6 +70,8 @@ pub async fn emit(conn: &mut AnyConnection, project_id: &str, event: &Event) -> 
         .await?;
         queued += 1;
     }
+    let body = envelope(&new_id(), name, created_at, data);
+    Db::append_event(&mut *conn, project_id, event.name().kind(), name, created_at, &body).await?;
     Ok(queued)
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use super::Event;
 use crate::store::{Db, DbError};
@@ -13,16 +13,26 @@ use crate::store::{Db, DbError};
 pub struct Outbox {
     db: Db,
     wake: Arc<Notify>,
+    /// Bumped at every [`Outbox::wake`]: followers of the event log on this node read again.
+    logged: Arc<watch::Sender<u64>>,
 }
 
 impl Outbox {
     pub fn new(db: Db) -> Outbox {
-        Outbox { db, wake: Arc::new(Notify::new()) }
+        Outbox { db, wake: Arc::new(Notify::new()), logged: Arc::new(watch::channel(0).0) }
     }
 
-    /// Tells the sender that deliveries were queued (call after the commit).
+    /// Tells the sender that deliveries were queued, and the event log's followers that events
+    /// were logged (call after the commit).
     pub fn wake(&self) {
         self.wake.notify_one();
+        self.logged.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// What the event log's followers wait on: changes when this node logged events (other
+    /// nodes' events are found by reading again after a while).
+    pub fn logged(&self) -> watch::Receiver<u64> {
+        self.logged.subscribe()
     }
 
     /// What the sender waits on.

@@ -5,6 +5,8 @@
 pub mod accounts;
 pub mod api_keys;
 pub mod credits;
+pub mod events;
+pub mod idempotency;
 pub mod invitations;
 pub mod keys;
 pub mod nodes;

@@ -9,6 +9,7 @@ mod client_ip;
 mod cluster;
 mod credits;
 mod errors;
+mod events;
 mod http_hostile;
 mod lifecycle;
 mod lifecycle_nodes;

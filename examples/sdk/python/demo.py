@@ -37,6 +37,7 @@ from sluice_client.api.vod import create_vod, get_vod, mark_vod_uploaded
 from sluice_client.api.webhooks import (
     create_webhook,
     delete_webhook,
+    list_events,
     list_webhook_deliveries,
     test_webhook,
 )
@@ -46,6 +47,7 @@ from sluice_client.models import (
     CreateWebhook,
     DeliveryStatus,
     EventFilter,
+    ListEventsType,
     Quality,
     RenditionSpec,
     StreamStatus,
@@ -177,22 +179,33 @@ def main() -> None:
     with client:
         # Streams: create, read back, list with filters.
         before = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
-        created = expect(
-            create_stream.sync_detailed(
+
+        # With an Idempotency-Key a create can be retried safely (a lost answer, a timeout): the
+        # retry gets the first answer, without its raw secrets, and no second stream is made.
+        def create_once() -> Response[Any]:
+            return create_stream.sync_detailed(
                 slug,
                 client=client,
+                idempotency_key=f"sdk-python-{run}",
                 body=CreateStream(
                     name=f"sdk-python-{run}", qualities=[Quality("480p")], dvr_enabled=True, dvr_duration=600
                 ),
-            ),
-            201,
-            "create stream",
-        )
+            )
+
+        created = expect(create_once(), 201, "create stream")
+        ingest_url = created.ingest_url if isinstance(created.ingest_url, str) else fail("create stream: no ingestUrl")
         check(
-            created.ingest_url.startswith("rtmp"),
-            f"create stream {created.field_id}: ingestUrl {created.ingest_url.split('?')[0]}…",
+            ingest_url.startswith("rtmp"),
+            f"create stream {created.field_id}: ingestUrl {ingest_url.split('?')[0]}…",
         )
         check(bool(created.push_password), "create stream: the push password is in the create response")
+        retry = create_once()
+        replayed = expect(retry, 201, "create stream again with the same Idempotency-Key")
+        check(
+            retry.headers.get("idempotent-replayed") == "true" and replayed.field_id == created.field_id,
+            f"create stream retried with its Idempotency-Key: the same stream {replayed.field_id}, replayed",
+        )
+        check(replayed.push_password is None, "the replayed answer leaves the push password out")
         after = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
 
         got = expect(get_stream.sync_detailed(slug, created.field_id, client=client), 200, "get stream")
@@ -218,7 +231,19 @@ def main() -> None:
         )
         check(
             page.total == 1 and page.items[0].field_id == created.field_id,
-            "list streams q+status+from+to: exactly the new stream",
+            "list streams q+status+from+to: exactly the new stream (once)",
+        )
+
+        # The event log: the creation is in it, once, with its cursor.
+        events = expect(
+            list_events.sync_detailed(slug, client=client, type_=ListEventsType("stream.created"), limit=500),
+            200,
+            "read the event log",
+        )
+        mine = [e for e in events.items if isinstance(e.data, dict) and e.data.get("id") == created.field_id]
+        check(
+            len(mine) == 1 and isinstance(events.next_, str),
+            f"event log: stream.created of {created.field_id} once, next {events.next_}",
         )
         page = expect(
             list_streams.sync_detailed(slug, client=client, q=created.name, status=StreamStatus.LIVE),

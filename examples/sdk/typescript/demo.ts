@@ -29,6 +29,7 @@ import {
   deleteWebhook,
   getStream,
   getVod,
+  listEvents,
   listStreams,
   listWebhookDeliveries,
   markVodUploaded,
@@ -151,17 +152,26 @@ async function main(): Promise<void> {
 
   // Streams: create, read back, list with filters.
   const before = new Date(Date.now() - 5000);
-  const created = expect(
-    await createStream({
+  // With an Idempotency-Key a create can be retried safely (a lost answer, a timeout): the
+  // retry gets the first answer, without its raw secrets, and no second stream is made.
+  const createOnce = () =>
+    createStream({
       client,
       path: { slug },
+      headers: { 'Idempotency-Key': `sdk-typescript-${run}` },
       body: { name: `sdk-typescript-${run}`, qualities: ['480p'], dvrEnabled: true, dvrDuration: 600 },
-    }),
-    201,
-    'create stream',
+    });
+  const created = expect(await createOnce(), 201, 'create stream');
+  const ingestUrl = created.ingestUrl ?? fail('create stream: no ingestUrl');
+  check(ingestUrl.startsWith('rtmp'), `create stream ${created._id}: ingestUrl ${ingestUrl.split('?')[0]}…`);
+  check((created.pushPassword ?? '').length > 0, 'create stream: the push password is in the create response');
+  const retry = await createOnce();
+  const replayed = expect(retry, 201, 'create stream again with the same Idempotency-Key');
+  check(
+    retry.response.headers.get('idempotent-replayed') === 'true' && replayed._id === created._id,
+    `create stream retried with its Idempotency-Key: the same stream ${replayed._id}, replayed`,
   );
-  check(created.ingestUrl.startsWith('rtmp'), `create stream ${created._id}: ingestUrl ${created.ingestUrl.split('?')[0]}…`);
-  check(created.pushPassword.length > 0, 'create stream: the push password is in the create response');
+  check(replayed.pushPassword === null, 'the replayed answer leaves the push password out');
   const after = new Date(Date.now() + 5000);
 
   const got = expect(await getStream({ client, path: { slug, id: created._id } }), 200, 'get stream');
@@ -184,7 +194,16 @@ async function main(): Promise<void> {
     200,
     'list streams',
   );
-  check(page.total === 1 && page.items[0]?._id === created._id, 'list streams q+status+from+to: exactly the new stream');
+  check(page.total === 1 && page.items[0]?._id === created._id, 'list streams q+status+from+to: exactly the new stream (once)');
+
+  // The event log: the creation is in it, once, with its cursor.
+  const events = expect(
+    await listEvents({ client, path: { slug }, query: { type: 'stream.created', limit: 500 } }),
+    200,
+    'read the event log',
+  );
+  const createdEvents = events.items.filter((e) => (e.data as { id?: string } | null)?.id === created._id);
+  check(createdEvents.length === 1 && events.next !== null, `event log: stream.created of ${created._id} once, next ${events.next}`);
   page = expect(await listStreams({ client, path: { slug }, query: { q: created.name, status: 'live' } }), 200, 'list streams');
   check(page.total === 0, 'list streams status=live: not the idle stream');
   page = expect(
@@ -210,12 +229,13 @@ async function main(): Promise<void> {
     201,
     'create webhook',
   );
-  check(/^[0-9a-f]{32}$/.test(webhook.secret), `create webhook ${webhook._id}: a 32-hex-character secret`);
+  const secret = webhook.secret ?? fail('create webhook: no secret');
+  check(/^[0-9a-f]{32}$/.test(secret), `create webhook ${webhook._id}: a 32-hex-character secret`);
   expect(await testWebhook({ client, path: { slug, id: webhook._id } }), 201, 'test webhook');
   const ping = await receiver.waitFor('webhook.test', 30_000);
-  verifySignature(webhook.secret, ping, 'webhook.test');
+  verifySignature(secret, ping, 'webhook.test');
   const tampered = Buffer.from(ping.body.toString('utf8').replace('webhook.test', 'webhook.tesT'));
-  check(signatureOf(webhook.secret, tampered) !== ping.headers['x-service-signature'], 'webhook.test: a changed body does not verify');
+  check(signatureOf(secret, tampered) !== ping.headers['x-service-signature'], 'webhook.test: a changed body does not verify');
   const deliveryId = String(ping.headers['x-service-delivery']);
   let logged;
   for (const deadline = Date.now() + 15_000; ; await sleep(200)) {
@@ -273,7 +293,7 @@ async function main(): Promise<void> {
   const text = await playlist.text();
   check(playlist.status === 200 && text.startsWith('#EXTM3U'), `playbackUrl serves an HLS playlist (${playbackUrl})`);
   for (const event of ['vod.uploaded', 'vod.processing', 'vod.complete']) {
-    verifySignature(webhook.secret, await receiver.waitFor(event, 30_000, (e) => e.data?.id === vodId), event);
+    verifySignature(secret, await receiver.waitFor(event, 30_000, (e) => e.data?.id === vodId), event);
   }
 
   // Tidy up what this run made (the VOD stays, playable).
