@@ -16,11 +16,17 @@
    sent with the id of the key that authenticates the run (SLUICE_KEY_ID; it goes to an id that
    does not exist, a 404), or every later request would be a 401 and test nothing. Any other key,
    including the ones the run creates, is fair game.
+6. A valid `Idempotency-Key` is made unique per request (a counter replaces its tail, so it stays
+   1–255 printable characters): the generators draw the same boundary keys for many requests with
+   other bodies, which the server rightly answers 422, and nothing else of those requests would be
+   tested. Invalid keys are sent as generated.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import uuid
 from typing import Any
 
@@ -150,6 +156,9 @@ def _rename_repeated_rungs(ladder: Any) -> None:
         seen.add(rung["name"])
 
 
+_KEYS = itertools.count()
+
+
 @schemathesis.hook
 def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     parameters = case.path_parameters or {}
@@ -164,6 +173,11 @@ def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     refresh = os.environ.get("SLUICE_REFRESH")
     if refresh and case.operation.label == REFRESH:
         case.cookies = {**(case.cookies or {}), "sluice_refresh": refresh}
+    headers = case.headers or {}
+    key = headers.get("Idempotency-Key")
+    if isinstance(key, str) and re.fullmatch(r"[ -~]{1,255}", key):
+        suffix = f"-{next(_KEYS)}"
+        headers["Idempotency-Key"] = key[: 255 - len(suffix)] + suffix
     own = os.environ.get("SLUICE_KEY_ID")
     if own and case.operation.label == REVOKE and (case.path_parameters or {}).get("id") == own:
         case.path_parameters["id"] = "not-the-harness-key"

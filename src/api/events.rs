@@ -277,12 +277,15 @@ impl EventsApi {
         req: &Request,
     ) -> ApiResult<EventsResponse> {
         let page = PageQuery::parse(None, limit.0.map(|l| l.0), 100, 500);
-        let after_cursor = match (&last_event_id.0, &after.0) {
-            (Some(id), _) => Some(parse_cursor("Last-Event-ID", &id.0)),
-            (None, Some(a)) => Some(parse_cursor("after", &a.0)),
-            (None, None) => None,
-        }
-        .transpose();
+        // Both are checked; `Last-Event-ID` (a reconnecting follower's) wins.
+        let after_cursor = match (
+            last_event_id.0.as_ref().map(|id| parse_cursor("Last-Event-ID", &id.0)).transpose(),
+            after.0.as_ref().map(|a| parse_cursor("after", &a.0)).transpose(),
+        ) {
+            (Ok(last), Ok(after)) => Ok(last.or(after)),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+            (Err(a), Err(b)) => Err(ApiError::bad_request([messages(a), messages(b)].concat())),
+        };
         let filter = kind.0.as_ref().map(|k| parse_type(&k.0)).transpose();
         let (page, after_seq, filter) = match (page, after_cursor, filter) {
             (Ok(page), Ok(after), Ok(filter)) => (page, after, filter.unwrap_or((None, None))),
