@@ -317,11 +317,11 @@ impl App {
             .at("/readyz", get(readyz).data(self.clone()))
             .at("/metrics", get(metrics::metrics).data(self.clone()))
             .nest("/upload", crate::upload::routes().data(self.uploads.clone()))
+            .around(move |ep, req| crate::api::idempotency::around(idempotency_api.clone(), ep, req))
             .with(CookieJarManager::new())
             .with(CatchPanic::new())
             .data(self.api.clone())
             .catch_all_error(|err| async move { to_json_error(err) })
-            .around(move |ep, req| crate::api::idempotency::around(idempotency_api.clone(), ep, req))
             .around(move |ep, req| {
                 let allow = allow.clone();
                 async move {
@@ -477,13 +477,12 @@ impl App {
                     tracing::warn!(error = %e, "disabling idle streams");
                 }
                 app.channels.sweep();
-                let week_ago = crate::domain::time::now_ms() - EVENT_LOG_KEEP.as_millis() as i64;
-                if let Err(e) = app.db.sweep_events(week_ago).await {
+                let now = crate::domain::time::now_ms();
+                if let Err(e) = app.db.sweep_events(now - EVENT_LOG_KEEP.as_millis() as i64).await {
                     tracing::warn!(error = %e, "forgetting old events of the event log");
                 }
-                let day_ago =
-                    crate::domain::time::now_ms() - crate::api::idempotency::KEEP.as_millis() as i64;
-                if let Err(e) = app.db.sweep_idempotency(day_ago).await {
+                let keep = crate::api::idempotency::KEEP.as_millis() as i64;
+                if let Err(e) = app.db.sweep_idempotency(now - keep).await {
                     tracing::warn!(error = %e, "forgetting old idempotency keys");
                 }
                 if passes % (600 / every).max(1) == 0 {

@@ -139,7 +139,8 @@ async fn read_body(body: Body) -> Result<Vec<u8>, Body> {
     Ok(read)
 }
 
-/// The layer: around every route of the API.
+/// The layer: around every route of the API, inside the cookie jar (sessions are read as the
+/// operations read them) and inside the error layer (an error is passed on as it is).
 pub async fn around<E: Endpoint<Output = Response>>(
     api: Arc<ApiState>,
     ep: Arc<E>,
@@ -196,10 +197,8 @@ pub async fn around<E: Endpoint<Output = Response>>(
     }
     let mut pending = Pending { db: api.db.clone(), scope, key, settled: false };
     req.set_body(body);
-    let resp = match ep.call(req).await {
-        Ok(resp) => resp,
-        Err(e) => e.into_response(),
-    };
+    // An error goes on to the API's error layer as it is (`pending` gives the key back).
+    let resp = ep.call(req).await?.into_response();
     if !resp.status().is_success() {
         return Ok(resp);
     }

@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use poem::{Request, RequestBody};
-use poem_openapi::auth::{ApiKey, Bearer};
+use poem_openapi::auth::{ApiKey, Bearer, BearerAuthorization};
 use poem_openapi::registry::Registry;
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, SecurityScheme};
 
@@ -299,25 +299,14 @@ impl ApiState {
     /// `None` without a valid credential; takes nothing from the rate limits, which the
     /// operation itself applies.
     pub async fn idempotency_scope(&self, request: &Request) -> Option<String> {
-        let bearer = request
-            .header("authorization")
-            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")));
-        if let Some(token) = bearer {
-            return self
-                .authenticate_key(token.trim())
-                .await
-                .ok()
-                .map(|k| format!("project:{}", k.project_id));
+        // Read as [`Auth`] reads them (its extractor works only inside an operation): a bearer
+        // header first, then the session cookie of the jar.
+        if let Ok(bearer) = <Bearer as BearerAuthorization>::from_request(request) {
+            let key = self.authenticate_key(&bearer.token).await.ok()?;
+            return Some(format!("project:{}", key.project_id));
         }
-        // Read off the header: this runs outside the cookie jar's layer.
-        let token = request
-            .headers()
-            .get_all(poem::http::header::COOKIE)
-            .iter()
-            .filter_map(|h| h.to_str().ok())
-            .flat_map(|h| h.split(';'))
-            .find_map(|c| c.trim().strip_prefix(SESSION_COOKIE)?.strip_prefix('='))?;
-        let user = self.session_user(token).await.ok()?;
+        let cookie = request.cookie().get(SESSION_COOKIE)?;
+        let user = self.session_user(cookie.value_str()).await.ok()?;
         Some(format!("user:{}", user.id))
     }
 

@@ -337,6 +337,24 @@ async fn idempotency_keys_are_checked_and_scoped(t: TestApp) {
         .header("Idempotency-Key", "shared")
         .json(&json!({"name": "n"}));
     assert_eq!(resp.send().await.unwrap().headers()["idempotent-replayed"], "true");
+    // A signed-in person's keys are theirs, read off the session cookie as the operations read it.
+    let person = t.signed_in(&t.email, &t.password).await;
+    let create = || {
+        person
+            .post(t.url("/v1/projects"))
+            .header("origin", &t.base)
+            .header("Idempotency-Key", "shared")
+            .json(&json!({"slug": "by-cookie"}))
+            .send()
+    };
+    let first = create().await.unwrap();
+    assert_eq!(first.status(), 201);
+    assert!(first.headers().get("idempotent-replayed").is_none(), "not the project key's scope");
+    let again = create().await.unwrap();
+    assert_eq!(again.status(), 201);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(again["slug"], "by-cookie");
 }
 
 async fn idempotency_claims_run_once_and_stale_ones_are_taken_over(t: TestApp) {
