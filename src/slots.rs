@@ -31,6 +31,17 @@ impl<K: Hash + Eq + Clone> Slots<K> {
         self.lock().get(holder).copied().unwrap_or(0)
     }
 
+    /// Whether `holder` may take a place now.
+    pub fn has_room(&self, holder: &K) -> bool {
+        self.open(holder) < self.max
+    }
+
+    /// Whether no holder has a place (no entry is kept for one with none).
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     /// Takes a place for `holder`, or `None` when it has `max` open already.
     pub fn take(self: &Arc<Self>, holder: K) -> Option<Slot<K>> {
         let mut open = self.lock();
@@ -68,6 +79,7 @@ mod tests {
         let a = slots.take("a").unwrap();
         let _b = slots.take("a").unwrap();
         assert!(slots.take("a").is_none(), "the third is refused");
+        assert!(!slots.has_room(&"a") && slots.has_room(&"b"));
         assert!(slots.take("b").is_some(), "another holder is not affected");
         drop(a);
         assert_eq!(slots.open(&"a"), 1);
@@ -80,6 +92,8 @@ mod tests {
         drop(slots.take("a"));
         assert!(slots.take("z").is_some());
         assert!(slots.lock().get("a").is_none(), "no entry is kept for a holder with no place");
+        drop(slots.take("z"));
+        assert!(slots.is_empty());
         let none = Slots::<&str>::new(0);
         assert!(none.take("a").is_none());
         assert!(none.lock().is_empty());

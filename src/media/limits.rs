@@ -2,11 +2,12 @@
 //! cap over all its connections, publishing ones included): RTMP, RTMPS and SRT draw from one
 //! [`Limits`], so an address cannot double its share by switching protocol.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::slots::{Slot, Slots};
 
 /// Ingest connections served at once, over every protocol; more are refused.
 pub const MAX_CONNECTIONS: usize = 512;
@@ -14,18 +15,18 @@ pub const MAX_CONNECTIONS: usize = 512;
 /// Connections in all ([`MAX_CONNECTIONS`]) and per client address (`SLUICE_RTMP_MAX_PER_IP`).
 pub struct Limits {
     all: Arc<Semaphore>,
-    per_ip: Arc<PerIp>,
+    per_ip: Arc<Slots<IpAddr>>,
 }
 
 /// One admitted connection's places; given back on drop.
 pub struct Admitted {
     _permit: OwnedSemaphorePermit,
-    _slot: IpSlot,
+    _slot: Slot<IpAddr>,
 }
 
 impl Limits {
     pub fn new(max_per_ip: usize) -> Limits {
-        Limits { all: Arc::new(Semaphore::new(MAX_CONNECTIONS)), per_ip: Arc::new(PerIp::new(max_per_ip)) }
+        Limits { all: Arc::new(Semaphore::new(MAX_CONNECTIONS)), per_ip: Slots::new(max_per_ip) }
     }
 
     /// Takes a place for a connection from `ip`, or `None` when its address or the whole
@@ -40,54 +41,7 @@ impl Limits {
     /// Whether a connection from `ip` would be admitted now (SRT asks at the handshake, before
     /// the connection exists, and takes the place once it is accepted).
     pub fn has_room(&self, ip: IpAddr) -> bool {
-        self.all.available_permits() > 0 && self.per_ip.open(ip) < self.per_ip.max
-    }
-}
-
-/// Open connections per client address, against a cap.
-struct PerIp {
-    max: usize,
-    open: Mutex<HashMap<IpAddr, usize>>,
-}
-
-/// One connection's place in [`PerIp`]; given back on drop.
-struct IpSlot {
-    table: Arc<PerIp>,
-    ip: IpAddr,
-}
-
-impl PerIp {
-    fn new(max: usize) -> Self {
-        PerIp { max, open: Mutex::new(HashMap::new()) }
-    }
-
-    fn open(&self, ip: IpAddr) -> usize {
-        self.open.lock().unwrap_or_else(|p| p.into_inner()).get(&ip).copied().unwrap_or(0)
-    }
-
-    fn take(self: &Arc<Self>, ip: IpAddr) -> Option<IpSlot> {
-        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        let n = open.entry(ip).or_default();
-        if *n >= self.max {
-            if *n == 0 {
-                open.remove(&ip);
-            }
-            return None;
-        }
-        *n += 1;
-        Some(IpSlot { table: self.clone(), ip })
-    }
-}
-
-impl Drop for IpSlot {
-    fn drop(&mut self) {
-        let mut open = self.table.open.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = open.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.ip);
-            }
-        }
+        self.all.available_permits() > 0 && self.per_ip.has_room(&ip)
     }
 }
 
@@ -106,6 +60,6 @@ mod tests {
         assert!(limits.has_room(b) && limits.admit(b).is_some(), "another address is not affected");
         drop((first, second));
         assert!(limits.has_room(a));
-        assert!(limits.per_ip.open.lock().expect("lock").is_empty(), "no address is remembered at zero");
+        assert!(limits.per_ip.is_empty(), "no address is remembered at zero");
     }
 }
