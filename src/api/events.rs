@@ -276,25 +276,21 @@ impl EventsApi {
         last_event_id: Header<Option<Documented<CursorRule>>>,
         req: &Request,
     ) -> ApiResult<EventsResponse> {
-        let page = PageQuery::parse(None, limit.0.map(|l| l.0), 100, 500);
-        // Both are checked; `Last-Event-ID` (a reconnecting follower's) wins.
-        let after_cursor = match (
-            last_event_id.0.as_ref().map(|id| parse_cursor("Last-Event-ID", &id.0)).transpose(),
-            after.0.as_ref().map(|a| parse_cursor("after", &a.0)).transpose(),
-        ) {
-            (Ok(last), Ok(after)) => Ok(last.or(after)),
-            (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
-            (Err(a), Err(b)) => Err(ApiError::bad_request([messages(a), messages(b)].concat())),
+        // Every bad parameter is reported at once.
+        let mut problems = Vec::new();
+        let page = noted(PageQuery::parse(None, limit.0.map(|l| l.0), 100, 500), &mut problems);
+        let last = noted(
+            last_event_id.0.as_ref().map(|c| parse_cursor("Last-Event-ID", &c.0)).transpose(),
+            &mut problems,
+        );
+        let after = noted(after.0.as_ref().map(|c| parse_cursor("after", &c.0)).transpose(), &mut problems);
+        let filter = noted(kind.0.as_ref().map(|k| parse_type(&k.0)).transpose(), &mut problems);
+        let (Some(page), Some(last), Some(after), Some(filter)) = (page, last, after, filter) else {
+            return Err(ApiError::bad_request(problems));
         };
-        let filter = kind.0.as_ref().map(|k| parse_type(&k.0)).transpose();
-        let (page, after_seq, filter) = match (page, after_cursor, filter) {
-            (Ok(page), Ok(after), Ok(filter)) => (page, after, filter.unwrap_or((None, None))),
-            (page, after, filter) => {
-                let problems =
-                    [page.err(), after.err(), filter.err()].into_iter().flatten().flat_map(messages);
-                return Err(ApiError::bad_request(problems.collect()));
-            }
-        };
+        // A reconnecting follower's `Last-Event-ID` wins over `after`.
+        let after_seq = last.or(after);
+        let filter = filter.unwrap_or((None, None));
         let kinds = [(Scope::StreamsRead, "stream"), (Scope::VodRead, "vod")]
             .into_iter()
             .filter(|(scope, _)| p.scopes.allows(*scope))
@@ -350,11 +346,17 @@ impl EventsApi {
     }
 }
 
-/// The messages of a 400 (each names its field), to report every bad parameter at once.
-fn messages(e: ApiError) -> Vec<String> {
-    match e {
-        ApiError::BadRequest(body) => body.0.message,
-        _ => Vec::new(),
+/// The value of a check that passed, or `None` with the 400's messages (each names its field)
+/// added to `problems`.
+fn noted<T>(checked: ApiResult<T>, problems: &mut Vec<String>) -> Option<T> {
+    match checked {
+        Ok(v) => Some(v),
+        Err(ApiError::BadRequest(body)) => {
+            problems.extend(body.0.message);
+            None
+        }
+        // The checks here answer only 400s.
+        Err(_) => None,
     }
 }
 
