@@ -7,7 +7,7 @@ WORKDIR /src
 COPY scripts/deps.sh scripts/deps.sh
 RUN bash scripts/deps.sh build && rm -rf /var/lib/apt/lists/*
 COPY . .
-RUN cargo build --release --locked && cp target/release/sluice /usr/local/bin/sluice
+RUN bash scripts/console.sh && cargo build --release --locked && cp target/release/sluice /usr/local/bin/sluice
 
 FROM debian:bookworm-slim
 COPY scripts/deps.sh /tmp/deps.sh

@@ -39,11 +39,13 @@ build_packages=(
     libsrt-openssl-dev
     libssl-dev
     curl
+    nodejs
 )
 
 # Media tests push real streams with ffmpeg (and GStreamer's gst-launch-1.0, a runtime package);
 # the Postgres tests need a server and psql; the webhook guide's receiver runs on python3;
-# playback tests play in headless Chromium with hls.js, installed by npm (tests/player); the S3
+# playback tests play in headless Chromium with hls.js, installed by npm (tests/player), and the
+# console's tests drive Chromium through chromium-driver (WebDriver); the S3
 # tests run moto's server from a Python venv (scripts/moto.sh); the TLS tests make self-signed
 # certificates with openssl.
 test_packages=(
@@ -53,7 +55,7 @@ test_packages=(
     python3
     python3-venv
     chromium
-    nodejs
+    chromium-driver
     openssl
 )
 
@@ -112,8 +114,9 @@ for pkg in "${wanted[@]}"; do
     fi
 done
 
-# Debian's nodejs comes without npm (a package of its own); NodeSource's carries it.
-if [ "$mode" = test ] || [ "$mode" = bench ]; then
+# Debian's nodejs comes without npm (a package of its own); NodeSource's carries it. The console
+# is built with npm (scripts/console.sh) wherever Sluice is built.
+if [ "$mode" != runtime ]; then
     if ! command -v npm >/dev/null 2>&1; then
         missing+=(npm)
     fi

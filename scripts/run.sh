@@ -12,6 +12,7 @@ if ! command -v cargo >/dev/null 2>&1 && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/c
 fi
 
 bash scripts/deps.sh build
+bash scripts/console.sh
 cargo build --release --locked
 
 sluice=./target/release/sluice
@@ -48,5 +49,6 @@ where to push. OBS, Settings -> Stream -> Service: Custom...
   SRT:           Server = srtUrl (the whole URL), Stream Key = (empty)
 ffmpeg: -f flv "<ingestUrl>", or -f mpegts "<srtUrl>". Playback: playbackUrls.hls.
 EOT
-echo "Starting sluice serve (default address http://127.0.0.1:8080, API docs at /docs); Ctrl-C stops."
+echo "Starting sluice serve: open the console at http://127.0.0.1:8080/ and sign in with the e-mail and"
+echo "password printed at the first run (API docs at /docs). Ctrl-C stops."
 exec "$sluice" serve "$@"

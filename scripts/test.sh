@@ -58,6 +58,9 @@ bash scripts/moto.sh
 stage "player: npm ci --prefix tests/player (hls.js for the playback tests)"
 npm ci --prefix tests/player --no-audit --no-fund
 
+stage "console: scripts/console.sh (npm ci, generate the client, type-check, vite build)"
+bash scripts/console.sh
+
 stage "format: cargo fmt --all -- --check"
 cargo fmt --all -- --check
 

@@ -301,14 +301,17 @@ impl App {
 
     /// Every route (the API's and playback's, each with its own layers), below the layers that
     /// every request passes ([`App::outermost`]).
-    fn tree(self: &Arc<Self>) -> Route {
+    fn tree(self: &Arc<Self>) -> BoxEndpoint<'static, Response> {
         let service = crate::api::service();
         let spec = crate::api::spec_json(&service);
         let docs = service.swagger_ui();
         let guard_app = self.clone();
         let idempotency_api = self.api.clone();
         let allow = Arc::new(crate::api::allow::AllowTable::from_spec(&spec));
-        let api = Route::new()
+        let console = crate::console::Console::new(&self.public_url(), &self.playback_base());
+        let api = console
+            .clone()
+            .mount(Route::new())
             .nest("/", service)
             .nest("/v1/whip", crate::api::whip::routes(self.whip.clone()))
             .at("/v1/openapi.json", get(openapi_json).data(Arc::new(spec)))
@@ -338,7 +341,7 @@ impl App {
             .data(self.origin.clone())
             .with(CatchPanic::new())
             .catch_all_error(|err| async move { to_json_error(err) });
-        Route::new().nest("/play", play).nest("/", api)
+        console.at_root(Route::new().nest("/play", play).nest("/", api)).boxed()
     }
 
     /// What every request passes before `tree`: the metrics and request log, the client
@@ -389,7 +392,7 @@ impl App {
         // The test suite's wrap sees every answer of the tree (the API's contract is checked
         // there); the outermost layers add no answers of their own but the live media's. The
         // connections are served on the HTTP threads; the tree's handlers on this runtime.
-        let tree = http::OnRuntime::new(tokio::runtime::Handle::current(), wrap(self.tree().boxed()));
+        let tree = http::OnRuntime::new(tokio::runtime::Handle::current(), wrap(self.tree()));
         let routes = self.outermost(tree);
         self.spawn_housekeeping();
         self.spawn_limiter_sweeps();

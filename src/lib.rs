@@ -9,6 +9,7 @@ pub mod app;
 pub mod cli;
 pub mod client_ip;
 pub mod config;
+pub mod console;
 pub mod domain;
 pub mod events;
 pub mod media;

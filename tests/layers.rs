@@ -26,6 +26,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("media", 6),
     ("playback", 6),
     ("upload", 6),
+    // The console: static files embedded at build time.
+    ("console", 6),
     ("api", 7),
     ("app", 8),
     ("cli", 9),

@@ -7,6 +7,7 @@ mod api_keys;
 mod auth;
 mod client_ip;
 mod cluster;
+mod console;
 mod credits;
 mod errors;
 mod events;

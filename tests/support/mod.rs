@@ -9,6 +9,7 @@
 #![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod app;
+pub mod browser;
 pub mod contract;
 pub mod media;
 pub mod player;
