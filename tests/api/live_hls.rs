@@ -410,6 +410,28 @@ async fn a_player_opened_as_the_master_appears_finds_no_empty_playlist() {
     assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
 }
 
+/// The test player started at the live edge (`startLive=1`: src/playback/start_at_edge.js, the
+/// module the console imports and the demo page inlines, inlined in player.html) waits paused,
+/// seeks to hls.js's sync position before its first frame, and plays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_player_started_at_the_edge_seeks_there_and_plays() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let (master_url, _, _pusher) = live(&t, json!({"name": "edge", "qualities": ["240p"]})).await;
+    let player = Player::start_catching_up_with(&master_url, "startLive=1").await;
+    let reports = player
+        .wait_until("hls.js plays 3 s from the edge", Duration::from_secs(60), |r| {
+            played(r) >= 3.0 && r.last().is_some_and(|x| !x.paused)
+        })
+        .await;
+    let last = reports.last().expect("a report");
+    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+    let timeline: Vec<&String> = reports.iter().flat_map(|r| r.timeline.iter()).collect();
+    assert!(
+        timeline.iter().any(|l| l.contains("startLive seek")),
+        "it sought to the edge before playing: {timeline:?}"
+    );
+}
+
 /// hls.js in low-latency mode with ABR on, starting on the lowest rung, switches up mid-play
 /// without a stall (issue 20): every part of a transcoded rung starts with a
 /// keyframe and says `INDEPENDENT=YES`, so hls.js starts the new rung at the part at its buffer's

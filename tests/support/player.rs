@@ -20,12 +20,15 @@ use poem::http::StatusCode;
 use poem::web::Data;
 use poem::{get, handler, post, EndpointExt, Response, Route};
 use serde::Deserialize;
+// Sluice's own live demo page (WHEP and LL-HLS side by side), played from the harness's origin
+// with `?whep=&hls=&hlsjs=&report=`.
+use sluice::playback::demo::PAGE as DEMO;
 
-/// The page, compiled in so it always matches this module.
-const PAGE: &str = include_str!("../player/player.html");
-/// Sluice's own live demo page (WHEP and LL-HLS side by side), played from the harness's origin
-/// with `?whep=&hls=&hlsjs=&report=`.
-const DEMO: &str = include_str!("../../src/playback/demo.html");
+/// The page, compiled in so it always matches this module, with the start at the live edge that
+/// the demo page and the console share inlined.
+static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    sluice::playback::demo::with_start_at_edge(include_str!("../player/player.html"))
+});
 /// How long `start` waits for the page's first report.
 const FIRST_REPORT: Duration = Duration::from_secs(30);
 /// Reports kept (4 a second: over 15 minutes of playback).
@@ -137,7 +140,7 @@ fn page() -> Response {
     Response::builder()
         .content_type("text/html; charset=utf-8")
         .header("cache-control", "no-store")
-        .body(PAGE)
+        .body(PAGE.as_str())
 }
 
 #[handler]
@@ -153,7 +156,7 @@ fn demo() -> Response {
     Response::builder()
         .content_type("text/html; charset=utf-8")
         .header("cache-control", "no-store")
-        .body(DEMO)
+        .body(DEMO.as_str())
 }
 
 #[handler]
