@@ -167,6 +167,9 @@ async fn the_console_drives_a_project_from_sign_in_to_a_live_preview() {
         .await
     );
     shot(&b, "vod-uploaded").await;
+    b.goto(&t.url(&format!("/p/demo/vod/{}", vods["items"][0]["_id"].as_str().unwrap()))).await;
+    b.wait_shown(&testid("vod-status"), Duration::from_secs(10), |s| s == "complete").await;
+    audit(&b, "VOD page", &mut a11y).await;
 
     // A webhook: its secret is shown once.
     b.click(&testid("nav-webhooks")).await;
@@ -180,6 +183,17 @@ async fn the_console_drives_a_project_from_sign_in_to_a_live_preview() {
     b.client.refresh().await.expect("reload");
     b.find(&testid("webhook-new")).await;
     assert!(!b.exists(&testid("webhook-secret")).await, "the secret is not shown again");
+    // Its page (the delivery log), then deleted elsewhere: the page says it is gone.
+    let hooks: Value = t.get_with(&t.project_url("/webhooks"), &t.key).await.json().await.unwrap();
+    let hook = hooks["items"][0]["_id"].as_str().unwrap().to_string();
+    b.goto(&t.url(&format!("/p/demo/webhooks/{hook}"))).await;
+    b.find("main h1").await;
+    audit(&b, "webhook", &mut a11y).await;
+    let gone = t.with_key(Method::DELETE, &t.project_url(&format!("/webhooks/{hook}")), &t.key).send().await;
+    assert_eq!(gone.unwrap().status(), 200);
+    b.client.refresh().await.expect("reload");
+    b.wait_shown("main h1", Duration::from_secs(10), |s| s.contains("not found")).await;
+    assert!(b.exists(".gone").await, "a deleted webhook shows as gone, not a blank page");
 
     // An API key: shown once, and it works.
     b.click(&testid("nav-api-keys")).await;
@@ -190,14 +204,42 @@ async fn the_console_drives_a_project_from_sign_in_to_a_live_preview() {
         b.wait_shown(&testid("api-key-secret"), Duration::from_secs(10), |s| s.starts_with("svc_")).await;
     audit(&b, "API keys", &mut a11y).await;
     shot(&b, "api-key-created").await;
-    let resp = t.with_key(Method::GET, &t.project_url("/streams"), &raw).send().await.unwrap();
-    assert_eq!(resp.status(), 200, "the key made in the console works");
+    // curl on a thread of its own: the server runs on this test's runtime.
+    let (auth, url) = (format!("Authorization: Bearer {raw}"), t.project_url("/streams"));
+    let curl = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", &auth, &url])
+            .output()
+            .expect("curl runs")
+    })
+    .await
+    .expect("curl");
+    assert_eq!(String::from_utf8_lossy(&curl.stdout), "200", "the key made in the console works with curl");
     b.client.refresh().await.expect("reload");
     b.find(&testid("api-key-new")).await;
     assert!(!b.exists(&testid("api-key-secret")).await, "the raw key is not shown again");
     b.click(&testid("nav-members")).await;
     b.find("main h1, main h2").await;
     audit(&b, "members", &mut a11y).await;
+
+    for (page, heading) in [("/account", "account"), ("/projects", "projects")] {
+        b.goto(&t.url(page)).await;
+        b.find("main h1").await;
+        audit(&b, heading, &mut a11y).await;
+    }
+
+    // A session that is over brings back the sign-in, and then the page the user was on.
+    let page = format!("/p/demo/streams/{id}");
+    b.goto(&t.url(&page)).await;
+    b.find(&testid("stream-status")).await;
+    b.client.delete_all_cookies().await.expect("the session ends");
+    b.client.refresh().await.expect("reload");
+    b.find(&testid("login-email")).await;
+    b.fill(&testid("login-email"), &t.email).await;
+    b.fill(&testid("login-password"), &t.password).await;
+    b.click(&testid("login-submit")).await;
+    b.find(&testid("stream-status")).await;
+    assert_eq!(path_of(&b).await, page, "back on the page after signing in again");
 
     // A viewer sees no control that writes.
     let added: Value = t
