@@ -436,3 +436,59 @@ async fn the_event_log_followed_in_the_browser_across_a_restart_misses_and_repea
     assert_eq!(seen().await, ["first-0", "first-1", "first-2", "second-0", "second-1", "second-2"]);
     drop(server);
 }
+
+/// An upload whose connection drops goes on from the server's offset once the network is back,
+/// not from the start: a 19-MB file (three 8-MiB chunks) sent at 2 MB/s, the network cut for 2 s
+/// once the first chunk is in.
+#[tokio::test]
+async fn an_upload_that_drops_resumes_from_the_servers_offset() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let b = Browser::start(1280).await;
+    b.goto(&t.url("/")).await;
+    sign_in(&b, &t, &t.email, &t.password).await;
+    b.click(&testid("nav-vod")).await;
+    let file = clip(&vod_clip_name(Some(("testsrc2", "1280x720", 30)), 20)).canonicalize().expect("the clip");
+    let size = std::fs::metadata(&file).expect("the clip").len();
+    let first_chunk = (8 * 1024 * 1024) as f64 / size as f64 * 100.0;
+    b.network(false, Some(2_000_000)).await;
+    b.find(&testid("vod-file")).await.send_keys(&file.display().to_string()).await.expect("choose the file");
+    let percent = |text: &str| -> f64 {
+        text.trim_end().trim_end_matches('%').rsplit(' ').next().and_then(|p| p.parse().ok()).unwrap_or(-1.0)
+    };
+    let progress = testid("upload-progress");
+    let at_cut =
+        percent(&b.wait_shown(&progress, Duration::from_secs(60), |s| percent(s) > first_chunk + 5.0).await);
+    b.network(true, None).await;
+    let mut lowest = at_cut;
+    let mut retrying = false;
+    let back = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < back {
+        lowest = lowest.min(percent(&b.shown(&progress).await));
+        retrying |= b.exists(".upload-retrying").await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(retrying, "the cut broke the upload off (it waits to retry)");
+    b.network(false, None).await;
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = percent(&b.shown(&progress).await);
+        lowest = lowest.min(now);
+        if now >= 100.0 {
+            break;
+        }
+        assert!(Instant::now() < until, "the upload did not finish: {now} %");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        lowest >= first_chunk - 1.0,
+        "the upload went back to {lowest:.0} % (cut at {at_cut:.0} %): it resumed from before the server's offset"
+    );
+    let vods: Value = eventually("the VOD uploaded", Duration::from_secs(30), || async {
+        let v: Value = t.get_with(&t.project_url("/vod"), &t.key).await.json().await.ok()?;
+        (v["items"][0]["status"] != "pending_upload").then_some(v)
+    })
+    .await;
+    assert_eq!(vods["items"][0]["sourceSize"], json!(size), "every byte arrived once");
+    assert_ne!(vods["items"][0]["status"], "failed");
+    eprintln!("console: an upload cut at {at_cut:.0} % went on from {lowest:.0} % (the first chunk is {first_chunk:.0} %)");
+}

@@ -15,6 +15,8 @@ use super::{eventually, free_port, Killed};
 /// A Chromium session and the driver that holds it.
 pub struct Browser {
     pub client: Client,
+    /// The driver's URL (for the commands fantoccini has no call for).
+    driver_url: String,
     _driver: Killed,
 }
 
@@ -58,7 +60,32 @@ impl Browser {
             .connect(&url)
             .await
             .expect("a Chromium session");
-        Browser { client, _driver: driver }
+        Browser { client, driver_url: url, _driver: driver }
+    }
+
+    /// Runs a DevTools command in the page through the driver (`goog/cdp/execute`).
+    pub async fn devtools(&self, cmd: &str, params: Value) -> Value {
+        let session = self.client.session_id().await.expect("session").expect("a session id");
+        let resp = reqwest::Client::new()
+            .post(format!("{}/session/{session}/goog/cdp/execute", self.driver_url))
+            .json(&json!({"cmd": cmd, "params": params}))
+            .send()
+            .await
+            .expect("the driver answers");
+        let status = resp.status();
+        let body: Value = resp.json().await.expect("JSON");
+        assert!(status.is_success(), "{cmd}: {status} {body}");
+        body["value"].clone()
+    }
+
+    /// The network as the page sees it: `offline`, or online with an upload rate in bytes a
+    /// second (`None`: unthrottled).
+    pub async fn network(&self, offline: bool, upload_bytes_per_s: Option<u64>) {
+        self.devtools("Network.enable", json!({})).await;
+        let up = upload_bytes_per_s.map_or(-1.0, |b| b as f64);
+        let conditions =
+            json!({"offline": offline, "latency": 0, "downloadThroughput": -1, "uploadThroughput": up});
+        self.devtools("Network.emulateNetworkConditions", conditions).await;
     }
 
     pub async fn goto(&self, url: &str) {
