@@ -11,7 +11,87 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::support::browser::{testid, Browser};
-use crate::support::{clip, eventually, ffmpeg_push, spawn_app, vod_clip_name, Backend, TestApp};
+use crate::support::{
+    clip, eventually, ffmpeg_push, free_port, sluice_command, spawn_app, vod_clip_name, wait_ready, Backend,
+    Killed,
+};
+
+/// The real `sluice` binary, with the console it embeds, serving a bootstrapped `demo` project
+/// (its admin's e-mail and password, its `*` key); the calls the tests make of it.
+struct Served {
+    dir: tempfile::TempDir,
+    port: u16,
+    proc: Option<Killed>,
+    key: String,
+    email: String,
+    password: String,
+    client: reqwest::Client,
+}
+
+impl Served {
+    async fn start() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let out = sluice_command(dir.path(), port)
+            .args(["admin", "bootstrap", "--project", "demo", "--json"])
+            .output()
+            .expect("sluice runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let boot: Value = serde_json::from_slice(&out.stdout).expect("bootstrap JSON");
+        let text = |v: &Value| v.as_str().expect("bootstrap field").to_string();
+        let mut served = Served {
+            dir,
+            port,
+            proc: None,
+            key: text(&boot["apiKey"]["key"]),
+            email: text(&boot["user"]["email"]),
+            password: text(&boot["user"]["password"]),
+            client: reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+        };
+        served.serve().await;
+        served
+    }
+
+    async fn serve(&mut self) {
+        let child = sluice_command(self.dir.path(), self.port)
+            .arg("serve")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("sluice serve");
+        self.proc = Some(Killed(child));
+        wait_ready(self.port).await;
+    }
+
+    /// SIGTERM, the process gone, then started again on the same data and port.
+    async fn restart(&mut self) {
+        let mut proc = self.proc.take().expect("running");
+        let pid = proc.0.id().to_string();
+        assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let _ = proc.0.wait();
+        self.serve().await;
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn project_url(&self, rest: &str) -> String {
+        self.url(&format!("/v1/projects/demo{rest}"))
+    }
+
+    fn with_key(&self, method: Method, url: &str, key: &str) -> reqwest::RequestBuilder {
+        self.client.request(method, url).bearer_auth(key)
+    }
+
+    async fn get_with(&self, url: &str, key: &str) -> reqwest::Response {
+        self.with_key(Method::GET, url, key).send().await.expect("request")
+    }
+
+    async fn post_json_with(&self, url: &str, key: &str, body: &Value) -> reqwest::Response {
+        self.with_key(Method::POST, url, key).json(body).send().await.expect("request")
+    }
+}
 
 /// Where the page is: its path.
 async fn path_of(b: &Browser) -> String {
@@ -34,22 +114,21 @@ async fn audit(b: &Browser, page: &str, found: &mut Vec<String>) {
     }
 }
 
-async fn sign_in(b: &Browser, t: &TestApp, email: &str, password: &str) {
+async fn sign_in(b: &Browser, email: &str, password: &str) {
     b.fill(&testid("login-email"), email).await;
     b.fill(&testid("login-password"), password).await;
     b.click(&testid("login-submit")).await;
     b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
-    let _ = t;
 }
 
-async fn stream_status(t: &TestApp, id: &str) -> String {
+async fn stream_status(t: &Served, id: &str) -> String {
     let s: Value = t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.unwrap();
     s["status"].as_str().unwrap_or_default().to_string()
 }
 
 #[tokio::test]
 async fn the_console_drives_a_project_from_sign_in_to_a_live_preview() {
-    let t = spawn_app(Backend::Sqlite).await;
+    let t = Served::start().await;
     assert!(
         sluice::console::Console::is_built(),
         "the console is built into the binary (scripts/console.sh)"
@@ -266,7 +345,7 @@ async fn the_console_drives_a_project_from_sign_in_to_a_live_preview() {
         .unwrap();
     assert_eq!(accepted.status(), 200);
     b.goto(&t.url("/")).await;
-    sign_in(&b, &t, "viewer@console.test", "viewer-password-1").await;
+    sign_in(&b, "viewer@console.test", "viewer-password-1").await;
     b.find(&row).await;
     for control in ["stream-new", "nav-api-keys", "nav-members"] {
         assert!(!b.exists(&testid(control)).await, "a viewer sees no {control}");
@@ -342,7 +421,7 @@ async fn a_thousand_streams_list_in_pages() {
     .expect("1,000 copies");
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    sign_in(&b, &t, &t.email, &t.password).await;
+    sign_in(&b, &t.email, &t.password).await;
     b.goto(&t.url("/login")).await;
     let started = Instant::now();
     b.goto(&t.url("/p/demo/streams")).await;
@@ -364,44 +443,17 @@ async fn a_thousand_streams_list_in_pages() {
 /// once, in order.
 #[tokio::test]
 async fn the_event_log_followed_in_the_browser_across_a_restart_misses_and_repeats_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = crate::support::free_port();
-    let out = crate::support::sluice_command(dir.path(), port)
-        .args(["admin", "bootstrap", "--project", "demo", "--json"])
-        .output()
-        .expect("sluice runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let boot: Value = serde_json::from_slice(&out.stdout).expect("bootstrap JSON");
-    let (email, password) =
-        (boot["user"]["email"].as_str().unwrap(), boot["user"]["password"].as_str().unwrap());
-    let key = boot["apiKey"]["key"].as_str().unwrap().to_string();
-    let base = format!("http://127.0.0.1:{port}");
-    let serve = || async {
-        let child = crate::support::sluice_command(dir.path(), port)
-            .arg("serve")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("sluice serve");
-        let server = crate::support::Killed(child);
-        crate::support::wait_ready(port).await;
-        server
-    };
-    let client = reqwest::Client::new();
-    let create = |name: &'static str| {
-        let (client, url, key) = (client.clone(), format!("{base}/v1/projects/demo/streams"), key.clone());
+    let mut t = Served::start().await;
+    let create = |t: &Served, name: &'static str| {
+        let request =
+            t.with_key(Method::POST, &t.project_url("/streams"), &t.key).json(&json!({"name": name}));
         async move {
-            let resp = client.post(url).bearer_auth(key).json(&json!({"name": name})).send().await.unwrap();
-            assert_eq!(resp.status(), 201);
+            assert_eq!(request.send().await.unwrap().status(), 201);
         }
     };
-    let mut server = serve().await;
     let b = Browser::start(1024).await;
-    b.goto(&format!("{base}/")).await;
-    b.fill(&testid("login-email"), email).await;
-    b.fill(&testid("login-password"), password).await;
-    b.click(&testid("login-submit")).await;
-    b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
+    b.goto(&t.url("/")).await;
+    sign_in(&b, &t.email, &t.password).await;
     let names: Vec<&str> = sluice::events::EventName::ALL.iter().map(|e| e.as_str()).collect();
     b.run(
         "window.__seen = []; const log = new EventSource('/v1/projects/demo/events');\
@@ -415,18 +467,15 @@ async fn the_event_log_followed_in_the_browser_across_a_restart_misses_and_repea
         v.as_array().unwrap().iter().map(|n| n.as_str().unwrap_or_default().to_string()).collect::<Vec<_>>()
     };
     for name in ["first-0", "first-1", "first-2"] {
-        create(name).await;
+        create(&t, name).await;
     }
     eventually("the first three events", Duration::from_secs(10), || async {
         (seen().await.len() >= 3).then_some(())
     })
     .await;
-    let pid = server.0.id().to_string();
-    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    let _ = server.0.wait();
-    server = serve().await;
+    t.restart().await;
     for name in ["second-0", "second-1", "second-2"] {
-        create(name).await;
+        create(&t, name).await;
     }
     eventually("the browser to reconnect and catch up", Duration::from_secs(20), || async {
         (seen().await.len() >= 6).then_some(())
@@ -434,7 +483,6 @@ async fn the_event_log_followed_in_the_browser_across_a_restart_misses_and_repea
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await; // anything repeated would come now
     assert_eq!(seen().await, ["first-0", "first-1", "first-2", "second-0", "second-1", "second-2"]);
-    drop(server);
 }
 
 /// An upload whose connection drops goes on from the server's offset once the network is back,
@@ -445,7 +493,7 @@ async fn an_upload_that_drops_resumes_from_the_servers_offset() {
     let t = spawn_app(Backend::Sqlite).await;
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    sign_in(&b, &t, &t.email, &t.password).await;
+    sign_in(&b, &t.email, &t.password).await;
     b.click(&testid("nav-vod")).await;
     let file = clip(&vod_clip_name(Some(("testsrc2", "1280x720", 30)), 20)).canonicalize().expect("the clip");
     let size = std::fs::metadata(&file).expect("the clip").len();
