@@ -89,13 +89,23 @@ fn redact(value: &mut serde_json::Value, at: &str, found: &mut Vec<String>) {
     }
 }
 
-/// Gives a claimed key back if the request ends without an answer to keep (an error, or the
-/// handler dropped when its client went away).
+/// A claimed key: kept with the answer, given back with an error ([`Pending::release`]), or,
+/// when the request is dropped mid-way (its client went away), given back from `Drop`.
 struct Pending {
     db: Db,
     scope: String,
     key: String,
     settled: bool,
+}
+
+impl Pending {
+    /// Gives the key back now.
+    async fn release(&mut self) {
+        if let Err(e) = self.db.release_idempotency(&self.scope, &self.key).await {
+            tracing::warn!(error = %e, "giving back an idempotency key");
+        }
+        self.settled = true;
+    }
 }
 
 impl Drop for Pending {
@@ -197,9 +207,17 @@ pub async fn around<E: Endpoint<Output = Response>>(
     }
     let mut pending = Pending { db: api.db.clone(), scope, key, settled: false };
     req.set_body(body);
-    // An error goes on to the API's error layer as it is (`pending` gives the key back).
-    let resp = ep.call(req).await?.into_response();
+    // Only a success is kept. The key is given back before the answer leaves, so a retry sent
+    // on receiving it finds the key free; an error goes on to the API's error layer as it is.
+    let resp = match ep.call(req).await {
+        Ok(resp) => resp.into_response(),
+        Err(e) => {
+            pending.release().await;
+            return Err(e);
+        }
+    };
     if !resp.status().is_success() {
+        pending.release().await;
         return Ok(resp);
     }
     let (parts, body) = resp.into_parts();
