@@ -49,6 +49,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 mod cluster;
 mod csrf;
 mod http;
+pub use http::WRITE_STALL;
 mod listeners;
 mod metrics;
 mod workers;

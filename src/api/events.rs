@@ -4,7 +4,8 @@
 //!
 //! A follower is read by pull: the stream reads the next page only when the connection has
 //! taken the last one, so a reader that stops reading holds one page and its connection, never
-//! a growing buffer. Followers are capped per credential, per client address and in all; each
+//! a growing buffer, until the HTTP layer drops a connection whose writes wait too long
+//! (`app::WRITE_STALL`). Followers are capped per credential, per client address and in all; each
 //! wakes when this node logs an event and reads again every [`POLL`] for other nodes' events.
 
 use std::borrow::Cow;

@@ -18,7 +18,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -32,7 +32,9 @@ use poem::listener::Acceptor;
 use poem::{Endpoint, Response};
 use tokio_util::sync::CancellationToken;
 
+mod activity;
 mod threads;
+use activity::{Activity, Busy, Quiet, Watched};
 pub use threads::OnRuntime;
 
 /// HTTP/2 streams one connection may have open at once.
@@ -51,6 +53,11 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(20);
 /// has been read until its answer's body has been sent: a slow upload or a long download keeps
 /// its connection.
 pub const IDLE: Duration = Duration::from_secs(10);
+/// How long a response may wait for its client to take more of it (the socket accepting no more
+/// bytes) before the connection is dropped: a client that stops reading, such as a stalled
+/// follower of the event log, holds nothing for longer. Checked every [`IDLE`], so a stalled
+/// connection goes between this and this plus [`IDLE`] after its last write went through.
+pub const WRITE_STALL: Duration = Duration::from_secs(30);
 /// How long an idle connection that was told to close may take to do so.
 const IDLE_CLOSE: Duration = Duration::from_secs(1);
 /// How long a server dropped before its shutdown waits for its connections to close.
@@ -201,6 +208,7 @@ async fn connection<Io, E>(
     E: Endpoint<Output = Response> + 'static,
 {
     let activity = Arc::new(Activity::new());
+    let io = Watched { io, activity: activity.clone() };
     let (seen, peer) = (activity.clone(), remote.clone());
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let ep = ep.clone();
@@ -225,13 +233,18 @@ async fn connection<Io, E>(
         // Dropped with this block: its timer and its place among the token's waiters go with it.
         let until = std::pin::pin!(async {
             tokio::select! {
-                _ = stop.cancelled() => false,
-                _ = activity.idle_for(IDLE) => true,
+                _ = stop.cancelled() => None,
+                quiet = activity.quiet(IDLE, WRITE_STALL) => Some(quiet),
             }
         });
         match Race::new(conn.as_mut(), until).await {
             Won::First(_) => return,
-            Won::Second(idle) => idle,
+            Won::Second(None) => false,
+            Won::Second(Some(Quiet::Idle)) => true,
+            Won::Second(Some(Quiet::Stalled)) => {
+                tracing::info!(?peer, "dropping an HTTP connection whose client stopped reading");
+                return;
+            }
         }
     };
     conn.as_mut().graceful_shutdown();
@@ -245,7 +258,7 @@ async fn connection<Io, E>(
             _ = hard.cancelled() => return,
             _ = tokio::time::sleep(IDLE_CLOSE) => {}
         }
-        if activity.in_flight.load(Ordering::Acquire) == 0 {
+        if activity.in_flight() == 0 {
             return;
         }
     }
@@ -339,61 +352,10 @@ impl<B: hyper::body::Body + Unpin> hyper::body::Body for Tracked<B> {
     }
 }
 
-/// Requests in flight on one connection, and when the last one ended (or the connection opened).
-struct Activity {
-    opened: std::time::Instant,
-    in_flight: AtomicUsize,
-    /// Milliseconds from `opened` to the end of the last request.
-    last_ms: AtomicU64,
-}
-
-/// One request in flight: ends it when dropped (also when the client goes away mid-request).
-struct Busy(Arc<Activity>);
-
-impl Activity {
-    fn new() -> Activity {
-        Activity {
-            opened: std::time::Instant::now(),
-            in_flight: AtomicUsize::new(0),
-            last_ms: AtomicU64::new(0),
-        }
-    }
-
-    fn begin(self: &Arc<Self>) -> Busy {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        Busy(self.clone())
-    }
-
-    /// Resolves once no request has been in flight for `idle`.
-    async fn idle_for(&self, idle: Duration) {
-        loop {
-            // While a request is in flight, look again an `idle` later: a connection closes
-            // between one and two `idle`s after its last request ended.
-            let mut wait = idle;
-            if self.in_flight.load(Ordering::Acquire) == 0 {
-                let since = Duration::from_millis(self.last_ms.load(Ordering::Acquire));
-                let quiet = self.opened.elapsed().saturating_sub(since);
-                if quiet >= idle {
-                    return;
-                }
-                wait = idle - quiet;
-            }
-            tokio::time::sleep(wait).await;
-        }
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let a = &self.0;
-        let now = u64::try_from(a.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
-        a.last_ms.fetch_max(now, Ordering::AcqRel);
-        a.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicUsize;
+
     use super::*;
 
     /// The second future is polled on the first poll and then only after its own waker fired,
@@ -469,25 +431,5 @@ mod tests {
         assert_eq!(Arc::strong_count(&marker), 1, "the endpoint was let go with the runtime");
         // And the connection was closed.
         assert_eq!(client.read(&mut buf).map_err(|e| e.kind()), Ok(0));
-    }
-
-    #[tokio::test]
-    async fn idle_counts_from_the_end_of_the_last_request_and_never_during_one() {
-        let idle = Duration::from_millis(300);
-        let a = Arc::new(Activity::new());
-        // A request in flight for three idle periods: the connection is not idle.
-        let busy = a.begin();
-        assert!(tokio::time::timeout(idle * 3, a.idle_for(idle)).await.is_err(), "idle during a request");
-        drop(busy);
-        // From its end, idle after `idle` (and not much later).
-        let ended = std::time::Instant::now();
-        tokio::time::timeout(idle * 3, a.idle_for(idle)).await.expect("idle after the request");
-        let after = ended.elapsed();
-        assert!(after >= idle - Duration::from_millis(5), "idle after {after:?}");
-        // A fresh connection is idle `idle` after it opened.
-        let opened = std::time::Instant::now();
-        let b = Activity::new();
-        tokio::time::timeout(idle * 3, b.idle_for(idle)).await.expect("idle without requests");
-        assert!(opened.elapsed() >= idle - Duration::from_millis(5));
     }
 }

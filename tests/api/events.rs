@@ -457,3 +457,71 @@ async fn a_page_and_a_follower_give_the_same_cursors() {
     assert_eq!(page["items"][0]["cursor"], json!(m.id));
     assert_eq!(page["items"][0]["id"], m.data["id"]);
 }
+
+/// Followers that stop reading hold their places only until the server's writes have waited
+/// `WRITE_STALL` for them: then their connections are dropped, and the credential's places come
+/// back. Eight of them (a credential's cap) read nothing while 10 MB of events are logged; a
+/// ninth is refused until they are gone.
+#[tokio::test]
+async fn followers_that_stop_reading_are_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let t = spawn_app(Backend::Sqlite).await;
+    let addr: std::net::SocketAddr = t.base.trim_start_matches("http://").parse().unwrap();
+    let request = format!(
+        "GET /v1/projects/demo/events HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\n\
+         Accept: text/event-stream\r\n\r\n",
+        t.key
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..sluice::api::events::PER_CREDENTIAL {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut stream = socket.connect(addr).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        // Its answer's head, so it is a follower: then it reads nothing more.
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await;
+            assert_eq!(n.expect("the answer's head").expect("read"), 1, "the head, whole");
+            head.push(byte[0]);
+        }
+        assert!(head.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&head));
+        stalled.push(stream);
+    }
+    let url = t.project_url("/events");
+    let follow = || t.with_key(Method::GET, &url, &t.key).header("Accept", "text/event-stream").send();
+    let refused = follow().await.unwrap();
+    assert_eq!(refused.status(), 429, "the credential's places are taken");
+    assert!(refused.text().await.unwrap().contains("followers"));
+    // 10 MB of events for each follower: more than the socket (its send buffer grows to 4 MB on
+    // this kernel) and hyper's write buffer together hold.
+    let big = "x".repeat(16_000);
+    for i in 0..640 {
+        let mut event = vod_event(&t, &format!("v{i}"));
+        if let Event::VodComplete(data) = &mut event {
+            data.name = big.clone();
+        }
+        t.app.emit(&t.project_id, &event).await.unwrap();
+    }
+    let started = std::time::Instant::now();
+    let stall = sluice::app::WRITE_STALL;
+    // Asked once a second (well within the key's rate): a place comes back once they are gone.
+    loop {
+        let status = follow().await.unwrap().status();
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 429, "refused only for want of a place");
+        assert!(
+            started.elapsed() < stall + Duration::from_secs(30),
+            "the stalled followers were never dropped"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let gone = started.elapsed();
+    assert!(gone >= stall - Duration::from_secs(5), "dropped after {gone:?}, before the stall deadline");
+    // The server goes on serving everyone else.
+    assert_eq!(t.get_with(&t.project_url("/streams"), &t.key).await.status(), 200);
+    drop(stalled);
+}
