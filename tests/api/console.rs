@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 
 use crate::support::browser::{testid, Browser};
 use crate::support::{
-    clip, eventually, ffmpeg_push, free_port, sluice_command, spawn_app, vod_clip_name, wait_ready, Backend,
-    Killed,
+    bootstrap_json, clip, eventually, ffmpeg_push, free_port, sluice_command, spawn_app, vod_clip_name,
+    wait_ready, Backend, Killed,
 };
 
 /// The real `sluice` binary, with the console it embeds, serving a bootstrapped `demo` project
@@ -32,12 +32,7 @@ impl Served {
     async fn start() -> Served {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
-        let out = sluice_command(dir.path(), port)
-            .args(["admin", "bootstrap", "--project", "demo", "--json"])
-            .output()
-            .expect("sluice runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let boot: Value = serde_json::from_slice(&out.stdout).expect("bootstrap JSON");
+        let boot = bootstrap_json(sluice_command(dir.path(), port));
         let text = |v: &Value| v.as_str().expect("bootstrap field").to_string();
         let mut served = Served {
             dir,

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::{sluice_command, wait_ready, Killed};
 
@@ -31,12 +31,7 @@ fn peak_rss_kib(pid: u32) -> u64 {
 async fn login_flood_keeps_serving_with_bounded_memory() {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = crate::support::free_port();
-    let out = sluice_command(dir.path(), port)
-        .args(["admin", "bootstrap", "--project", "demo", "--json"])
-        .output()
-        .expect("sluice runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let boot: Value = serde_json::from_slice(&out.stdout).expect("bootstrap JSON");
+    let boot = crate::support::bootstrap_json(sluice_command(dir.path(), port));
     let (email, password) = (boot["user"]["email"].clone(), boot["user"]["password"].clone());
     let server = Killed(
         sluice_command(dir.path(), port)

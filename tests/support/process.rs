@@ -74,14 +74,17 @@ pub async fn wait_ready(port: u16) {
     .await;
 }
 
-/// Runs `sluice admin bootstrap --project demo --json` with `cmd`'s settings; returns the key.
-pub fn bootstrap_key(mut cmd: Command) -> String {
+/// Runs `sluice admin bootstrap --project demo --json` with `cmd`'s settings; returns what it
+/// printed (`user.email`, `user.password`, `apiKey.key`, …).
+pub fn bootstrap_json(mut cmd: Command) -> Value {
     let out = cmd.args(["admin", "bootstrap", "--project", "demo", "--json"]).output().expect("sluice runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")["apiKey"]["key"]
-        .as_str()
-        .expect("key")
-        .to_string()
+    serde_json::from_slice::<Value>(&out.stdout).expect("bootstrap JSON")
+}
+
+/// [`bootstrap_json`]'s API key.
+pub fn bootstrap_key(cmd: Command) -> String {
+    bootstrap_json(cmd)["apiKey"]["key"].as_str().expect("key").to_string()
 }
 
 /// A `sluice serve` (the build's binary: release under `cargo bench`) on free ports with its own
