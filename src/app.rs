@@ -7,15 +7,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use poem::endpoint::BoxEndpoint;
-use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::middleware::{CatchPanic, CookieJarManager};
 use poem::web::Data;
-use poem::{get, handler, Endpoint, EndpointExt, IntoResponse, Request, Response, Route};
+use poem::{get, handler, Endpoint, EndpointExt, Response, Route};
 
-use crate::api::error::{to_json_error, ApiError};
+use crate::api::error::to_json_error;
 use crate::api::ApiState;
-use crate::client_ip;
 use crate::config::{Mode, Settings};
 use crate::domain::content_key::MasterKey;
 use crate::events::sender::Sender;
@@ -48,12 +46,13 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 mod cluster;
 mod csrf;
+mod edge;
 mod http;
 pub use http::WRITE_STALL;
 mod listeners;
 mod metrics;
 mod workers;
-use csrf::csrf_refusal;
+use edge::{guard, healthz, readyz};
 
 /// Failed sign-ins allowed per e-mail address within [`LOGIN_FAILURE_WINDOW`] (CONTRACT: Conventions).
 pub const LOGIN_FAILURES_PER_EMAIL: u32 = 10;
@@ -537,59 +536,7 @@ pub fn master_key(settings: &Settings) -> anyhow::Result<MasterKey> {
     }
 }
 
-/// Cross-cutting rules of `/v1`: mutating requests authenticated by cookie must come from our
-/// own origin (CSRF); failed authentications are counted per client IP, and past the limit a
-/// failing request gets 429 in place of its 401 (CONTRACT: Conventions). A request whose
-/// credential is valid is never refused by that limit, whatever its address did before.
-async fn guard<E: Endpoint<Output = Response>>(
-    app: Arc<App>,
-    ep: Arc<E>,
-    req: Request,
-) -> poem::Result<Response> {
-    if !req.uri().path().starts_with("/v1/") {
-        return ep.call(req).await;
-    }
-    if let Some(refusal) = csrf_refusal(&app.settings, &req) {
-        return Ok(ApiError::forbidden(refusal).into_response());
-    }
-    let ip = client_ip::of_request(&req);
-    let resp = ep.call(req).await?;
-    if resp.status() == StatusCode::UNAUTHORIZED {
-        if let Some(ip) = ip {
-            if let Err(retry_after) = app.api.auth_failures.fail(&client_ip::limit_key(ip)) {
-                tracing::info!(%ip, "failed authentication; address over its limit");
-                return Ok(ApiError::too_many(retry_after).into_response());
-            }
-            tracing::info!(%ip, "failed authentication");
-        }
-    }
-    Ok(resp)
-}
-
 #[handler]
 fn openapi_json(spec: Data<&Arc<String>>) -> Response {
     Response::builder().content_type("application/json; charset=utf-8").body(spec.0.as_str().to_string())
-}
-
-#[handler]
-fn healthz() -> &'static str {
-    "ok"
-}
-
-/// 200 when the database answers and the storage folder is there; 503 otherwise.
-#[handler]
-async fn readyz(app: Data<&Arc<App>>) -> Response {
-    let mut problems = Vec::new();
-    if let Err(e) = app.db.ping().await {
-        tracing::warn!(error = %e, "readiness: database");
-        problems.push("database unreachable");
-    }
-    if !app.storage.check().await {
-        problems.push("storage unreachable");
-    }
-    if problems.is_empty() {
-        "ready".into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, problems.join("; ")).into_response()
-    }
 }

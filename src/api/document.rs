@@ -35,8 +35,10 @@ pub const OMITTED_WHEN_ABSENT: &[(&str, &str)] = &[
 
 /// The statuses besides success that an operation can answer, by `operationId`, beyond those
 /// every operation can: 401 (credentials), 403 (scope, role, or a cross-site request), 429
-/// (rate limits) and 500. 400 is added for every operation with a body or a query parameter,
-/// 413 and 415 for every operation with a body, 404 for every operation with a path parameter.
+/// (rate limits), 500 and 503 (the database is away or too slow, CONTRACT: Faults). 400 is added
+/// for every operation with a body or a query parameter, 413 and 415 for every operation with a
+/// body, 404 for every operation with a path parameter, 507 (no room to write) for every
+/// operation that writes (every method but GET).
 /// An operation missing here fails the document's tests: each new one needs its line.
 const EXTRA_STATUSES: &[(&str, &[u16])] = &[
     ("login", &[]),
@@ -311,8 +313,11 @@ fn statuses(doc: &mut Value) -> Result<(), String> {
             let has_in =
                 |place: &str| params.iter().any(|p| p.get("in").and_then(Value::as_str) == Some(place));
             let has_body = op.get("requestBody").is_some();
-            let mut allowed: Vec<u16> = vec![401, 403, 429, 500];
+            let mut allowed: Vec<u16> = vec![401, 403, 429, 500, 503];
             allowed.extend_from_slice(extra);
+            if method != "get" {
+                allowed.push(507);
+            }
             if params.iter().any(|p| p.get("name").and_then(Value::as_str) == Some(idem::HEADER)) {
                 allowed.extend([409, 422]);
             }

@@ -6,7 +6,7 @@ use poem::{IntoResponse, Response};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object};
 
-use crate::store::DbError;
+use crate::store::{DbError, Fault};
 
 /// An error other than a validation failure.
 #[derive(Debug, Clone, Object)]
@@ -58,7 +58,17 @@ pub enum ApiError {
     /// A fault on the service side; details are in the service log.
     #[oai(status = 500)]
     Internal(Json<ErrorBody>),
+    /// Something the service stands on (its database) is not answering; retry after the
+    /// given number of seconds. Nothing was changed.
+    #[oai(status = 503)]
+    ServiceUnavailable(Json<ErrorBody>, #[oai(header = "Retry-After")] u64),
+    /// The service has no room to store the change (its disk is full). Nothing was changed.
+    #[oai(status = 507)]
+    InsufficientStorage(Json<ErrorBody>),
 }
+
+/// What a 503 asks the client to wait before it tries again, in seconds.
+pub const RETRY_AFTER_UNAVAILABLE: u64 = 5;
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -112,6 +122,13 @@ impl ApiError {
     pub fn too_many_because(retry_after_secs: u64, message: impl Into<String>) -> Self {
         ApiError::TooManyRequests(body(StatusCode::TOO_MANY_REQUESTS, message), retry_after_secs.max(1))
     }
+    /// 503 with `Retry-After` ([`RETRY_AFTER_UNAVAILABLE`]): `message` says what is away.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError::ServiceUnavailable(body(StatusCode::SERVICE_UNAVAILABLE, message), RETRY_AFTER_UNAVAILABLE)
+    }
+    pub fn insufficient_storage(message: impl Into<String>) -> Self {
+        ApiError::InsufficientStorage(body(StatusCode::INSUFFICIENT_STORAGE, message))
+    }
     /// Logs the detail and answers a plain 500.
     pub fn internal(detail: impl std::fmt::Display) -> Self {
         tracing::error!(error = %detail, "internal error");
@@ -121,7 +138,17 @@ impl ApiError {
 
 impl From<DbError> for ApiError {
     fn from(err: DbError) -> Self {
-        ApiError::internal(format_args!("database: {err}"))
+        match crate::store::fault(&err) {
+            Fault::Unavailable => {
+                tracing::warn!(error = %err, "database unavailable");
+                ApiError::unavailable("the database is not answering; nothing was changed, retry later")
+            }
+            Fault::Full => {
+                tracing::error!(error = %err, "database: no room to write");
+                ApiError::insufficient_storage("the service has no room to store this; nothing was changed")
+            }
+            Fault::Other => ApiError::internal(format_args!("database: {err}")),
+        }
     }
 }
 

@@ -86,11 +86,27 @@ impl App {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut cpu = CpuClock::start();
             let mut forgot = Instant::now();
+            // Since when heartbeats have been written without a failure (from the start: as long
+            // ago as a timeout, so a node that starts takes over at once).
+            let mut beating_since = Instant::now().checked_sub(every * 8);
             loop {
                 tick.tick().await;
                 let Some(app) = app.upgrade() else { return };
-                app.beat(&url, &mut cpu).await;
-                app.take_over_dead_nodes().await;
+                // After the database was away, every node's heartbeat is as old as the outage:
+                // this one declares none dead before the others have had a timeout to beat again.
+                if !app.beat(&url, &mut cpu).await {
+                    beating_since = None;
+                } else if beating_since.get_or_insert_with(Instant::now).elapsed() >= app.nodes().timeout() {
+                    app.take_over_dead_nodes().await;
+                }
+                match app.streams.reconcile().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::warn!(
+                        pushes = n,
+                        "wrote the ends of pushes that ended while the database was away"
+                    ),
+                    Err(e) => tracing::debug!(error = %e, "reconciling ended pushes"),
+                }
                 if forgot.elapsed() > Duration::from_secs(600) {
                     forgot = Instant::now();
                     let before = now_ms() - FORGET_AFTER.as_millis() as i64;
@@ -125,10 +141,11 @@ impl App {
         Some(format!("rtsp://{host}:{port}"))
     }
 
-    async fn beat(&self, url: &str, cpu: &mut CpuClock) {
+    /// Writes this node's heartbeat; `false` when the database did not take it.
+    async fn beat(&self, url: &str, cpu: &mut CpuClock) -> bool {
         let load = self.load(cpu);
         match self.nodes().beat(&load, self.rtsp_url().as_deref()).await {
-            Ok(true) => {}
+            Ok(true) => true,
             Ok(false) => {
                 tracing::error!(
                     node = %self.node_id,
@@ -141,8 +158,12 @@ impl App {
                 if let Err(e) = self.nodes().register(url).await {
                     tracing::warn!(error = %e, "joining the node registry again");
                 }
+                true
             }
-            Err(e) => tracing::warn!(error = %e, "node heartbeat"),
+            Err(e) => {
+                tracing::warn!(error = %e, "node heartbeat");
+                false
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use poem::web::Data;
 use poem::{handler, Endpoint, Request, Response};
@@ -33,7 +33,21 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
     text.push_str(
         &app.per_stream.render(|id| app.streams.sessions.is_live(id), |id| app.whep.viewers.of_stream(id)),
     );
-    text.push_str(&app.credit_metrics().await);
+    let deps = app.dependencies().await;
+    let up = |u| u8::from(u == super::edge::Up::Ok);
+    text.push_str(&format!(
+        "# HELP sluice_dependency_up Whether a dependency answered this scrape (1) or not (0)\n# TYPE sluice_dependency_up gauge\n\
+         sluice_dependency_up{{dependency=\"database\"}} {}\nsluice_dependency_up{{dependency=\"storage\"}} {}\n\
+         # HELP sluice_reconciled_total What was written late, once its dependency answered again\n# TYPE sluice_reconciled_total counter\n\
+         sluice_reconciled_total{{kind=\"push_ended\"}} {}\nsluice_reconciled_total{{kind=\"recording_completed\"}} {}\n",
+        up(deps.database),
+        up(deps.storage),
+        app.streams.reconciled(),
+        app.outputs.recordings.reconciled(),
+    ));
+    if deps.database == super::edge::Up::Ok {
+        text.push_str(&app.credit_metrics().await);
+    }
     Response::builder().content_type("text/plain; version=0.0.4").body(text)
 }
 
@@ -44,7 +58,8 @@ impl App {
         if self.settings.billing != Billing::On {
             return String::new();
         }
-        let balances = match self.db.credit_balances().await {
+        let read = crate::store::within(Duration::from_secs(2), self.db.credit_balances());
+        let balances = match read.await {
             Ok(balances) => balances,
             Err(e) => {
                 tracing::warn!(error = %e, "metrics: reading credit balances");

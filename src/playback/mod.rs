@@ -80,7 +80,7 @@ pub fn rtsp_authorize(origin: Arc<Origin>) -> crate::media::rtsp::Authorize {
                 },
                 Err(Refused::Denied(_)) => Verdict::Unauthorized,
                 Err(Refused::NotFound | Refused::NotLive) => Verdict::NotFound,
-                Err(Refused::Internal) => Verdict::Unavailable,
+                Err(Refused::Unavailable) => Verdict::Unavailable,
             }
         })
     })
@@ -170,8 +170,8 @@ async fn check(
     relayed: bool,
 ) -> Result<Grant, Refused> {
     let policy = app.policies.policy(resource).await.map_err(|e| {
-        tracing::error!(error = %e, "playback: reading the playback policy");
-        Refused::Internal
+        tracing::warn!(error = %e, "playback: reading a playback policy never loaded here");
+        Refused::Unavailable
     })?;
     let Some(policy) = policy else { return Err(Refused::NotFound) };
     // No token and nothing to enforce: no key ring, nor the time, is needed (the common unsigned

@@ -26,6 +26,7 @@ use super::rewrite::{sign_playlist, sign_rendered, tokened_master};
 use super::{authorize_carried, is_relayed, Grant, Origin, Resource};
 use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery, Rendered};
 use crate::services::nodes::Holder;
+use crate::services::policy::KeyError;
 
 pub(super) const PLAYLIST_TYPE: &str = "application/vnd.apple.mpegurl";
 /// Plain playlist reloads: a CDN may serve them for a second.
@@ -75,7 +76,8 @@ pub(crate) enum Refused {
     NotLive,
     /// No such stream or VOD (or a VOD that does not play: not complete, archived).
     NotFound,
-    Internal,
+    /// Its policy was never loaded here and the database did not answer in time.
+    Unavailable,
 }
 
 impl Refused {
@@ -89,7 +91,11 @@ impl Refused {
                 .body("playback refused"),
             Refused::NotLive => status(StatusCode::NOT_FOUND, "stream is not live"),
             Refused::NotFound => status(StatusCode::NOT_FOUND, "not found"),
-            Refused::Internal => status(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+            Refused::Unavailable => {
+                let mut resp = status(StatusCode::SERVICE_UNAVAILABLE, "unavailable; retry later");
+                resp.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("2"));
+                resp
+            }
         }
     }
 }
@@ -396,6 +402,10 @@ async fn key_response(authorized: Result<Grant, Refused>, app: &Origin, resource
             .content_type("application/octet-stream")
             .body(key.0.to_vec()),
         Ok(None) => status(StatusCode::NOT_FOUND, "not encrypted"),
+        Err(KeyError::Db(e)) if crate::store::fault(&e) != crate::store::Fault::Other => {
+            tracing::warn!(error = %e, "playback: reading a content key never loaded here");
+            Refused::Unavailable.response()
+        }
         Err(e) => {
             tracing::error!(error = %e, "playback: reading a content key");
             status(StatusCode::INTERNAL_SERVER_ERROR, "internal error")

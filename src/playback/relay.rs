@@ -94,6 +94,9 @@ pub struct Relay {
     pub served: AtomicU64,
 }
 
+/// How long a viewer's request waits for the database to say which node holds a stream.
+const HOLDER_WAIT: Duration = Duration::from_secs(1);
+
 impl Relay {
     /// `extra_root`: a PEM certificate to trust besides the system's (the nodes' own, when
     /// their internal URLs are HTTPS with a self-signed certificate).
@@ -126,7 +129,9 @@ impl Relay {
         if relayed {
             return None;
         }
-        match self.nodes.holder(stream_id).await {
+        // Bounded: a viewer does not wait on a database that hangs (the stream reads as not
+        // held elsewhere meanwhile).
+        match crate::store::within(HOLDER_WAIT, self.nodes.holder(stream_id)).await {
             Ok(h) => h,
             Err(e) => {
                 tracing::warn!(stream = %stream_id, error = %e, "relay: looking up the node holding a stream");

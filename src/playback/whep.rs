@@ -69,9 +69,13 @@ pub async fn offer(req: &Request, body: Body, app: Data<&Arc<Origin>>, Path(id):
         Ok(b) => b,
         Err(r) => return r,
     };
-    // Held by another node: its answer (and its ICE candidates: the media flows from there).
-    if let Some(holder) = app.relay.holder(&id, is_relayed(&app, req)).await {
-        return forward(&app, req, &holder, reqwest::Method::POST, &format!("/live/{id}/whep"), offer).await;
+    // Held by another node: its answer (and its ICE candidates: the media flows from there). A
+    // push held here needs no lookup (nor the database it asks).
+    if !app.whep.holds(&id) {
+        if let Some(holder) = app.relay.holder(&id, is_relayed(&app, req)).await {
+            return forward(&app, req, &holder, reqwest::Method::POST, &format!("/live/{id}/whep"), offer)
+                .await;
+        }
     }
     match app.whep.play(&id, viewer_ip(&app, req), &offer).await {
         Ok(admitted) => {

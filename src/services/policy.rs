@@ -5,9 +5,14 @@
 //! A policy is kept for [`POLICY_TTL`]. The API calls [`Policies::forget`] when it changes one,
 //! so on this process a change applies to the very next request; another process sharing the
 //! database sees it within the TTL.
+//!
+//! The media path never waits on the database (CONTRACT: Faults): past its TTL a policy is
+//! refreshed by one request at a time, which waits [`REFRESH_WAIT`] at most (the refresh goes on
+//! without it); every other request meanwhile, and every request while the database fails, is
+//! served the last known answer. Only a policy never loaded waits, up to [`FIRST_LOAD_WAIT`].
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::domain::content_key::{ContentKey, MasterKey, UnwrapError};
@@ -15,6 +20,12 @@ use crate::store::playback::PlaybackRow;
 use crate::store::{Db, DbError};
 
 pub const POLICY_TTL: Duration = Duration::from_secs(1);
+/// How long the request that refreshes a stale policy waits for the database.
+pub const REFRESH_WAIT: Duration = Duration::from_millis(250);
+/// How long a refresh may take at all (a database that hangs does not hold it for ever).
+const REFRESH_DEADLINE: Duration = Duration::from_secs(5);
+/// How long a request for a policy never loaded waits for the database (then 503).
+pub const FIRST_LOAD_WAIT: Duration = Duration::from_secs(3);
 /// Beyond this many cached policies the cache starts over (ids of requests for unknown
 /// resources cannot grow it without bound).
 const MAX_ENTRIES: usize = 100_000;
@@ -48,12 +59,18 @@ pub enum KeyError {
 pub struct Policies {
     db: Db,
     master: MasterKey,
-    policies: Mutex<Cached>,
+    /// Shared with the refreshes, which outlive the request that started them.
+    policies: Arc<Mutex<Cached>>,
     keys: Mutex<HashMap<String, ContentKey>>,
 }
 
-/// A policy as read, and when.
-type Entry = (Option<PlaybackRow>, Instant);
+/// A policy as read, and when; and whether a refresh of it is under way.
+#[derive(Clone, Copy)]
+struct Entry {
+    row: Option<PlaybackRow>,
+    at: Instant,
+    refreshing: bool,
+}
 
 /// The cached policies by id, streams and VODs apart: a lookup takes the id as the request
 /// has it, with no `stream:<id>` to format first (every playlist reload looks one up).
@@ -71,38 +88,110 @@ impl Cached {
             Resource::Vod(id) => (&mut self.vods, id),
         }
     }
+
+    /// Keeps `row` as `resource`'s policy, read now.
+    fn keep(&mut self, resource: &Resource<'_>, row: Option<PlaybackRow>) {
+        if self.streams.len() + self.vods.len() >= MAX_ENTRIES {
+            *self = Cached::default();
+        }
+        let (cached, id) = self.of(resource);
+        cached.insert(id.to_string(), Entry { row, at: Instant::now(), refreshing: false });
+    }
+
+    /// A refresh of `resource` failed: the last known answer serves for another TTL.
+    fn refresh_failed(&mut self, resource: &Resource<'_>) {
+        let (cached, id) = self.of(resource);
+        if let Some(entry) = cached.get_mut(id) {
+            entry.refreshing = false;
+            entry.at = Instant::now();
+        }
+    }
+}
+
+/// What a resource is, owned (a refresh outlives its request).
+#[derive(Clone)]
+enum Owned {
+    Stream(String),
+    Vod(String),
+}
+
+impl Owned {
+    fn of(resource: &Resource<'_>) -> Owned {
+        match *resource {
+            Resource::Stream(id) => Owned::Stream(id.to_string()),
+            Resource::Vod(id) => Owned::Vod(id.to_string()),
+        }
+    }
+
+    fn resource(&self) -> Resource<'_> {
+        match self {
+            Owned::Stream(id) => Resource::Stream(id),
+            Owned::Vod(id) => Resource::Vod(id),
+        }
+    }
+}
+
+/// Reads `resource`'s policy from the database.
+async fn read(db: &Db, resource: &Resource<'_>) -> Result<Option<PlaybackRow>, DbError> {
+    match resource {
+        Resource::Stream(id) => db.stream_playback(id).await,
+        Resource::Vod(id) => db.vod_playback(id).await,
+    }
 }
 
 impl Policies {
     pub fn new(db: Db, master: MasterKey) -> Policies {
-        Policies { db, master, policies: Mutex::default(), keys: Mutex::default() }
+        Policies { db, master, policies: Arc::default(), keys: Mutex::default() }
     }
 
-    /// The policy of `resource`; `None` when it does not exist.
+    /// The policy of `resource`; `None` when it does not exist. An error only when it was never
+    /// loaded and the database did not answer within [`FIRST_LOAD_WAIT`].
     pub async fn policy(&self, resource: &Resource<'_>) -> Result<Option<PlaybackRow>, DbError> {
-        let db = &self.db;
-        {
+        let last = {
             // Released before the database is read.
             let mut policies = self.lock_policies();
             let (cached, id) = policies.of(resource);
-            if let Some((row, at)) = cached.get(id) {
-                if at.elapsed() < POLICY_TTL {
-                    return Ok(*row);
+            match cached.get_mut(id) {
+                Some(entry) if entry.at.elapsed() < POLICY_TTL || entry.refreshing => return Ok(entry.row),
+                Some(entry) => {
+                    entry.refreshing = true;
+                    Some(entry.row)
                 }
+                None => None,
+            }
+        };
+        match last {
+            // Boxed: a miss is rare, and its future would otherwise sit inside every request's.
+            Some(last) => Ok(Box::pin(self.refresh(resource)).await.unwrap_or(last)),
+            None => {
+                let row = crate::store::within(FIRST_LOAD_WAIT, Box::pin(read(&self.db, resource))).await?;
+                self.lock_policies().keep(resource, row);
+                Ok(row)
             }
         }
-        // Boxed: a miss is rare, and its future would otherwise sit inside every request's.
-        let row = match resource {
-            Resource::Stream(id) => Box::pin(db.stream_playback(id)).await?,
-            Resource::Vod(id) => Box::pin(db.vod_playback(id)).await?,
-        };
-        let mut policies = self.lock_policies();
-        if policies.streams.len() + policies.vods.len() >= MAX_ENTRIES {
-            *policies = Cached::default();
-        }
-        let (cached, id) = policies.of(resource);
-        cached.insert(id.to_string(), (row, Instant::now()));
-        Ok(row)
+    }
+
+    /// Reads `resource`'s policy again, in a task of its own that keeps what it reads; waits for
+    /// it [`REFRESH_WAIT`] at most. `None` when it failed or is not done yet.
+    async fn refresh(&self, resource: &Resource<'_>) -> Option<Option<PlaybackRow>> {
+        let (db, cache, owned) = (self.db.clone(), self.policies.clone(), Owned::of(resource));
+        let task = tokio::spawn(async move {
+            let resource = owned.resource();
+            let read = crate::store::within(REFRESH_DEADLINE, read(&db, &resource)).await;
+            let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+            match read {
+                Ok(row) => {
+                    cache.keep(&resource, row);
+                    Some(row)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "playback: refreshing a playback policy (the last known one serves)");
+                    cache.refresh_failed(&resource);
+                    None
+                }
+            }
+        });
+        tokio::time::timeout(REFRESH_WAIT, task).await.ok()?.ok()?
     }
 
     /// Drops what is cached of `resource`: its next request reads the database.
@@ -127,10 +216,11 @@ impl Policies {
         if let Some(key) = self.lock_keys().get(&name) {
             return Ok(Some(*key));
         }
-        let wrapped = match db.content_key(&name).await? {
+        let wrapped = match crate::store::within(FIRST_LOAD_WAIT, db.content_key(&name)).await? {
             Some(w) => w,
             None if create => {
-                db.insert_content_key(&name, &master.wrap(&ContentKey::random(), &name)).await?
+                let wrapped = master.wrap(&ContentKey::random(), &name);
+                crate::store::within(FIRST_LOAD_WAIT, db.insert_content_key(&name, &wrapped)).await?
             }
             None => return Ok(None),
         };

@@ -178,6 +178,8 @@ pub struct Streams {
     /// cannot go live (`services::credits`).
     pub(super) billing: bool,
     pub sessions: LiveSessions,
+    /// Pushes ended late by [`Streams::reconcile`].
+    reconciled: std::sync::atomic::AtomicU64,
 }
 
 impl Streams {
@@ -189,6 +191,7 @@ impl Streams {
             idle_disable: settings.stream_idle_disable,
             billing: settings.billing == Billing::On,
             sessions: LiveSessions::default(),
+            reconciled: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -317,7 +320,10 @@ impl Streams {
             Ok(false) => {
                 tracing::info!(stream = %stream_id, why, "push ended (the stream was ended already)")
             }
-            Err(e) => tracing::error!(stream = %stream_id, error = %e, "recording the end of a push"),
+            // The heartbeat's `reconcile` writes it once the database answers again.
+            Err(e) => {
+                tracing::error!(stream = %stream_id, error = %e, "recording the end of a push (written later)")
+            }
         }
     }
 
@@ -350,6 +356,32 @@ impl Streams {
         }
         self.commit_move(tx, &mut row, StreamMove::PushEnded, Write::Update).await?;
         Ok(true)
+    }
+
+    /// Ends the pushes the database shows live on this node that no session of this process
+    /// holds: a push whose end could not be written (the database was away when it ended) is
+    /// written now, `live → idle` with its one `stream.ended`, oldest first (CONTRACT: Faults).
+    /// Run on every heartbeat; returns how many it ended.
+    pub async fn reconcile(&self) -> Result<usize, StreamError> {
+        let mut ended = 0;
+        for (stream_id, project_id) in self.db.live_streams_held_by(&self.node_id).await? {
+            // A session that is opening or open here holds it (it is in the map from before its
+            // stream goes live until after its end is written or given up).
+            if self.sessions.is_live(&stream_id) {
+                continue;
+            }
+            if self.end_held(&stream_id, &project_id, &self.node_id).await? {
+                tracing::warn!(stream = %stream_id, "push ended late: its end could not be written when it ended");
+                self.reconciled.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                ended += 1;
+            }
+        }
+        Ok(ended)
+    }
+
+    /// How many pushes [`Streams::reconcile`] has ended (`sluice_reconciled_total`).
+    pub fn reconciled(&self) -> u64 {
+        self.reconciled.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Ends the sessions of this process whose stream is not live here any more: after the

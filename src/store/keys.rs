@@ -12,6 +12,11 @@ use crate::domain::{new_id, random_token, time::now_ms};
 /// Reload the ring at least this often while signatures are made or checked (so a new key starts
 /// signing).
 const REFRESH: Duration = Duration::from_secs(60);
+/// How long the request that reloads the ring (for [`REFRESH`]) waits for the database; past it
+/// the ring loaded last serves.
+const REFRESH_WAIT: Duration = Duration::from_millis(500);
+/// How long a request whose signature names a key this process does not know waits for it.
+const UNKNOWN_KID_WAIT: Duration = Duration::from_secs(2);
 /// A signature naming a key this process does not know reloads the ring, at most this often.
 const UNKNOWN_KID_RELOAD: Duration = Duration::from_secs(1);
 
@@ -94,7 +99,11 @@ impl SigningKeys {
             }
         }
         // Boxed: a reload is rare, and its future would otherwise sit inside every request's.
-        match Box::pin(self.db.signing_keys(&self.master)).await.map(KeyRing::new) {
+        // Bounded: the request that reloads is a viewer's, which a database that hangs must not
+        // hold (the old ring verifies meanwhile).
+        let deadline = if unknown { UNKNOWN_KID_WAIT } else { REFRESH_WAIT };
+        let reload = super::within(deadline, Box::pin(self.db.signing_keys(&self.master)));
+        match reload.await.map(KeyRing::new) {
             Ok(Some(fresh)) => {
                 let fresh = Arc::new(fresh);
                 *self.ring.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();

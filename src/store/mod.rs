@@ -29,6 +29,12 @@ use sqlx::{AnyConnection, AnyPool, Executor};
 
 pub use sqlx::Error as DbError;
 
+/// The longest a pooled connection is waited for: past it the database counts as unavailable
+/// (503 at the API), so a database that refuses or hangs costs a caller this, not more.
+pub const ACQUIRE_DEADLINE: Duration = Duration::from_secs(5);
+/// The longest one Postgres statement runs before the server cancels it (`statement_timeout`).
+pub const STATEMENT_DEADLINE: Duration = Duration::from_secs(15);
+
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("src/store/migrations");
 
 /// Why the database could not be opened (start-up).
@@ -124,12 +130,18 @@ impl Db {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(max)
-            .acquire_timeout(Duration::from_secs(10))
+            .acquire_timeout(ACQUIRE_DEADLINE)
             .after_connect(move |conn: &mut AnyConnection, _: PoolConnectionMetadata| {
                 Box::pin(async move {
-                    if backend == Backend::Sqlite {
-                        conn.execute("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL;")
-                            .await?;
+                    match backend {
+                        Backend::Sqlite => {
+                            conn.execute("PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL;")
+                                .await?;
+                        }
+                        Backend::Postgres => {
+                            let ms = STATEMENT_DEADLINE.as_millis();
+                            conn.execute(format!("SET statement_timeout = {ms}").as_str()).await?;
+                        }
                     }
                     Ok(())
                 })
@@ -177,6 +189,62 @@ impl Db {
 /// Whether `conn` is a Postgres connection (the `Any` driver says which backend it reached).
 pub(crate) fn is_postgres(conn: &AnyConnection) -> bool {
     conn.backend_name() == <sqlx::Postgres as sqlx::Database>::NAME
+}
+
+/// What a failed query says of the database, for the answer its caller gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// It did not answer, or not in time, or refused work for now (503, retry later).
+    Unavailable,
+    /// It has no room to write (507).
+    Full,
+    /// Anything else: a fault of the query or of the data (500).
+    Other,
+}
+
+/// Classifies `err` ([`Fault`]).
+pub fn fault(err: &DbError) -> Fault {
+    match err {
+        DbError::PoolTimedOut
+        | DbError::PoolClosed
+        | DbError::WorkerCrashed
+        | DbError::Io(_)
+        | DbError::Tls(_)
+        | DbError::BeginFailed => Fault::Unavailable,
+        DbError::Database(e) => {
+            let code = e.code().unwrap_or_default();
+            // SQLite's primary result code is the low byte of its extended one.
+            let sqlite = code.parse::<u32>().ok().map(|c| c & 0xff);
+            match (code.as_ref(), sqlite) {
+                // SQLITE_FULL; Postgres disk_full.
+                (_, Some(13)) | ("53100", _) => Fault::Full,
+                // SQLITE_BUSY, SQLITE_LOCKED; Postgres: connection exceptions (08…),
+                // insufficient resources (53…), a statement cancelled by its deadline (57014),
+                // the server shutting down or starting (57P0…).
+                (_, Some(5 | 6)) => Fault::Unavailable,
+                (c, None) if c.starts_with("08") || c.starts_with("53") || c.starts_with("57") => {
+                    Fault::Unavailable
+                }
+                _ => Fault::Other,
+            }
+        }
+        _ => Fault::Other,
+    }
+}
+
+/// `query`, given up after `deadline` as if the database had not answered (an unavailable
+/// error): for callers that must not wait on a database that hangs (the media path).
+pub async fn within<T>(
+    deadline: Duration,
+    query: impl std::future::Future<Output = Result<T, DbError>>,
+) -> Result<T, DbError> {
+    match tokio::time::timeout(deadline, query).await {
+        Ok(result) => result,
+        Err(_) => Err(DbError::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the database did not answer within {} ms", deadline.as_millis()),
+        ))),
+    }
 }
 
 /// Whether the error is a unique-constraint violation (→ 409 at the API).

@@ -11,6 +11,7 @@ mod console;
 mod credits;
 mod errors;
 mod events;
+mod faults;
 mod http_hostile;
 mod lifecycle;
 mod lifecycle_nodes;

@@ -14,6 +14,7 @@ pub mod contract;
 pub mod media;
 pub mod player;
 pub mod process;
+pub mod proxy;
 pub mod receiver;
 pub mod webrtc;
 

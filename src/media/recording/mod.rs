@@ -46,6 +46,8 @@ use crate::store::{Db, DbError};
 const QUEUE: usize = 128;
 /// Tries of a storage write before the segment is given up.
 const TRIES: u32 = 3;
+/// The longest wait between two tries to complete a recording whose database or store is away.
+const RETRY_MAX: Duration = Duration::from_secs(30);
 /// Stored segments noted in one transaction at most.
 const PENDING_NOTES: usize = 32;
 /// Stored segments kept waiting for a database that does not answer (an hour of a
@@ -64,6 +66,20 @@ pub enum RecordingError {
     Vod(#[from] VodError),
     #[error("recording: {0}")]
     Other(String),
+}
+
+impl RecordingError {
+    /// Whether it may go away by itself: the database or the store did not answer.
+    fn is_transient(&self) -> bool {
+        let db = |e: &DbError| crate::store::fault(e) != crate::store::Fault::Other;
+        match self {
+            RecordingError::Db(e)
+            | RecordingError::Key(KeyError::Db(e))
+            | RecordingError::Vod(VodError::Db(e)) => db(e),
+            RecordingError::Storage(_) => true,
+            _ => false,
+        }
+    }
 }
 
 /// What a rendition is, as the master playlist and the VOD record need it.
@@ -107,6 +123,8 @@ pub struct Recordings {
     /// Recording tasks running (shutdown waits for them).
     running: AtomicUsize,
     idle: Notify,
+    /// Recordings completed late ([`Recordings::reconciled`]).
+    reconciled: std::sync::atomic::AtomicU64,
 }
 
 impl Recordings {
@@ -117,7 +135,16 @@ impl Recordings {
         vods: Arc<Vods>,
         node: String,
     ) -> Recordings {
-        Recordings { db, storage, policies, vods, node, running: AtomicUsize::new(0), idle: Notify::new() }
+        Recordings {
+            db,
+            storage,
+            policies,
+            vods,
+            node,
+            running: AtomicUsize::new(0),
+            idle: Notify::new(),
+            reconciled: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     /// Starts recording a push session of `stream` (its channel's `session`).
@@ -205,14 +232,51 @@ impl Recordings {
                 self.note(id, &mut pending, &mut renditions, &mut dirty).await;
             }
         }
-        self.note(id, &mut pending, &mut renditions, &mut dirty).await;
-        match self.complete(id).await {
-            Ok(Some(vod)) => tracing::info!(recording = %id, vod = %vod.id, "recording complete"),
-            Ok(None) => {}
-            Err(e) => {
-                tracing::error!(recording = %id, error = %e, "recording: completing (retried at the next start)")
+        self.finish(id, &mut pending, &mut renditions, &mut dirty).await;
+    }
+
+    /// Notes what is left and completes the recording; what fails because the database or the
+    /// store is away is tried again, backing off to [`RETRY_MAX`], until it answers (CONTRACT:
+    /// Faults). Any other failure leaves the recording to the next start.
+    async fn finish(
+        &self,
+        id: &str,
+        pending: &mut Vec<(RecordedSegmentRow, RenditionInfo)>,
+        renditions: &mut Vec<RenditionInfo>,
+        dirty: &mut bool,
+    ) {
+        let mut wait = Duration::from_secs(1);
+        let mut late = false;
+        loop {
+            self.note(id, pending, renditions, dirty).await;
+            if pending.is_empty() {
+                match self.complete(id).await {
+                    Ok(Some(vod)) => {
+                        tracing::info!(recording = %id, vod = %vod.id, late, "recording complete");
+                        if late {
+                            self.reconciled.fetch_add(1, Ordering::Relaxed);
+                        }
+                        return;
+                    }
+                    Ok(None) => return,
+                    Err(e) if e.is_transient() => {
+                        tracing::warn!(recording = %id, error = %e, "recording: completing (tried again)")
+                    }
+                    Err(e) => {
+                        return tracing::error!(recording = %id, error = %e, "recording: completing (retried at the next start)");
+                    }
+                }
             }
+            late = true;
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(RETRY_MAX);
         }
+    }
+
+    /// How many recordings completed late, once what they stand on answered again
+    /// (`sluice_reconciled_total`).
+    pub fn reconciled(&self) -> u64 {
+        self.reconciled.load(Ordering::Relaxed)
     }
 
     async fn put(&self, object: &str, data: Bytes) -> Result<(), StorageError> {

@@ -49,6 +49,11 @@ impl Whep {
     }
 
     /// Admits a viewer of `stream_id` from `ip` with its SDP offer.
+    /// Whether a push held by this process feeds WebRTC viewers of `stream_id` now.
+    pub fn holds(&self, stream_id: &str) -> bool {
+        self.taps.get(stream_id).is_some_and(|t| t.webrtc && !t.is_closed())
+    }
+
     pub async fn play(
         self: &Arc<Self>,
         stream_id: &str,
