@@ -26,7 +26,7 @@ runtime_packages=(
     gstreamer1.0-nice
     gstreamer1.0-tools
     libgstrtspserver-1.0-0
-    libsrt1.5-openssl
+    libsrt1.5-gnutls
 )
 
 build_packages=(
@@ -36,7 +36,7 @@ build_packages=(
     libgstreamer-plugins-base1.0-dev
     libgstreamer-plugins-bad1.0-dev
     libgstrtspserver-1.0-dev
-    libsrt-openssl-dev
+    libsrt-gnutls-dev
     libssl-dev
     curl
     nodejs

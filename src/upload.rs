@@ -103,6 +103,20 @@ fn answer(code: StatusCode, message: &str) -> Response {
 }
 
 /// `bytes a-b/total` → (Some((a, b)), total); `bytes */total` → (None, total).
+/// The answer to a failed write of the disk: 507 when it is full (what was received stays, for
+/// a resume), else 500.
+fn disk_failed(e: &std::io::Error, what: &str) -> Response {
+    if e.kind() == std::io::ErrorKind::StorageFull {
+        tracing::error!(error = %e, "upload: {what}: the disk is full");
+        return answer(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "the service has no room for this upload now; resume it later with Content-Range",
+        );
+    }
+    tracing::error!(error = %e, "upload: {what}");
+    answer(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+}
+
 fn content_range(value: &str) -> Option<(Option<(u64, u64)>, u64)> {
     let spec = value.trim().strip_prefix("bytes ")?;
     let (range, total) = spec.split_once('/')?;
@@ -193,6 +207,13 @@ async fn receive(
     let row = match app.db.vod_by_id(id).await {
         Ok(Some(row)) => row,
         Ok(None) => return answer(StatusCode::NOT_FOUND, "VOD not found"),
+        Err(e) if crate::store::fault(&e) == crate::store::Fault::Unavailable => {
+            tracing::warn!(error = %e, "upload: reading the VOD");
+            let mut resp =
+                answer(StatusCode::SERVICE_UNAVAILABLE, "the database is not answering; retry later");
+            resp.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+            return resp;
+        }
         Err(e) => {
             tracing::error!(error = %e, "upload: reading the VOD");
             return answer(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
@@ -226,8 +247,7 @@ async fn receive(
     }
     if let Some(parent) = path.parent() {
         if let Err(e) = tokio::fs::create_dir_all(parent).await {
-            tracing::error!(error = %e, "upload: creating the folder");
-            return answer(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+            return disk_failed(&e, "creating the folder");
         }
     }
     let have = tokio::fs::metadata(&partial).await.map_or(0, |m| m.len());
@@ -255,8 +275,7 @@ async fn receive(
                 return incomplete(len, total.unwrap_or(len));
             }
             if let Err(e) = tokio::fs::rename(&partial, &path).await {
-                tracing::error!(error = %e, "upload: moving the file in place");
-                return answer(StatusCode::INTERNAL_SERVER_ERROR, "internal error");
+                return disk_failed(&e, "moving the file in place");
             }
             tracing::info!(vod = %id, bytes = len, "source uploaded");
             Response::builder()
@@ -271,6 +290,8 @@ async fn receive(
         Err(WriteError::TooLong) => {
             answer(StatusCode::BAD_REQUEST, "the body is longer than its Content-Range")
         }
+        // Only the disk says it is full; the client's side fails otherwise.
+        Err(WriteError::Io(e)) if e.kind() == std::io::ErrorKind::StorageFull => disk_failed(&e, "writing"),
         Err(WriteError::Io(e)) => {
             tracing::warn!(vod = %id, error = %e, "upload interrupted");
             answer(StatusCode::BAD_REQUEST, "the upload was interrupted; resume it with Content-Range")

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::pool::PoolConnectionMetadata;
-use sqlx::{AnyConnection, AnyPool, Executor};
+use sqlx::{AnyConnection, AnyPool, Connection, Executor};
 
 pub use sqlx::Error as DbError;
 
@@ -144,6 +144,25 @@ impl Db {
                         }
                     }
                     Ok(())
+                })
+            })
+            .after_release(move |conn: &mut AnyConnection, _: PoolConnectionMetadata| {
+                Box::pin(async move {
+                    if backend != Backend::Sqlite {
+                        return Ok(true);
+                    }
+                    // A COMMIT that failed with SQLITE_FULL may have rolled the transaction back
+                    // in SQLite; sqlx's ROLLBACK then finds none, and the connection still counts
+                    // one open, refusing every `BEGIN IMMEDIATE` after. Such a connection is
+                    // closed here, before anyone takes it again.
+                    match conn.begin_with("BEGIN").await {
+                        Ok(tx) => tx.rollback().await.map(|()| true),
+                        Err(DbError::InvalidSavePointStatement) => {
+                            tracing::warn!("database: closing a connection left in a failed transaction");
+                            Ok(false)
+                        }
+                        Err(e) => Err(e),
+                    }
                 })
             })
             .connect(&url)

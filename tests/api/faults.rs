@@ -165,7 +165,9 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
 
     let signed =
         api.create(json!({"name": "signed", "protocols": ["llhls", "webrtc"], "qualities": ["240p"]})).await;
-    let plain = api.create(json!({"name": "plain", "protocols": ["llhls"], "qualities": ["240p"]})).await;
+    let plain = api
+        .create(json!({"name": "plain", "protocols": ["llhls"], "qualities": ["240p"], "vodEnabled": true}))
+        .await;
     let (signed_id, plain_id) =
         (signed["_id"].as_str().expect("id").to_string(), plain["_id"].as_str().expect("id").to_string());
     let switch = client
@@ -184,6 +186,7 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
         })
         .await;
     }
+    let plain_live = Instant::now();
 
     // The signed stream played as a viewer does: its ticket's master, then a variant.
     let ticket: Value = client
@@ -218,6 +221,7 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
     let outage = Instant::now();
     let refused_took = api.unavailable("refused").await;
     drop(plain_push);
+    let pushed_for = plain_live.elapsed();
     let metrics = || async {
         client.get(format!("http://127.0.0.1:{http}/metrics")).send().await.ok()?.text().await.ok()
     };
@@ -261,12 +265,27 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
     assert_eq!(ready.status(), 200);
     let reconciled = metrics().await.unwrap_or_default();
     assert!(reconciled.contains("sluice_reconciled_total{kind=\"push_ended\"} 1"), "{reconciled}");
+    // Its recording, which ended while nothing could be noted, completes once, whole.
+    let vod = eventually("the plain push's recording complete", Duration::from_secs(20), || async {
+        let page: Value = api.get(&format!("/vod?streamId={plain_id}")).await.json().await.ok()?;
+        let items = page["items"].as_array()?.clone();
+        assert!(items.len() <= 1, "one recording: {items:?}");
+        items.into_iter().find(|v| v["status"] == "complete")
+    })
+    .await;
+    let recorded = vod["duration"].as_f64().expect("duration");
+    let recording_after = back.elapsed();
+    assert!(
+        recorded >= pushed_for.as_secs_f64() - 2.5,
+        "{recorded} s recorded of a {pushed_for:?} push (a segment's worth may be missing at each end)"
+    );
 
     run.store(false, Ordering::Relaxed);
     let (read, seen) = (reader.await.expect("reader"), whep.await.expect("WHEP watcher"));
     println!(
         "database refused then hung {OUTAGE:?} each: API 503 after {refused_took:?} (refused) and \
          {hung_took:?} (hung); the plain stream idle {idle_after:?} after the database was back; \
+         its recording ({recorded:.1} s of a {pushed_for:.1?} push) complete {recording_after:?} after; \
          LL-HLS (signed, ticketed): worst gap {:?}, {} advances, {} failed requests ({:?}…); WHEP: worst gap \
          {:?}, {} frames",
         read.worst_gap,
@@ -287,4 +306,215 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
     })
     .await;
     assert_eq!(api.ended(&plain_id).await, 1);
+}
+
+/// A tmpfs of `mb` MiB mounted on a folder of its own (root only: CI runs as root), unmounted
+/// when dropped: a disk the test can fill.
+struct Tmpfs {
+    path: std::path::PathBuf,
+    _parent: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(mb: u32) -> Tmpfs {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let path = parent.path().join("disk");
+        std::fs::create_dir(&path).expect("mount point");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m,mode=0700"), "tmpfs"])
+            .arg(&path)
+            .output()
+            .expect("mount runs");
+        assert!(
+            out.status.success(),
+            "mounting a tmpfs (this test needs root, as CI has): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs { path, _parent: parent }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.path).status();
+    }
+}
+
+/// Writes a file in `dir` until its disk is full; returns its path.
+fn fill(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::io::Write;
+    let filler = dir.join("filler");
+    let mut file = std::fs::File::create(&filler).expect("filler");
+    let chunk = vec![0u8; 256 * 1024];
+    loop {
+        match file.write_all(&chunk) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+            Err(e) => panic!("filling the disk: {e}"),
+        }
+    }
+    filler
+}
+
+/// Files named `*.m4s` under `dir`.
+fn media_files(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => media_files(&e.path()),
+            _ => usize::from(e.path().extension().is_some_and(|x| x == "m4s")),
+        })
+        .sum()
+}
+
+/// The data dir (SQLite, DVR, recordings, uploads) on a disk that fills up mid-push: live
+/// viewers see no gap; reads answer; writes answer 507 within 10 s; a tus upload chunk 507
+/// too; once space is freed everything resumes (writes, DVR, the recording completes) and
+/// SQLite passes `integrity_check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_disk_costs_live_viewers_nothing_and_writes_answer_507() {
+    let disk = Tmpfs::mount(96);
+    let data = disk.path.join("data");
+    let (http, rtmp) = (free_port(), free_port());
+    let database = format!("sqlite://{}", data.join("sluice.db").display());
+    let key = bootstrap_key(sluice_on(&data, &database, http));
+    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults-disk.log");
+    let mut serve = sluice_on(&data, &database, http);
+    serve
+        .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
+        .env("RUST_LOG", "warn,sluice=info")
+        .arg("serve")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let mut server = Killed(serve.spawn().expect("sluice serve"));
+    println!("sluice's log: {}", log.display());
+    wait_ready(http).await;
+    let client = Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+    let api = Api { client: client.clone(), base: format!("http://127.0.0.1:{http}/v1/projects/demo"), key };
+
+    let stream = api
+        .create(json!({"name": "full", "protocols": ["llhls"], "qualities": ["240p"], "vodEnabled": true,
+                       "dvrEnabled": true}))
+        .await;
+    let id = stream["_id"].as_str().expect("id").to_string();
+    let pusher = push(stream["ingestUrl"].as_str().expect("ingestUrl"));
+    eventually("the stream live", Duration::from_secs(30), || async {
+        (api.stream(&id).await["status"] == "live").then_some(())
+    })
+    .await;
+    let master_url = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let master = eventually("the master playlist", Duration::from_secs(20), || async {
+        let resp = client.get(&master_url).send().await.ok()?;
+        (resp.status() == 200).then_some(())?;
+        resp.text().await.ok()
+    })
+    .await;
+    let run = Arc::new(AtomicBool::new(true));
+    let reader = read_playlist(client.clone(), first_variant(&master_url, &master), run.clone());
+    eventually("DVR segments on disk", Duration::from_secs(30), || async {
+        (media_files(&data) >= 4).then_some(())
+    })
+    .await;
+    // An upload waiting for its bytes.
+    let vod: Value = client
+        .post(format!("{}/vod", api.base))
+        .bearer_auth(&api.key)
+        .json(&json!({"name": "upload", "filename": "upload.mp4"}))
+        .send()
+        .await
+        .expect("create VOD")
+        .json()
+        .await
+        .expect("json");
+    let upload_url =
+        vod["upload"]["url"].as_str().unwrap_or_else(|| panic!("an upload URL: {vod}")).to_string();
+
+    // Full.
+    let filler = tokio::task::spawn_blocking({
+        let dir = disk.path.clone();
+        move || fill(&dir)
+    })
+    .await
+    .expect("filled");
+    let full = Instant::now();
+    let (mut created, mut slowest) = (0, Duration::ZERO);
+    let refused = loop {
+        let started = Instant::now();
+        let resp = client
+            .post(format!("{}/streams", api.base))
+            .bearer_auth(&api.key)
+            .json(&json!({"name": format!("w{created}")}))
+            .send()
+            .await
+            .expect("create");
+        slowest = slowest.max(started.elapsed());
+        assert!(started.elapsed() <= WITHIN, "a write on a full disk answered after {:?}", started.elapsed());
+        match resp.status().as_u16() {
+            201 => created += 1,
+            507 => break resp.json::<Value>().await.expect("a JSON error"),
+            other => {
+                panic!("a write on a full disk answered {other}: {}", resp.text().await.unwrap_or_default())
+            }
+        }
+        assert!(created < 5000, "5,000 streams created on a full disk");
+    };
+    assert_eq!(refused["statusCode"], 507, "{refused}");
+    assert_eq!(api.get("/streams?limit=1").await.status(), 200, "reads answer on a full disk");
+    let chunk = client.put(&upload_url).body(vec![7u8; 4 * 1024 * 1024]).send().await.expect("upload");
+    assert_eq!(chunk.status(), 507, "an upload chunk on a full disk");
+    // Some seconds of live on the full disk.
+    tokio::time::sleep_until((full + Duration::from_secs(15)).into()).await;
+
+    // Freed: everything resumes.
+    std::fs::remove_file(&filler).expect("free the disk");
+    let freed = Instant::now();
+    let on_disk = media_files(&data);
+    eventually("a write accepted once space is back", WITHIN, || async {
+        let resp = client
+            .post(format!("{}/streams", api.base))
+            .bearer_auth(&api.key)
+            .json(&json!({"name": "after"}))
+            .send()
+            .await
+            .ok()?;
+        (resp.status() == 201).then_some(())
+    })
+    .await;
+    let resumed = freed.elapsed();
+    eventually("DVR segments written again", Duration::from_secs(20), || async {
+        (media_files(&data) > on_disk + 2).then_some(())
+    })
+    .await;
+    run.store(false, Ordering::Relaxed);
+    let read = reader.await.expect("reader");
+    drop(pusher);
+    eventually("the recording complete", Duration::from_secs(60), || async {
+        let page: Value = api.get(&format!("/vod?streamId={id}")).await.json().await.ok()?;
+        page["items"].as_array()?.iter().find(|v| v["status"] == "complete").cloned()
+    })
+    .await;
+    println!(
+        "disk full: {created} writes taken before the first 507 (slowest answer {slowest:?}); writes resumed \
+         {resumed:?} after space was freed; LL-HLS worst gap {:?}, {} advances, {} failed requests",
+        read.worst_gap,
+        read.advances,
+        read.failures.len()
+    );
+    assert!(
+        read.failures.is_empty(),
+        "the playlist failed {} times: {:?}",
+        read.failures.len(),
+        read.failures.first()
+    );
+    assert!(read.worst_gap <= MAX_GAP, "the playlist stood still for {:?}", read.worst_gap);
+
+    // The database is whole.
+    let _ = server.0.kill();
+    let _ = server.0.wait();
+    use sqlx::Connection;
+    let mut conn = sqlx::SqliteConnection::connect(&database).await.expect("open the database");
+    let check: (String,) =
+        sqlx::query_as("PRAGMA integrity_check").fetch_one(&mut conn).await.expect("check");
+    assert_eq!(check.0, "ok");
 }

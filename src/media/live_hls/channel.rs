@@ -119,6 +119,9 @@ struct Rendition {
     segments: BTreeMap<u64, Bytes>,
     /// Segments queued for the DVR writer and not yet on disk: they stay in `segments` meanwhile.
     pending: BTreeSet<u64>,
+    /// Segments the DVR does not have (the disk failed, was full or behind): listed as gaps once
+    /// they leave memory, where they are served from until then.
+    unstored: BTreeSet<u64>,
     /// Highest bits per second of a complete segment.
     peak_bps: f64,
     /// The rendition's media lags the wall clock by more than two segments (said once).
@@ -215,9 +218,9 @@ impl Channel {
         Arc::new_cyclic(|me: &std::sync::Weak<Channel>| {
             let writer = config.dvr.as_ref().and_then(|(_, dir)| {
                 let me = me.clone();
-                Writer::start(dir.clone(), sink, move |rendition, msn| {
+                Writer::start(dir.clone(), sink, move |rendition, msn, stored| {
                     if let Some(c) = me.upgrade() {
-                        c.written(rendition, msn);
+                        c.written(rendition, msn, stored);
                     }
                 })
             });
@@ -308,6 +311,7 @@ impl Channel {
             open: Vec::new(),
             segments: BTreeMap::new(),
             pending: BTreeSet::new(),
+            unstored: BTreeSet::new(),
             peak_bps: 0.0,
             behind: false,
             rendered: [None, None],
@@ -443,33 +447,56 @@ impl Channel {
                     r.pending.insert(msn);
                 }
                 Err(NotQueued::Full) => {
-                    tracing::warn!(rendition = %name, msn, "DVR: the disk is behind; a segment is not kept")
+                    tracing::warn!(rendition = %name, msn, "DVR: the disk is behind; a segment is not kept");
+                    r.unstored.insert(msn);
                 }
-                Err(NotQueued::Closed) => tracing::warn!(rendition = %name, msn, "DVR: the writer is gone"),
+                Err(NotQueued::Closed) => {
+                    tracing::warn!(rendition = %name, msn, "DVR: the writer is gone");
+                    r.unstored.insert(msn);
+                }
             }
         }
         r.segments.insert(msn, bytes);
+        // The caller says the channel changed.
         self.evict(r);
     }
 
     /// Drops the segments memory need not keep: those the playlist no longer lists, or with DVR
     /// those older than [`MEMORY_SEGMENTS`] that are on disk (or never will be).
-    fn evict(&self, r: &mut Rendition) {
+    /// A segment the DVR does not have becomes a gap of the playlist as it leaves memory.
+    /// Returns whether the playlist changed.
+    fn evict(&self, r: &mut Rendition) -> bool {
         let keep_from = match self.config.dvr {
             Some(_) => r.playlist.next_msn().saturating_sub(MEMORY_SEGMENTS as u64),
             None => r.playlist.media_sequence(),
         };
         let pending = &r.pending;
         r.segments.retain(|msn, _| *msn >= keep_from || pending.contains(msn));
+        let mut changed = false;
+        while let Some(msn) = r.unstored.first().copied().filter(|msn| *msn < keep_from) {
+            r.unstored.remove(&msn);
+            changed |= r.playlist.mark_gap(msn);
+        }
+        if changed {
+            r.rendered = Default::default();
+        }
+        changed
     }
 
-    /// The writer is done with segment `msn` of `rendition`: it is on disk, or could not be
-    /// written (the writer said why) and leaves memory with the window all the same.
-    fn written(&self, rendition: &str, msn: u64) {
+    /// The writer is done with segment `msn` of `rendition`: it is on disk (`stored`), or could
+    /// not be written (the writer said why) and leaves memory with the window all the same, as a
+    /// gap of the playlist.
+    fn written(&self, rendition: &str, msn: u64, stored: bool) {
         let mut s = self.lock();
-        if let Some(r) = s.renditions.get_mut(rendition) {
-            r.pending.remove(&msn);
-            self.evict(r);
+        let Some(r) = s.renditions.get_mut(rendition) else { return };
+        r.pending.remove(&msn);
+        if !stored {
+            r.unstored.insert(msn);
+        }
+        let changed = self.evict(r);
+        drop(s);
+        if changed {
+            self.changed();
         }
     }
 

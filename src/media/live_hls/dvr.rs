@@ -72,13 +72,13 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    /// Starts the writer of the channel whose folder is `dir`. `written(rendition, msn)` is
-    /// called on the writer's thread once it is done with a segment (on disk, or failed with a
-    /// warning). `None` when no thread could be started (then the channel keeps no DVR).
+    /// Starts the writer of the channel whose folder is `dir`. `written(rendition, msn, stored)`
+    /// is called on the writer's thread once it is done with a segment: on disk (`true`), or not
+    /// (`false`, with a warning: the disk failed or is full). `None` when no thread could be started (then the channel keeps no DVR).
     pub fn start(
         dir: PathBuf,
         sink: Arc<dyn SegmentSink>,
-        written: impl Fn(&str, u64) + Send + 'static,
+        written: impl Fn(&str, u64, bool) + Send + 'static,
     ) -> Option<Writer> {
         let (tx, rx) = mpsc::sync_channel::<Write>(WRITE_QUEUE);
         let retired = Arc::new(AtomicBool::new(false));
@@ -89,13 +89,17 @@ impl Writer {
         let run = move || {
             for w in rx {
                 // A write begun before the retirement ends before the folder goes (below).
+                let mut stored = false;
                 if !retired_.load(Ordering::Acquire) {
                     let path = dir.join(&w.rendition).join(format!("s{}.m4s", w.msn));
-                    if let Err(e) = sink.write(&path, &w.data) {
-                        tracing::warn!(error = %e, path = %path.display(), "DVR: writing a segment");
+                    match sink.write(&path, &w.data) {
+                        Ok(()) => stored = true,
+                        Err(e) => {
+                            tracing::warn!(error = %e, path = %path.display(), "DVR: writing a segment")
+                        }
                     }
                 }
-                written(&w.rendition, w.msn);
+                written(&w.rendition, w.msn, stored);
             }
             // Every sender is gone: the channel left its map (or was dropped). Its folder goes
             // with it, here and only here, so teardown happens once and never in a `Drop`.

@@ -41,6 +41,8 @@ pub struct Segment {
     pub discontinuity: bool,
     /// Its initialization section (`EXT-X-MAP`); a reconnect brings a new one.
     pub init_uri: String,
+    /// It is listed but cannot be had (`EXT-X-GAP`): a DVR segment the disk did not take.
+    pub gap: bool,
 }
 
 /// How long the playlist keeps segments.
@@ -129,6 +131,18 @@ impl MediaPlaylist {
         (self.next_msn, self.open_parts.len() as u64 - 1)
     }
 
+    /// Marks segment `msn` as a gap (`EXT-X-GAP`): it stays listed, so the timeline and the
+    /// media sequence do not move, and players skip it. `false` when it is not listed.
+    pub fn mark_gap(&mut self, msn: u64) -> bool {
+        match self.segments.iter_mut().find(|s| s.msn == msn) {
+            Some(segment) => {
+                segment.gap = true;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Closes the open segment under `uri` (its duration is the sum of its parts).
     pub fn close_segment(&mut self, uri: String) -> Option<u64> {
         if self.open_parts.is_empty() {
@@ -144,6 +158,7 @@ impl MediaPlaylist {
             program_date_time: self.open_pdt.take(),
             discontinuity: std::mem::take(&mut self.open_discontinuity),
             init_uri: self.init_uri.clone(),
+            gap: false,
         });
         self.next_msn += 1;
         self.slide();
@@ -327,6 +342,9 @@ impl MediaPlaylist {
             write_pdt(&mut out, s.program_date_time);
             if seg_start + s.duration > part_cutoff + EPSILON {
                 write_parts(&mut out, &s.parts);
+            }
+            if s.gap {
+                let _ = writeln!(out, "#EXT-X-GAP");
             }
             write_segment(&mut out, s.duration, &s.uri);
         }

@@ -47,7 +47,7 @@ const QUEUE: usize = 128;
 /// Tries of a storage write before the segment is given up.
 const TRIES: u32 = 3;
 /// The longest wait between two tries to complete a recording whose database or store is away.
-const RETRY_MAX: Duration = Duration::from_secs(30);
+const RETRY_MAX: Duration = Duration::from_secs(10);
 /// Stored segments noted in one transaction at most.
 const PENDING_NOTES: usize = 32;
 /// Stored segments kept waiting for a database that does not answer (an hour of a

@@ -1,5 +1,7 @@
-//! The few calls of libsrt 1.5 (Debian's `libsrt-openssl-dev`, `<srt/srt.h>`) that SRT ingest
-//! uses, wrapped so that the rest of the module holds no raw pointer. Why libsrt and not
+//! The few calls of libsrt 1.5 (Debian's `libsrt-gnutls-dev`, `<srt/srt.h>`) that SRT ingest
+//! uses, wrapped so that the rest of the module holds no raw pointer. The GnuTLS build, because
+//! it is the one GStreamer's libav plugin brings into the process (through libavformat): a
+//! second libsrt beside it would share its C++ statics, which both would then destroy at exit. Why libsrt and not
 //! GStreamer's `srtsrc` or a Rust SRT crate: `docs/srt.md`.
 //!
 //! Every socket is an `SRTSOCKET` (an `i32` handle into libsrt's own table, not a file
@@ -59,7 +61,7 @@ pub type ListenCallback = extern "C" fn(
     stream_id: *const c_char,
 ) -> c_int;
 
-#[link(name = "srt")]
+#[link(name = "srt-gnutls")]
 extern "C" {
     fn srt_startup() -> c_int;
     fn srt_setloglevel(level: c_int);

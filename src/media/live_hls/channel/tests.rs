@@ -405,3 +405,58 @@ async fn a_playlist_is_rendered_once_per_version() {
     let parts = |text: &str| text.matches("#EXT-X-PART:").count();
     assert_eq!(parts(&d), parts(&a) + 1, "the new part is listed: {d:?}");
 }
+
+/// A disk that takes nothing (full): every write fails.
+struct FullDisk;
+
+impl SegmentSink for FullDisk {
+    fn write(&self, _: &std::path::Path, _: &[u8]) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::StorageFull))
+    }
+
+    fn remove_all(&self, _: &std::path::Path) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A DVR segment the disk did not take is served from memory while it is there, then listed as
+/// a gap (`EXT-X-GAP`): the timeline does not move and no player asks for what would be a 404.
+#[tokio::test]
+async fn a_dvr_segment_the_disk_did_not_take_becomes_a_gap_as_it_leaves_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let dvr = ChannelConfig { dvr: Some((600.0, dir.path().join("push"))), ..config() };
+    let c = Channel::with_sink(dvr, Arc::new(FullDisk));
+    c.add_rendition(0, "360p", video(), TIMING);
+    let t = Duration::from_millis(10);
+    let gaps = || async {
+        let text = c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap();
+        let text = String::from_utf8(text.text.to_vec()).unwrap();
+        (text.matches("#EXT-X-GAP").count(), text)
+    };
+    feed(&c, 0, "360p", 3);
+    c.feed(0, "360p", part(true, 1));
+    // The writer fails them at once; they are still in memory, so served, and not gaps.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.held("360p").1 > 0 {
+        assert!(std::time::Instant::now() < deadline, "the writer never answered");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(gaps().await.0, 0);
+    assert_eq!(c.file("360p", "s0.m4s", t).await.unwrap().len(), 600);
+    // Ten more segments push the first ones out of memory: those are gaps now, the rest not.
+    feed(&c, 0, "360p", MEMORY_SEGMENTS);
+    c.feed(0, "360p", part(true, 1));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let (n, text) = loop {
+        let (n, text) = gaps().await;
+        if n == 4 || std::time::Instant::now() > deadline {
+            break (n, text);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    assert_eq!(n, 4, "segments 0 to 3 left memory unwritten: {text}");
+    assert!(text.contains("#EXT-X-MEDIA-SEQUENCE:0"), "{text}");
+    let first_gap = text.find("#EXT-X-GAP").unwrap();
+    assert!(text[first_gap..].starts_with("#EXT-X-GAP\n#EXTINF:2.00000,\ns0.m4s"), "{text}");
+    assert!(!c.in_memory("360p", 0));
+}
