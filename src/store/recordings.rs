@@ -23,7 +23,7 @@ pub struct RecordingRow {
     pub updated_at: i64,
 }
 
-/// A segment of a recording that is in storage.
+/// A segment of a recording: in storage, or `lost` (the store did not take it; `bytes` 0).
 #[derive(Debug, Clone, PartialEq, FromRow)]
 pub struct RecordedSegmentRow {
     pub rendition: String,
@@ -31,6 +31,7 @@ pub struct RecordedSegmentRow {
     pub generation: i64,
     pub duration: f64,
     pub bytes: i64,
+    pub lost: i64,
 }
 
 const COLUMNS: &str =
@@ -77,8 +78,8 @@ impl Db {
         }
         for s in rows {
             sqlx::query(
-                "INSERT INTO recording_segments (recording_id, rendition, idx, generation, duration, bytes) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (recording_id, rendition, idx) DO NOTHING",
+                "INSERT INTO recording_segments (recording_id, rendition, idx, generation, duration, bytes, lost) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (recording_id, rendition, idx) DO NOTHING",
             )
             .bind(id)
             .bind(&s.rendition)
@@ -86,6 +87,7 @@ impl Db {
             .bind(s.generation)
             .bind(s.duration)
             .bind(s.bytes)
+            .bind(s.lost)
             .execute(&mut *tx)
             .await?;
         }
@@ -102,7 +104,7 @@ impl Db {
     /// A recording's segments, by rendition and position.
     pub async fn recorded_segments(&self, id: &str) -> Result<Vec<RecordedSegmentRow>, DbError> {
         sqlx::query_as(
-            "SELECT rendition, idx, generation, duration, bytes FROM recording_segments \
+            "SELECT rendition, idx, generation, duration, bytes, lost FROM recording_segments \
              WHERE recording_id = $1 ORDER BY rendition, idx",
         )
         .bind(id)

@@ -489,14 +489,24 @@ async fn a_full_disk_costs_live_viewers_nothing_and_writes_answer_507() {
     run.store(false, Ordering::Relaxed);
     let read = reader.await.expect("reader");
     drop(pusher);
-    eventually("the recording complete", Duration::from_secs(60), || async {
+    let vod = eventually("the recording complete", Duration::from_secs(60), || async {
         let page: Value = api.get(&format!("/vod?streamId={id}")).await.json().await.ok()?;
         page["items"].as_array()?.iter().find(|v| v["status"] == "complete").cloned()
     })
     .await;
+    // What the full disk did not take is a gap where it was, and the VOD says how much.
+    let error = vod["error"].as_str().unwrap_or_else(|| panic!("the VOD says what was lost: {vod}"));
+    assert!(error.contains("were lost"), "{error}");
+    let vod_master_url = vod["playbackUrl"].as_str().expect("playbackUrl").to_string();
+    let vod_master = client.get(&vod_master_url).send().await.expect("master").text().await.expect("text");
+    let variant = first_variant(&vod_master_url, &vod_master);
+    let media = client.get(&variant).send().await.expect("variant").text().await.expect("text");
+    let (gaps, segments) = (media.matches("#EXT-X-GAP").count(), media.matches("#EXTINF").count());
+    assert!(gaps > 0 && gaps < segments, "{gaps} gaps of {segments} segments:\n{media}");
     println!(
         "disk full: {created} writes taken before the first 507 (slowest answer {slowest:?}); writes resumed \
-         {resumed:?} after space was freed; LL-HLS worst gap {:?}, {} advances, {} failed requests",
+         {resumed:?} after space was freed; the recording: {gaps} gaps of {segments} segments ({error}); \
+         LL-HLS worst gap {:?}, {} advances, {} failed requests",
         read.worst_gap,
         read.advances,
         read.failures.len()

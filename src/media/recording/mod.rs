@@ -196,12 +196,17 @@ impl Recordings {
         let mut pending: Vec<(RecordedSegmentRow, RenditionInfo)> = Vec::new();
         // The renditions changed since they were last noted.
         let mut dirty = false;
+        // Initialization sections the store did not take yet.
+        let mut unstored_inits: Vec<(String, Bytes)> = Vec::new();
         while let Some(item) = rx.recv().await {
             match item {
                 Record::Init { rendition, generation, data } => {
                     let object = format!("{prefix}/{rendition}/{}", init_uri(generation));
-                    if let Err(e) = self.put(&object, data).await {
-                        tracing::warn!(recording = %id, error = %e, "recording: an initialization section is lost");
+                    if let Err(e) = self.put(&object, data.clone()).await {
+                        // Small, and every segment of its generation needs it: kept, and stored
+                        // before the recording completes.
+                        tracing::warn!(recording = %id, error = %e, "recording: an initialization section is not stored yet");
+                        unstored_inits.push((object, data));
                     }
                 }
                 Record::Segment { info, generation, duration, data } => {
@@ -211,18 +216,23 @@ impl Recordings {
                         None => data,
                     };
                     let object = format!("{prefix}/{}/{}", info.name, segment_uri(idx));
-                    let bytes = stored.len() as i64;
-                    if let Err(e) = self.put(&object, stored).await {
-                        // The next segment takes this index: the rendition stays gapless.
-                        tracing::warn!(recording = %id, error = %e, "recording: a segment is lost");
-                        continue;
-                    }
+                    let mut bytes = stored.len() as i64;
+                    let lost = match self.put(&object, stored).await {
+                        Ok(()) => false,
+                        Err(e) => {
+                            // Noted all the same: it keeps its index and time, as a gap.
+                            tracing::warn!(recording = %id, error = %e, "recording: a segment is lost (a gap)");
+                            bytes = 0;
+                            true
+                        }
+                    };
                     let row = RecordedSegmentRow {
                         rendition: info.name.clone(),
                         idx: idx as i64,
                         generation: i64::from(generation),
                         duration,
                         bytes,
+                        lost: i64::from(lost),
                     };
                     next.insert(info.name.clone(), idx + 1);
                     pending.push((row, info));
@@ -232,7 +242,7 @@ impl Recordings {
                 self.note(id, &mut pending, &mut renditions, &mut dirty).await;
             }
         }
-        self.finish(id, &mut pending, &mut renditions, &mut dirty).await;
+        self.finish(id, &mut pending, &mut renditions, &mut dirty, &mut unstored_inits).await;
     }
 
     /// Notes what is left and completes the recording; what fails because the database or the
@@ -244,12 +254,21 @@ impl Recordings {
         pending: &mut Vec<(RecordedSegmentRow, RenditionInfo)>,
         renditions: &mut Vec<RenditionInfo>,
         dirty: &mut bool,
+        unstored_inits: &mut Vec<(String, Bytes)>,
     ) {
         let mut wait = Duration::from_secs(1);
         let mut late = false;
         loop {
             self.note(id, pending, renditions, dirty).await;
-            if pending.is_empty() {
+            let mut left = Vec::new();
+            for (object, data) in unstored_inits.drain(..) {
+                if let Err(e) = self.storage.put(&object, data.clone()).await {
+                    tracing::warn!(recording = %id, error = %e, "recording: an initialization section is not stored yet");
+                    left.push((object, data));
+                }
+            }
+            *unstored_inits = left;
+            if pending.is_empty() && unstored_inits.is_empty() {
                 match self.complete(id).await {
                     Ok(Some(vod)) => {
                         tracing::info!(recording = %id, vod = %vod.id, late, "recording complete");
@@ -380,6 +399,7 @@ impl Recordings {
                 generation: u32::try_from(s.generation).unwrap_or(0),
                 duration: s.duration,
                 bytes: u64::try_from(s.bytes).unwrap_or(0),
+                lost: s.lost != 0,
             };
             by_rendition.entry(s.rendition).or_default().push(r);
         }
@@ -388,7 +408,9 @@ impl Recordings {
             let whole = segments.iter().enumerate().take_while(|(i, s)| s.idx == *i as u64).count();
             segments.truncate(whole);
         }
-        let recorded = |info: &&RenditionInfo| by_rendition.get(&info.name).is_some_and(|s| !s.is_empty());
+        // A rendition of which nothing reached storage is not there.
+        let recorded =
+            |info: &&RenditionInfo| by_rendition.get(&info.name).is_some_and(|s| s.iter().any(|s| !s.lost));
         let videos: Vec<&RenditionInfo> =
             infos.iter().filter(recorded).filter(|i| matches!(i.kind, Kind::Video { .. })).collect();
         let prefix = vod_prefix(id);
@@ -404,7 +426,7 @@ impl Recordings {
         };
         let key_uri = key.map(|_| crate::media::vod::hls::KEY_URI);
         for (name, segments) in &by_rendition {
-            if segments.is_empty() {
+            if segments.iter().all(|s| s.lost) {
                 continue;
             }
             let text = playlist::media_playlist(segments, key_uri);
@@ -447,13 +469,26 @@ impl Recordings {
             channels,
         });
         if self.storage.get(&format!("{prefix}/thumb.jpg"), Some(0..1)).await?.is_none() {
-            self.thumbnail(&prefix, &produced[0].name, &by_rendition[&produced[0].name][0], key).await?;
+            let first = by_rendition[&produced[0].name].iter().find(|s| !s.lost);
+            if let Some(first) = first {
+                self.thumbnail(&prefix, &produced[0].name, first, key).await?;
+            }
         }
         let master = render_master(&variants, audio_rendition.as_ref());
         self.put(&format!("{prefix}/master.m3u8"), master.into()).await?;
         let duration =
             by_rendition.values().map(|s| s.iter().map(|s| s.duration).sum::<f64>()).fold(0.0, f64::max);
         let size: u64 = by_rendition.values().flatten().map(|s| s.bytes).sum();
+        // What the store did not take, of the rendition that lost the most (CONTRACT: Faults).
+        let lost = by_rendition
+            .values()
+            .map(|s| s.iter().filter(|s| s.lost).map(|s| s.duration).sum::<f64>())
+            .fold(0.0, f64::max);
+        let error = (lost > 0.0).then(|| {
+            format!(
+                "{lost:.1} s of {duration:.1} s were lost: the storage did not take them (they play as gaps)"
+            )
+        });
         let now = now_ms();
         let row = VodRow {
             id: id.to_string(),
@@ -473,7 +508,7 @@ impl Recordings {
                 serde_json::to_string(&produced).map_err(|e| RecordingError::Other(e.to_string()))?,
             ),
             progress: 100,
-            error: None,
+            error,
             signed_playback: rec.signed_playback,
             drm_enabled: rec.drm_enabled,
             upload_expires_at: rec.started_at,

@@ -2,7 +2,8 @@
 //! `s<idx>.m4s` from 0, the initialization section of each push generation (`init<g>.mp4`)
 //! with an `EXT-X-DISCONTINUITY` where a reconnect started a new one, `EXT-X-PLAYLIST-TYPE:VOD`
 //! and `EXT-X-ENDLIST`. Encrypted recordings carry the VOD's key after each map (IV: the
-//! sequence number, which is the index, as the VOD transcode's playlists do).
+//! sequence number, which is the index, as the VOD transcode's playlists do). A segment the
+//! store did not take keeps its place and time, as a gap (`EXT-X-GAP`, RFC 8216bis 4.4.4.7).
 
 use crate::media::hls::tags::{write_map, write_segment};
 
@@ -13,6 +14,8 @@ pub struct Recorded {
     pub generation: u32,
     pub duration: f64,
     pub bytes: u64,
+    /// Not in storage: listed as a gap.
+    pub lost: bool,
 }
 
 pub fn init_uri(generation: u32) -> String {
@@ -37,15 +40,18 @@ pub fn media_playlist(segments: &[Recorded], key_uri: Option<&str>) -> String {
             out.push_str("#EXT-X-DISCONTINUITY\n");
         }
         write_map(&mut out, &mut current, &inits[i], key_uri);
+        if s.lost {
+            out.push_str("#EXT-X-GAP\n");
+        }
         write_segment(&mut out, s.duration, &segment_uri(s.idx));
     }
     out.push_str("#EXT-X-ENDLIST\n");
     out
 }
 
-/// (peak, average) bits per second.
+/// (peak, average) bits per second, of the segments in storage.
 pub fn bitrates(segments: &[Recorded]) -> (u64, u64) {
-    crate::media::vod::hls::bitrates_of(segments.iter().map(|s| (s.duration, s.bytes)))
+    crate::media::vod::hls::bitrates_of(segments.iter().filter(|s| !s.lost).map(|s| (s.duration, s.bytes)))
 }
 
 #[cfg(test)]
@@ -53,7 +59,18 @@ mod tests {
     use super::*;
 
     fn seg(idx: u64, generation: u32, duration: f64) -> Recorded {
-        Recorded { idx, generation, duration, bytes: 250_000 }
+        Recorded { idx, generation, duration, bytes: 250_000, lost: false }
+    }
+
+    #[test]
+    fn a_lost_segment_keeps_its_place_as_a_gap() {
+        let lost = Recorded { lost: true, bytes: 0, ..seg(1, 0, 2.0) };
+        let text = media_playlist(&[seg(0, 0, 2.0), lost.clone(), seg(2, 0, 2.0)], None);
+        assert!(
+            text.contains("s0.m4s\n#EXT-X-GAP\n#EXTINF:2.00000,\ns1.m4s\n#EXTINF:2.00000,\ns2.m4s\n"),
+            "{text}"
+        );
+        assert_eq!(bitrates(&[seg(0, 0, 2.0), lost]), (1_000_000, 1_000_000), "a gap weighs nothing");
     }
 
     #[test]
