@@ -116,9 +116,13 @@ impl App {
         let vods = Arc::new(Vods::new(db.clone(), outbox.clone(), endpoints.clone(), policies.clone()));
         let channels = Arc::new(Channels::default());
         let per_stream = Arc::new(crate::metrics::PerStream::default());
+        let spool =
+            crate::storage::spool::Spool::open(&settings.data_dir.join("spool"), settings.spool_bytes)
+                .context("opening the spool")?;
         let recordings = Arc::new(Recordings::new(
             db.clone(),
             storage.clone(),
+            Arc::new(spool),
             policies.clone(),
             vods.clone(),
             node_id.clone(),
@@ -420,6 +424,7 @@ impl App {
                 );
             });
         }
+        tokio::spawn(self.outputs.recordings.spool().clone().drain(self.storage.clone()));
         self.spawn_sender()?;
         self.spawn_kill_listener();
         self.spawn_meter();

@@ -7,6 +7,8 @@
 //! On the local store Sluice itself is the upload target ([`crate::upload`]) and writes the
 //! source straight into the folder; on S3 the client uploads with the store's presigned URL.
 
+pub mod spool;
+
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +22,14 @@ use object_store::path::Path as Key;
 use object_store::signer::Signer;
 use object_store::{ObjectStore, PutPayload};
 use poem::http::Method;
+
+/// How long connecting to the S3 endpoint may take.
+pub const S3_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one S3 request may take.
+pub const S3_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a request's retries may go on (ten at most): a transcode's writes ride out a store
+/// that is away for that long.
+pub const S3_RETRY_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// What went wrong with the store; the text names the step (for the log, never a client).
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +97,24 @@ impl Storage {
                 .host_str()
                 .filter(|b| !b.is_empty())
                 .ok_or_else(|| StorageError::Url("s3:// URL names no bucket".into()))?;
-            let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+            // Explicit (docs/operations.md). A recording does not wait for them: its writes are
+            // given 10 s, then go to the spool.
+            let client = object_store::ClientOptions::new()
+                .with_connect_timeout(S3_CONNECT_TIMEOUT)
+                .with_timeout(S3_REQUEST_TIMEOUT);
+            let retry = object_store::RetryConfig {
+                backoff: object_store::BackoffConfig {
+                    init_backoff: Duration::from_millis(100),
+                    max_backoff: Duration::from_secs(15),
+                    base: 2.0,
+                },
+                max_retries: 10,
+                retry_timeout: S3_RETRY_TIMEOUT,
+            };
+            let mut b = AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .with_client_options(client)
+                .with_retry(retry);
             for (k, v) in parsed.query_pairs() {
                 b = match k.as_ref() {
                     "endpoint" => b.with_endpoint(v.as_ref()).with_allow_http(v.starts_with("http://")),

@@ -112,20 +112,28 @@ impl App {
     }
 }
 
-/// `{"status": "ready", "database": "ok", "storage": "ok"}` with 200 when the database and the
-/// storage answer; 503 with `"status": "unavailable"` and the one that is `down` otherwise.
+/// `{"status": "ready", "database": "ok", "storage": "ok", "spool": {"bytes": 0}}` with 200 when
+/// the database and the storage answer; 503 with `"status": "unavailable"` and the one that is
+/// `down` otherwise. The spool's bytes are what waits for the store.
 #[handler]
 pub(super) async fn readyz(app: Data<&Arc<App>>) -> Response {
+    #[derive(Serialize)]
+    struct Spooled {
+        bytes: u64,
+    }
     #[derive(Serialize)]
     struct Ready {
         status: &'static str,
         #[serde(flatten)]
         dependencies: Dependencies,
+        /// What waits for the store (docs/operations.md).
+        spool: Spooled,
     }
     let dependencies = app.dependencies().await;
+    let spool = Spooled { bytes: app.outputs.recordings.spool().bytes() };
     let ready = dependencies.database == Up::Ok && dependencies.storage == Up::Ok;
     let status = if ready { "ready" } else { "unavailable" };
-    let mut resp = Json(Ready { status, dependencies }).into_response();
+    let mut resp = Json(Ready { status, dependencies, spool }).into_response();
     if !ready {
         resp.set_status(StatusCode::SERVICE_UNAVAILABLE);
     }

@@ -39,11 +39,13 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
         "# HELP sluice_dependency_up Whether a dependency answered this scrape (1) or not (0)\n# TYPE sluice_dependency_up gauge\n\
          sluice_dependency_up{{dependency=\"database\"}} {}\nsluice_dependency_up{{dependency=\"storage\"}} {}\n\
          # HELP sluice_reconciled_total What was written late, once its dependency answered again\n# TYPE sluice_reconciled_total counter\n\
-         sluice_reconciled_total{{kind=\"push_ended\"}} {}\nsluice_reconciled_total{{kind=\"recording_completed\"}} {}\n",
+         sluice_reconciled_total{{kind=\"push_ended\"}} {}\nsluice_reconciled_total{{kind=\"recording_completed\"}} {}\n\
+         # HELP sluice_spool_bytes Bytes of recording segments waiting in the spool for the object store\n# TYPE sluice_spool_bytes gauge\nsluice_spool_bytes {}\n",
         up(deps.database),
         up(deps.storage),
         app.streams.reconciled(),
         app.outputs.recordings.reconciled(),
+        app.outputs.recordings.spool().bytes(),
     ));
     if deps.database == super::edge::Up::Ok {
         text.push_str(&app.credit_metrics().await);

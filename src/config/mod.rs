@@ -47,6 +47,10 @@ pub struct ConfigArgs {
     /// Connections one client IP may hold open to RTMP ingest at once, publishing ones included.
     #[arg(long, global = true, env = "SLUICE_RTMP_MAX_PER_IP")]
     pub rtmp_max_per_ip: Option<u32>,
+    /// Bytes of recording segments the spool may keep while the object store does not take
+    /// them (in `<data dir>/spool`; default 2 GiB).
+    #[arg(long, global = true, env = "SLUICE_SPOOL_BYTES")]
+    pub spool_bytes: Option<u64>,
     /// RTSP egress.
     #[arg(long, global = true, env = "SLUICE_RTSP_ADDR")]
     pub rtsp_addr: Option<SocketAddr>,
@@ -178,6 +182,7 @@ struct FileConfig {
     http_addr: Option<SocketAddr>,
     rtmp_addr: Option<SocketAddr>,
     rtmp_max_per_ip: Option<u32>,
+    spool_bytes: Option<u64>,
     rtmps_addr: Option<SocketAddr>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
@@ -224,6 +229,8 @@ pub struct Settings {
     pub rtmp_addr: SocketAddr,
     /// RTMP connections one client IP may hold at once.
     pub rtmp_max_per_ip: u32,
+    /// `SLUICE_SPOOL_BYTES`: what the spool may hold ([`crate::storage::spool`]).
+    pub spool_bytes: u64,
     /// RTMPS ingest; listens only when TLS is configured.
     pub rtmps_addr: SocketAddr,
     /// `SLUICE_TLS_CERT` and `SLUICE_TLS_KEY` (both or neither).
@@ -275,6 +282,7 @@ impl fmt::Debug for Settings {
             .field("http_addr", &self.http_addr)
             .field("rtmp_addr", &self.rtmp_addr)
             .field("rtmp_max_per_ip", &self.rtmp_max_per_ip)
+            .field("spool_bytes", &self.spool_bytes)
             .field("rtmps_addr", &self.rtmps_addr)
             .field("tls", &self.tls)
             .field("rtsp_addr", &self.rtsp_addr)
@@ -344,6 +352,7 @@ impl Settings {
             http_addr,
             rtmp_addr: pick(args.rtmp_addr, file.rtmp_addr, ([127, 0, 0, 1], 1935).into()),
             rtmp_max_per_ip: pick(args.rtmp_max_per_ip, file.rtmp_max_per_ip, 16),
+            spool_bytes: pick(args.spool_bytes, file.spool_bytes, 2 << 30),
             rtmps_addr: pick(args.rtmps_addr, file.rtmps_addr, ([127, 0, 0, 1], 1936).into()),
             tls,
             rtsp_addr: pick(args.rtsp_addr, file.rtsp_addr, ([127, 0, 0, 1], 8554).into()),

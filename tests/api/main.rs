@@ -12,6 +12,7 @@ mod credits;
 mod errors;
 mod events;
 mod faults;
+mod faults_store;
 mod http_hostile;
 mod lifecycle;
 mod lifecycle_nodes;

@@ -9,7 +9,10 @@ both_backends!(health_readiness_and_metrics, openapi_is_served_as_committed);
 async fn health_readiness_and_metrics(app: TestApp) {
     assert_eq!(app.client.get(app.url("/healthz")).send().await.unwrap().status(), 200);
     let ready: Value = app.client.get(app.url("/readyz")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(ready, serde_json::json!({"status": "ready", "database": "ok", "storage": "ok"}));
+    assert_eq!(
+        ready,
+        serde_json::json!({"status": "ready", "database": "ok", "storage": "ok", "spool": {"bytes": 0}})
+    );
     assert_eq!(app.get_with(&app.project_url("/api-keys"), &app.key).await.status(), 200);
     assert_eq!(app.client.get(app.project_url("/api-keys")).send().await.unwrap().status(), 401);
     let metrics = app.client.get(app.url("/metrics")).send().await.unwrap().text().await.unwrap();
@@ -29,7 +32,10 @@ async fn health_readiness_and_metrics(app: TestApp) {
     let resp = app.client.get(app.url("/readyz")).send().await.unwrap();
     assert_eq!(resp.status(), 503);
     let ready: Value = resp.json().await.unwrap();
-    assert_eq!(ready, serde_json::json!({"status": "unavailable", "database": "down", "storage": "ok"}));
+    assert_eq!(
+        ready,
+        serde_json::json!({"status": "unavailable", "database": "down", "storage": "ok", "spool": {"bytes": 0}})
+    );
     // The API says so too: 503 with `Retry-After`, nothing changed.
     let resp = app.get_with(&app.project_url("/api-keys"), &app.key).await;
     assert_eq!(resp.status(), 503);

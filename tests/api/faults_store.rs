@@ -1,0 +1,186 @@
+//! The object store failing under a recording (CONTRACT: Faults), on the real binary with S3
+//! (moto's server) behind a TCP proxy the test freezes: the store hangs for three minutes
+//! mid-recording; the recording's segments wait in the spool (on disk, not in memory) and are
+//! stored once it answers; the recording completes once, with at least 95 % of the live time.
+//! One segment's spool file is deleted meanwhile (a disk that lost it): it plays as a gap, and
+//! the VOD says so, where it was.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Client;
+use serde_json::{json, Value};
+
+use crate::support::proxy::{Mode, Proxy};
+use crate::support::{bootstrap_key, eventually, ffmpeg_push, free_port, sluice_on, wait_ready, Killed};
+
+/// How long the store hangs.
+const HANG: Duration = Duration::from_secs(180);
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A metric's value, as `/metrics` says it.
+async fn metric(client: &Client, http: u16, name: &str) -> Option<u64> {
+    let text = client.get(format!("http://127.0.0.1:{http}/metrics")).send().await.ok()?.text().await.ok()?;
+    let prefix = format!("{name} ");
+    text.lines().find_map(|l| l.strip_prefix(&prefix)).and_then(|v| v.trim().parse().ok())
+}
+
+/// The spool's files, oldest first: (file, the object's key).
+fn spooled(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
+    let mut files: Vec<(std::path::PathBuf, String)> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let (_, key) = name.split_once('-')?;
+                    let key = String::from_utf8(hex::decode(key).ok()?).ok()?;
+                    Some((e.path(), key))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
+    let (_moto, endpoint) = crate::vod_s3::moto().await;
+    let upstream = url::Url::parse(&endpoint).expect("endpoint");
+    let upstream: std::net::SocketAddr =
+        format!("127.0.0.1:{}", upstream.port().expect("port")).parse().expect("addr");
+    let proxy = Proxy::start(upstream).await;
+    let storage = format!(
+        "s3://sluice?endpoint=http://127.0.0.1:{}&region=us-east-1&access_key_id=test&secret_access_key=test",
+        proxy.addr.port()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let database = format!("sqlite://{}", dir.path().join("sluice.db").display());
+    let (http, rtmp) = (free_port(), free_port());
+    let configure = || {
+        let mut cmd = sluice_on(dir.path(), &database, http);
+        cmd.env("SLUICE_STORAGE_URL", &storage).env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"));
+        cmd
+    };
+    let key = bootstrap_key(configure());
+    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults-store.log");
+    let mut serve = configure();
+    serve
+        .env("RUST_LOG", "warn,sluice=info")
+        .arg("serve")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let server = Killed(serve.spawn().expect("sluice serve"));
+    let pid = server.0.id();
+    println!("sluice's log: {}", log.display());
+    wait_ready(http).await;
+    let client = Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+    let base = format!("http://127.0.0.1:{http}/v1/projects/demo");
+
+    let stream: Value = client
+        .post(format!("{base}/streams"))
+        .bearer_auth(&key)
+        .json(&json!({"name": "rec", "protocols": ["llhls"], "qualities": ["240p"], "vodEnabled": true}))
+        .send()
+        .await
+        .expect("create")
+        .json()
+        .await
+        .expect("json");
+    let id = stream["_id"].as_str().expect("id").to_string();
+    let pusher = ffmpeg_push(
+        stream["ingestUrl"].as_str().expect("ingestUrl"),
+        "testsrc=size=320x240:rate=15",
+        30,
+        &[],
+    );
+    let get_stream = || async {
+        let resp = client.get(format!("{base}/streams/{id}")).bearer_auth(&key).send().await.ok()?;
+        resp.json::<Value>().await.ok()
+    };
+    eventually("live", Duration::from_secs(30), || async {
+        (get_stream().await?["status"] == "live").then_some(())
+    })
+    .await;
+    let live = Instant::now();
+    tokio::time::sleep(Duration::from_secs(10)).await; // some of the recording stored as usual
+    let rss_before = rss_kib(pid);
+
+    // The store hangs: nothing fails, nothing answers.
+    proxy.set(Mode::Hang);
+    let hung = Instant::now();
+    let spool = dir.path().join("spool");
+    let (mut rss_max, mut spool_max, mut deleted) = (rss_before, 0, None);
+    while hung.elapsed() < HANG {
+        rss_max = rss_max.max(rss_kib(pid));
+        spool_max = spool_max.max(metric(&client, http, "sluice_spool_bytes").await.unwrap_or(0));
+        // A disk that loses one spooled segment (not a rendition's first, nor an init section).
+        if deleted.is_none() && hung.elapsed() > Duration::from_secs(60) {
+            let victim = spooled(&spool)
+                .into_iter()
+                .find(|(_, key)| key.contains("/240p/s") && !key.ends_with("/s0.m4s"));
+            if let Some((file, key)) = victim {
+                std::fs::remove_file(&file).expect("delete a spooled segment");
+                deleted = Some(key);
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    proxy.set(Mode::Open);
+    let back = Instant::now();
+    let deleted = deleted.expect("a spooled segment to delete");
+    assert!(spool_max > 0, "segments waited in the spool");
+    eventually("the spool drained", Duration::from_secs(120), || async {
+        (metric(&client, http, "sluice_spool_bytes").await? == 0).then_some(())
+    })
+    .await;
+    let drained = back.elapsed();
+    tokio::time::sleep(Duration::from_secs(5)).await; // a little of the recording after the outage
+    drop(pusher);
+    let pushed = live.elapsed();
+
+    let vod = eventually("the recording complete", Duration::from_secs(120), || async {
+        let resp = client.get(format!("{base}/vod?streamId={id}")).bearer_auth(&key).send().await.ok()?;
+        let page: Value = resp.json().await.ok()?;
+        let items = page["items"].as_array()?.clone();
+        assert!(items.len() <= 1, "one recording: {items:?}");
+        items.into_iter().find(|v| v["status"] == "complete")
+    })
+    .await;
+    let duration = vod["duration"].as_f64().expect("duration");
+    let error = vod["error"].as_str().unwrap_or_default().to_string();
+    let master_url = vod["playbackUrl"].as_str().expect("playbackUrl").to_string();
+    let master = client.get(&master_url).send().await.expect("master").text().await.expect("text");
+    let uri = master.lines().find(|l| l.starts_with("240p/")).expect("the 240p variant");
+    let variant = url::Url::parse(&master_url).expect("url").join(uri).expect("join").to_string();
+    let media = client.get(&variant).send().await.expect("variant").text().await.expect("text");
+    let lost_uri = deleted.rsplit('/').next().expect("file name").to_string();
+    println!(
+        "S3 hung {HANG:?} mid-recording: RSS {} MiB before, {} MiB at most during; spool up to {} KiB; \
+         drained {drained:?} after the store came back; the recording: {duration:.1} s of a {pushed:.1?} push, \
+         error {error:?}, lost {lost_uri} from the spool",
+        rss_before / 1024,
+        rss_max / 1024,
+        spool_max / 1024
+    );
+    assert!(duration >= 0.95 * pushed.as_secs_f64(), "{duration} s recorded of a {pushed:?} push");
+    assert!(
+        media.matches("#EXT-X-GAP").count() == 1,
+        "the one segment lost from the spool is the one gap:\n{media}"
+    );
+    let gap_at = media.find("#EXT-X-GAP").expect("a gap");
+    // `#EXT-X-GAP`, its `#EXTINF`, then its URI.
+    assert!(media[gap_at..].lines().nth(2).is_some_and(|l| l == lost_uri), "the gap is {lost_uri}:\n{media}");
+    assert!(error.contains("were lost"), "the VOD says what was lost: {error:?}");
+    // Nothing waited in memory: the spool is on disk.
+    assert!(rss_max < rss_before + 64 * 1024, "RSS grew from {rss_before} KiB to {rss_max} KiB");
+}
