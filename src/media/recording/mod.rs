@@ -321,7 +321,8 @@ impl Recordings {
         match self.spool.keep(object, data).await {
             Ok(()) => true,
             Err(e) => {
-                tracing::warn!(recording = %id, object, error = %e, "recording: a segment is lost (a gap)");
+                // A segment plays as a gap; an initialization section is kept and tried again.
+                tracing::warn!(recording = %id, object, error = %e, "recording: neither the store nor the spool took an object");
                 false
             }
         }
