@@ -102,7 +102,6 @@ fn answer(code: StatusCode, message: &str) -> Response {
         )
 }
 
-/// `bytes a-b/total` → (Some((a, b)), total); `bytes */total` → (None, total).
 /// The answer to a failed write of the disk: 507 when it is full (what was received stays, for
 /// a resume), else 500.
 fn disk_failed(e: &std::io::Error, what: &str) -> Response {
@@ -117,6 +116,7 @@ fn disk_failed(e: &std::io::Error, what: &str) -> Response {
     answer(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
 }
 
+/// `bytes a-b/total` → (Some((a, b)), total); `bytes */total` → (None, total).
 fn content_range(value: &str) -> Option<(Option<(u64, u64)>, u64)> {
     let spec = value.trim().strip_prefix("bytes ")?;
     let (range, total) = spec.split_once('/')?;

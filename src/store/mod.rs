@@ -232,11 +232,12 @@ pub fn fault(err: &DbError) -> Fault {
         | DbError::BeginFailed => Fault::Unavailable,
         DbError::Database(e) => {
             let code = e.code().unwrap_or_default();
-            // SQLite's primary result code is the low byte of its extended one.
-            let sqlite = code.parse::<u32>().ok().map(|c| c & 0xff);
+            // Postgres says a SQLSTATE (five characters); SQLite its extended result code, whose
+            // low byte is the primary one.
+            let sqlite = (code.len() < 5).then(|| code.parse::<u32>().ok().map(|c| c & 0xff)).flatten();
             match (code.as_ref(), sqlite) {
                 // SQLITE_FULL; Postgres disk_full.
-                (_, Some(13)) | ("53100", _) => Fault::Full,
+                (_, Some(13)) | ("53100", None) => Fault::Full,
                 // SQLITE_BUSY, SQLITE_LOCKED; Postgres: connection exceptions (08…),
                 // insufficient resources (53…), a statement cancelled by its deadline (57014),
                 // the server shutting down or starting (57P0…).

@@ -118,3 +118,48 @@ async fn content_keys_sqlite() {
 async fn content_keys_postgres() {
     content_keys_first_one_wins(Backend::Postgres).await;
 }
+
+/// What a database error means to its caller (`store::fault`): a statement past its deadline,
+/// SQLite busy, and a closed pool are unavailable (503 at the API); a broken constraint is not.
+async fn faults_are_classified(backend: Backend) {
+    use sluice::store::{fault, Fault};
+    let (db, _url, _dir) = fresh(backend).await;
+    let taken =
+        sqlx::query("INSERT INTO users (id, email, password_hash, created_at) VALUES ('u', 'a@b.c', 'x', 0)");
+    taken.execute(db.pool()).await.unwrap();
+    let again =
+        sqlx::query("INSERT INTO users (id, email, password_hash, created_at) VALUES ('u', 'a@b.c', 'x', 0)")
+            .execute(db.pool())
+            .await
+            .unwrap_err();
+    assert_eq!(fault(&again), Fault::Other, "{again}");
+    if backend == Backend::Postgres {
+        let mut tx = db.pool().begin().await.unwrap();
+        sqlx::query("SET LOCAL statement_timeout = 50").execute(&mut *tx).await.unwrap();
+        let slow = sqlx::query("SELECT pg_sleep(1)").execute(&mut *tx).await.unwrap_err();
+        assert_eq!(fault(&slow), Fault::Unavailable, "{slow}");
+    } else {
+        // A second writer while the first holds the lock, with no time to wait.
+        let mut first = db.begin_write().await.unwrap();
+        sqlx::query("UPDATE users SET email = 'd@e.f'").execute(&mut *first).await.unwrap();
+        let mut second = db.pool().acquire().await.unwrap();
+        sqlx::query("PRAGMA busy_timeout = 0").execute(&mut *second).await.unwrap();
+        let busy = sqlx::query("UPDATE users SET email = 'g@h.i'").execute(&mut *second).await.unwrap_err();
+        assert_eq!(fault(&busy), Fault::Unavailable, "{busy}");
+        sqlx::query("PRAGMA busy_timeout = 10000").execute(&mut *second).await.unwrap();
+        first.rollback().await.unwrap();
+    }
+    db.close().await;
+    let closed = sqlx::query("SELECT 1").execute(db.pool()).await.unwrap_err();
+    assert_eq!(fault(&closed), Fault::Unavailable, "{closed}");
+}
+
+#[tokio::test]
+async fn faults_sqlite() {
+    faults_are_classified(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn faults_postgres() {
+    faults_are_classified(Backend::Postgres).await;
+}
