@@ -368,7 +368,10 @@ async fn bad_inputs(t: TestApp) {
     let (vod, url) = create(&t, json!({"name": "Truncated", "filename": "truncated.mp4"})).await;
     let truncated_id = vod["_id"].as_str().expect("id").to_string();
     assert_eq!(put_file(&t, &url, &truncated).await.status(), 200);
-    let v: Value = uploaded(&t, &truncated_id).await.json().await.expect("json");
+    let resp = uploaded(&t, &truncated_id).await;
+    let status = resp.status();
+    let v: Value = resp.json().await.expect("json");
+    assert_eq!(status, 200, "uploaded: {v}");
     let v =
         if v["status"] == "failed" { v } else { finished(&t, &truncated_id, Duration::from_secs(60)).await };
     assert_eq!(v["status"], "failed", "{v}");
