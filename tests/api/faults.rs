@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use crate::support::proxy::{Mode, Proxy};
 use crate::support::webrtc::WhepViewer;
 use crate::support::{
-    bootstrap_key, eventually, ffmpeg_push, free_port, fresh_postgres_url, sluice_on, wait_ready, Killed,
+    bootstrap_key, eventually, ffmpeg_push, free_port, fresh_postgres_url, serve_logged, sluice_on, Killed,
 };
 
 /// Each outage: refused, then hung.
@@ -149,17 +149,9 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (http, rtmp) = (free_port(), free_port());
     let key = bootstrap_key(sluice_on(dir.path(), &through_proxy, http));
-    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults-database.log");
     let mut serve = sluice_on(dir.path(), &through_proxy, http);
-    serve
-        .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
-        .env("RUST_LOG", "warn,sluice=info")
-        .arg("serve")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"));
-    let _server = Killed(serve.spawn().expect("sluice serve"));
-    println!("sluice's log: {}", log.display());
-    wait_ready(http).await;
+    serve.env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"));
+    let (_server, _log) = serve_logged(serve, http, "faults-database").await;
     let client = Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
     let api = Api { client: client.clone(), base: format!("http://127.0.0.1:{http}/v1/projects/demo"), key };
 
@@ -379,17 +371,9 @@ async fn a_full_disk_costs_live_viewers_nothing_and_writes_answer_507() {
     let (http, rtmp) = (free_port(), free_port());
     let database = format!("sqlite://{}", data.join("sluice.db").display());
     let key = bootstrap_key(sluice_on(&data, &database, http));
-    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults-disk.log");
     let mut serve = sluice_on(&data, &database, http);
-    serve
-        .env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
-        .env("RUST_LOG", "warn,sluice=info")
-        .arg("serve")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"));
-    let mut server = Killed(serve.spawn().expect("sluice serve"));
-    println!("sluice's log: {}", log.display());
-    wait_ready(http).await;
+    serve.env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"));
+    let (mut server, _log) = serve_logged(serve, http, "faults-disk").await;
     let client = Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
     let api = Api { client: client.clone(), base: format!("http://127.0.0.1:{http}/v1/projects/demo"), key };
 

@@ -3,7 +3,8 @@
 //! mid-recording; the recording's segments wait in the spool (on disk, not in memory) and are
 //! stored once it answers; the recording completes once, with at least 95 % of the live time.
 //! One segment's spool file is deleted meanwhile (a disk that lost it): it plays as a gap, and
-//! the VOD says so, where it was.
+//! the VOD says so, where it was. A transcode that runs into the outage waits for the store
+//! (its source, or its outputs in its work folder) and completes once it answers.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,7 @@ use reqwest::Client;
 use serde_json::{json, Value};
 
 use crate::support::proxy::{Mode, Proxy};
-use crate::support::{bootstrap_key, eventually, ffmpeg_push, free_port, sluice_on, wait_ready, Killed};
+use crate::support::{bootstrap_key, eventually, ffmpeg_push, free_port, serve_logged, sluice_on};
 
 /// How long the store hangs.
 const HANG: Duration = Duration::from_secs(180);
@@ -72,17 +73,8 @@ async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
         cmd
     };
     let key = bootstrap_key(configure());
-    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults-store.log");
-    let mut serve = configure();
-    serve
-        .env("RUST_LOG", "warn,sluice=info")
-        .arg("serve")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log file"));
-    let server = Killed(serve.spawn().expect("sluice serve"));
+    let (server, log) = serve_logged(configure(), http, "faults-store").await;
     let pid = server.0.id();
-    println!("sluice's log: {}", log.display());
-    wait_ready(http).await;
     let client = Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
     let base = format!("http://127.0.0.1:{http}/v1/projects/demo");
 
@@ -112,7 +104,35 @@ async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
     })
     .await;
     let live = Instant::now();
+
+    // A VOD whose transcode runs into the outage: uploaded now, marked uploaded (and queued)
+    // just before the store hangs.
+    let source = crate::vod::make_file(dir.path(), "source.mp4", Some("testsrc2=size=640x360:rate=30"), 20);
+    let created: Value = client
+        .post(format!("{base}/vod"))
+        .bearer_auth(&key)
+        .json(&json!({"name": "across the outage", "filename": "source.mp4"}))
+        .send()
+        .await
+        .expect("create a VOD")
+        .json()
+        .await
+        .expect("json");
+    let vod_id = created["vod"]["_id"].as_str().expect("VOD id").to_string();
+    let upload = created["upload"]["url"].as_str().expect("upload URL");
+    let put = client.put(upload).body(std::fs::read(&source).expect("source")).send().await.expect("upload");
+    assert_eq!(put.status(), 200);
     tokio::time::sleep(Duration::from_secs(10)).await; // some of the recording stored as usual
+    let queued: Value = client
+        .post(format!("{base}/vod/{vod_id}/uploaded"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .expect("uploaded")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(queued["status"], "queued", "{queued}");
     let rss_before = rss_kib(pid);
 
     // The store hangs: nothing fails, nothing answers.
@@ -156,6 +176,29 @@ async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
         items.into_iter().find(|v| v["status"] == "complete")
     })
     .await;
+    // The transcode caught in the outage completes, whole.
+    let transcoded = eventually("the transcode complete", Duration::from_secs(180), || async {
+        let resp = client.get(format!("{base}/vod/{vod_id}")).bearer_auth(&key).send().await.ok()?;
+        let v: Value = resp.json().await.ok()?;
+        assert_ne!(v["status"], "failed", "the outage failed the transcode: {v}");
+        (v["status"] == "complete").then_some(v)
+    })
+    .await;
+    let transcoded_after = back.elapsed();
+    let vod_master = transcoded["playbackUrl"].as_str().expect("the transcode's playbackUrl");
+    let text = client.get(vod_master).send().await.expect("master").text().await.expect("text");
+    let variant = text.lines().find(|l| l.ends_with("/index.m3u8")).expect("a variant");
+    let variant = url::Url::parse(vod_master).expect("url").join(variant).expect("join").to_string();
+    let playlist = client.get(&variant).send().await.expect("variant").text().await.expect("text");
+    let segments = playlist.lines().filter(|l| l.ends_with(".m4s")).count();
+    assert!(playlist.contains("#EXT-X-ENDLIST") && segments >= 3, "the transcode's rendition:\n{playlist}");
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let (waited, retried) = (
+        logged.matches("did not serve the source").count(),
+        logged.matches("did not take an output").count(),
+    );
+    assert!(waited + retried > 0, "the outage caught the transcode (its log says it waited)");
+
     let duration = vod["duration"].as_f64().expect("duration");
     let error = vod["error"].as_str().unwrap_or_default().to_string();
     let master_url = vod["playbackUrl"].as_str().expect("playbackUrl").to_string();
@@ -167,7 +210,8 @@ async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
     println!(
         "S3 hung {HANG:?} mid-recording: RSS {} MiB before, {} MiB at most during; spool up to {} KiB; \
          drained {drained:?} after the store came back; the recording: {duration:.1} s of a {pushed:.1?} push, \
-         error {error:?}, lost {lost_uri} from the spool",
+         error {error:?}, lost {lost_uri} from the spool; the transcode complete {transcoded_after:.1?} after \
+         the store came back ({segments} segments; {waited} waits for its source, {retried} outputs tried again)",
         rss_before / 1024,
         rss_max / 1024,
         spool_max / 1024

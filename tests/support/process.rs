@@ -65,6 +65,20 @@ pub async fn serve_on(dir: &std::path::Path, db: &str, port: u16) -> super::Kill
     s
 }
 
+/// `cmd serve` (a [`sluice_on`] command, HTTP on `http`), its log (`warn,sluice=info`) written to
+/// `<CARGO_TARGET_TMPDIR>/<name>.log`, once it answers; returns it and the log's path.
+pub async fn serve_logged(mut cmd: Command, http: u16, name: &str) -> (super::Killed, PathBuf) {
+    let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.log"));
+    cmd.env("RUST_LOG", "warn,sluice=info")
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"));
+    let server = super::Killed(cmd.spawn().expect("sluice serve"));
+    println!("sluice's log: {}", log.display());
+    wait_ready(http).await;
+    (server, log)
+}
+
 /// Waits until a `sluice serve` on `port` answers `/readyz`.
 pub async fn wait_ready(port: u16) {
     let client = Client::new();

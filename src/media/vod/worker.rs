@@ -10,12 +10,17 @@
 //! up again: at most [`MAX_ATTEMPTS`] times. Every write a worker makes to its job (renew, retry,
 //! return, complete, fail) and every removal of files is fenced by its [`Lease`] (owner and
 //! attempt), so a worker that lost its lease never deletes or overwrites the record.
+//!
+//! The object store failing costs no VOD: outputs wait in the work folder while the store does
+//! not take them ([`STORE_WAIT`]), and a pipeline that could not read its source while the store
+//! does not serve it goes back to the queue, the attempt not counted ([`STORE_RETRY`]).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::hls;
@@ -26,6 +31,7 @@ use crate::domain::vod::{self, ProducedRendition, VodMove};
 use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::services::vods::{VodError, Vods};
+use crate::storage::spool::PUT_DEADLINE;
 use crate::storage::{source_key, vod_prefix, Storage, StorageError};
 use crate::store::vods::{Lease, LeasedJob};
 use crate::store::{Db, DbError};
@@ -48,6 +54,8 @@ pub enum JobError {
     Json(#[from] serde_json::Error),
     #[error("the pipeline produced no thumbnail")]
     NoThumbnail,
+    #[error("storage: {0}")]
+    Unstored(String),
 }
 
 /// What the transcode workers work with.
@@ -72,6 +80,11 @@ pub const RENEW: Duration = Duration::from_secs(2);
 pub const MAX_ATTEMPTS: i64 = 3;
 /// How long a presigned source URL (S3) stays valid for a transcode.
 const SOURCE_URL_VALID: Duration = Duration::from_secs(24 * 3600);
+/// How long a transcode's outputs wait in its work folder (on disk) for a store that fails or
+/// does not answer, each tried again backing off to 10 s, before the attempt counts as failed.
+const STORE_WAIT: Duration = Duration::from_secs(15 * 60);
+/// When a job whose source the store could not serve is tried again.
+const STORE_RETRY: Duration = Duration::from_secs(20);
 
 /// Starts the workers. Leases this process held before a restart are freed first.
 pub fn spawn(app: &Arc<Transcoder>) {
@@ -132,6 +145,9 @@ enum Ending {
     Returned,
     /// A passing problem (storage, database): tried again later, the attempt counted.
     Retry(String),
+    /// The store did not serve the source: tried again after [`STORE_RETRY`], the attempt not
+    /// counted (an outage of the store fails no VOD).
+    Wait(String),
 }
 
 async fn run_job(app: &Arc<Transcoder>, job: LeasedJob) {
@@ -174,6 +190,10 @@ async fn run_job(app: &Arc<Transcoder>, job: LeasedJob) {
                 remove_outputs(app, id).await;
             }
             fail(app, &lease, id, format!("transcoding failed {MAX_ATTEMPTS} times; last: {error}")).await
+        }
+        Ending::Wait(error) => {
+            tracing::warn!(vod = %id, %error, "transcode: the store did not serve the source; waiting for it");
+            app.db.defer_job(&lease, id, now_ms() + STORE_RETRY.as_millis() as i64).await.map_err(Into::into)
         }
         Ending::Retry(error) => {
             tracing::warn!(vod = %id, %error, attempt = job.attempts, "transcode attempt failed; will retry");
@@ -300,6 +320,7 @@ async fn job_body(
         })
     };
     let progress_in = progress.clone();
+    let stop_rx_publish = stop_rx.clone();
     let result =
         transcode::run(&t, move |p| progress_in.store((p * 99.0) as i64, Ordering::Relaxed), stop_rx).await;
     let stopped = |cancelled: &std::sync::atomic::AtomicBool| {
@@ -311,18 +332,21 @@ async fn job_body(
     };
     let ending = match result {
         Err(Failure::Stopped) => stopped(&cancelled),
+        Err(Failure::Media(e)) if source_unserved(app, &id).await => Ending::Wait(e),
         Err(Failure::Media(e)) => Ending::Failed(e),
-        Ok(output) => match publish(app, &id, work, &output, &source, row.drm_enabled == 1).await {
-            Ok(renditions) if *stop_tx.borrow() => {
-                drop(renditions);
-                stopped(&cancelled)
+        Ok(output) => {
+            let published =
+                publish(app, &id, work, &output, &source, row.drm_enabled == 1, &stop_rx_publish).await;
+            // Stopped meanwhile (an upload given up on included): what stopped it decides.
+            match published {
+                _ if *stop_tx.borrow() => stopped(&cancelled),
+                Ok(renditions) => {
+                    keeper.abort();
+                    complete(app, lease, &id, renditions, &source).await?
+                }
+                Err(e) => Ending::Retry(format!("storing the renditions: {e}")),
             }
-            Ok(renditions) => {
-                keeper.abort();
-                complete(app, lease, &id, renditions, &source).await?
-            }
-            Err(e) => Ending::Retry(format!("storing the renditions: {e}")),
-        },
+        }
     };
     keeper.abort();
     Ok(ending)
@@ -339,7 +363,9 @@ async fn publish(
     out: &Output,
     source: &SourceInfo,
     drm: bool,
+    stop: &watch::Receiver<bool>,
 ) -> Result<Vec<ProducedRendition>, JobError> {
+    let put = |object: String, data: Bytes| put_patiently(app, id, object, data, stop.clone());
     let prefix = vod_prefix(id);
     let key = match drm {
         true => app.policies.content_key(&Resource::Vod(id), true).await?,
@@ -356,15 +382,14 @@ async fn publish(
                 let object = format!("{prefix}/{name}/{file}");
                 let segment =
                     file.strip_prefix('s').and_then(|f| f.strip_suffix(".m4s")?.parse::<u64>().ok());
-                match (key, segment) {
-                    (Some(key), Some(msn)) => {
-                        let clear = tokio::fs::read(&path).await?;
-                        app.storage.put(&object, key.encrypt(msn, &clear).into()).await?;
-                    }
-                    _ => app.storage.put_file(&object, &path).await?,
-                }
+                let data = tokio::fs::read(&path).await?;
+                let data = match (key, segment) {
+                    (Some(key), Some(msn)) => key.encrypt(msn, &data),
+                    _ => data,
+                };
+                put(object, data.into()).await?;
             }
-            app.storage.put(&format!("{prefix}/{name}/index.m3u8"), playlist.into()).await?;
+            put(format!("{prefix}/{name}/index.m3u8"), playlist.into()).await?;
             Ok::<_, JobError>(())
         }
     };
@@ -404,15 +429,51 @@ async fn publish(
     if !out.thumbnail {
         return Err(JobError::NoThumbnail);
     }
-    app.storage.put_file(&format!("{prefix}/thumb.jpg"), &work.join("thumb.jpg")).await?;
+    put(format!("{prefix}/thumb.jpg"), tokio::fs::read(work.join("thumb.jpg")).await?.into()).await?;
     let audio_rendition = audio.map(|(_, a)| AudioRendition {
         uri: format!("{}/index.m3u8", a.name),
         codec: a.codec.clone().unwrap_or_default(),
         channels: a.channels,
     });
     let master = render_master(&variants, audio_rendition.as_ref());
-    app.storage.put(&format!("{prefix}/master.m3u8"), master.into()).await?;
+    put(format!("{prefix}/master.m3u8"), master.into()).await?;
     Ok(produced)
+}
+
+/// Stores one output, trying again while the store fails or does not answer (each try bounded
+/// by [`PUT_DEADLINE`], backing off from 0.5 to 10 s) for up to [`STORE_WAIT`]; the outputs wait
+/// in the work folder meanwhile. Stops trying when the job is stopped (cancelled, shutdown).
+async fn put_patiently(
+    app: &Transcoder,
+    id: &str,
+    object: String,
+    data: Bytes,
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), JobError> {
+    let started = tokio::time::Instant::now();
+    let mut pause = Duration::from_millis(500);
+    loop {
+        let error = match tokio::time::timeout(PUT_DEADLINE, app.storage.put(&object, data.clone())).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("storing {object}: no answer within {PUT_DEADLINE:?}"),
+        };
+        if started.elapsed() >= STORE_WAIT || *stop.borrow() {
+            return Err(JobError::Unstored(error));
+        }
+        tracing::warn!(vod = %id, %error, "transcode: the store did not take an output; trying again");
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.changed() => {}
+        }
+        pause = (pause * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Whether the store fails to serve the source of `id` now (it errs or does not answer): a
+/// pipeline that could not read its source then waits for the store rather than failing the VOD.
+async fn source_unserved(app: &Transcoder, id: &str) -> bool {
+    !matches!(tokio::time::timeout(PUT_DEADLINE, app.storage.size(&source_key(id))).await, Ok(Ok(_)))
 }
 
 /// `complete` and `vod.complete`, if the job is still ours (else it was cancelled meanwhile).
