@@ -240,7 +240,7 @@ impl Recordings {
                 }
             }
             if rx.is_empty() || pending.len() >= PENDING_NOTES {
-                self.note(id, &mut pending, &mut renditions, &mut dirty).await;
+                let _ = self.note(id, &mut pending, &mut renditions, &mut dirty).await;
             }
         }
         self.finish(id, &mut pending, &mut renditions, &mut dirty, &mut unstored_inits).await;
@@ -260,7 +260,14 @@ impl Recordings {
         let mut wait = Duration::from_secs(1);
         let mut late = false;
         loop {
-            self.note(id, pending, renditions, dirty).await;
+            if let Err(e) = self.note(id, pending, renditions, dirty).await {
+                if crate::store::fault(&e) == crate::store::Fault::Other {
+                    // Not the database being away: trying again would not help. The recording
+                    // completes with what was noted (it ends at its first segment not noted).
+                    tracing::error!(recording = %id, error = %e, segments = pending.len(), "recording: segments that cannot be noted are left out");
+                    pending.clear();
+                }
+            }
             let mut left = Vec::new();
             for (object, data) in unstored_inits.drain(..) {
                 if !self.store(id, &object, data.clone()).await {
@@ -341,16 +348,16 @@ impl Recordings {
     }
 
     /// Notes the stored segments of `pending` (and their renditions when new or changed) in one
-    /// transaction; on failure they stay pending for the next try.
+    /// transaction; on failure they stay pending for the next try, and the error is returned.
     async fn note(
         &self,
         id: &str,
         pending: &mut Vec<(RecordedSegmentRow, RenditionInfo)>,
         renditions: &mut Vec<RenditionInfo>,
         dirty: &mut bool,
-    ) {
+    ) -> Result<(), DbError> {
         if pending.is_empty() {
-            return;
+            return Ok(());
         }
         for (_, info) in pending.iter() {
             if !renditions.contains(info) {
@@ -368,6 +375,7 @@ impl Recordings {
             Ok(()) => {
                 pending.clear();
                 *dirty = false;
+                Ok(())
             }
             Err(e) => {
                 tracing::warn!(recording = %id, error = %e, "recording: segments not noted yet (tried again)");
@@ -376,6 +384,7 @@ impl Recordings {
                 if pending.len() > MAX_PENDING {
                     pending.drain(..pending.len() - MAX_PENDING);
                 }
+                Err(e)
             }
         }
     }
