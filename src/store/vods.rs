@@ -341,22 +341,6 @@ impl Db {
         .map(|_| ())
     }
 
-    /// Gives a job back to be tried again after `retry_at` (ms) without counting the attempt
-    /// (what stopped it was not the job's: the store did not serve its source).
-    pub async fn defer_job(&self, lease: &Lease, vod_id: &str, retry_at: i64) -> Result<(), DbError> {
-        sqlx::query(
-            "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = $1, attempts = attempts - 1 \
-             WHERE vod_id = $2 AND lease_owner = $3 AND attempts = $4",
-        )
-        .bind(retry_at)
-        .bind(vod_id)
-        .bind(&lease.owner)
-        .bind(lease.attempt)
-        .execute(self.pool())
-        .await
-        .map(|_| ())
-    }
-
     /// Frees every lease of `owner`: a restarted process takes its jobs up again at once instead of
     /// waiting for the leases to run out. The interrupted attempts still count.
     pub async fn release_jobs(&self, owner: &str) -> Result<u64, DbError> {
@@ -390,16 +374,25 @@ impl Db {
         Ok(row.is_some())
     }
 
-    /// Gives a job back to be tried again after `retry_at` (ms); the attempt counts.
-    pub async fn retry_job_at(&self, lease: &Lease, vod_id: &str, retry_at: i64) -> Result<(), DbError> {
+    /// Gives a job back to be tried again after `retry_at` (ms). The attempt counts unless
+    /// `counted` is false (what stopped it was not the job's: the store did not serve its source).
+    pub async fn retry_job_at(
+        &self,
+        lease: &Lease,
+        vod_id: &str,
+        retry_at: i64,
+        counted: bool,
+    ) -> Result<(), DbError> {
         sqlx::query(
-            "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = $1 \
+            "UPDATE transcode_jobs SET lease_owner = NULL, lease_until = $1, \
+             attempts = attempts - $5 \
              WHERE vod_id = $2 AND lease_owner = $3 AND attempts = $4",
         )
         .bind(retry_at)
         .bind(vod_id)
         .bind(&lease.owner)
         .bind(lease.attempt)
+        .bind(i64::from(!counted))
         .execute(self.pool())
         .await
         .map(|_| ())

@@ -193,14 +193,17 @@ async fn run_job(app: &Arc<Transcoder>, job: LeasedJob) {
         }
         Ending::Wait(error) => {
             tracing::warn!(vod = %id, %error, "transcode: the store did not serve the source; waiting for it");
-            app.db.defer_job(&lease, id, now_ms() + STORE_RETRY.as_millis() as i64).await.map_err(Into::into)
+            app.db
+                .retry_job_at(&lease, id, now_ms() + STORE_RETRY.as_millis() as i64, false)
+                .await
+                .map_err(Into::into)
         }
         Ending::Retry(error) => {
             tracing::warn!(vod = %id, %error, attempt = job.attempts, "transcode attempt failed; will retry");
             if still_ours(app, &lease, id).await {
                 remove_outputs(app, id).await;
             }
-            app.db.retry_job_at(&lease, id, now_ms() + 10_000).await.map_err(Into::into)
+            app.db.retry_job_at(&lease, id, now_ms() + 10_000, true).await.map_err(Into::into)
         }
     };
     if let Err(e) = outcome {
