@@ -12,7 +12,7 @@ use reqwest::Client;
 use serde_json::{json, Value};
 
 use crate::support::proxy::{Mode, Proxy};
-use crate::support::{bootstrap_key, eventually, ffmpeg_push, free_port, serve_logged, sluice_on};
+use crate::support::{bootstrap_key, eventually, ffmpeg_push, free_port, json_of, serve_logged, sluice_on};
 
 /// How long the store hangs.
 const HANG: Duration = Duration::from_secs(180);
@@ -78,16 +78,9 @@ async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
     let client = Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
     let base = format!("http://127.0.0.1:{http}/v1/projects/demo");
 
-    let stream: Value = client
-        .post(format!("{base}/streams"))
-        .bearer_auth(&key)
-        .json(&json!({"name": "rec", "protocols": ["llhls"], "qualities": ["240p"], "vodEnabled": true}))
-        .send()
-        .await
-        .expect("create")
-        .json()
-        .await
-        .expect("json");
+    let body = json!({"name": "rec", "protocols": ["llhls"], "qualities": ["240p"], "vodEnabled": true});
+    let stream =
+        json_of(client.post(format!("{base}/streams")).bearer_auth(&key).json(&body), "create").await;
     let id = stream["_id"].as_str().expect("id").to_string();
     let pusher = ffmpeg_push(
         stream["ingestUrl"].as_str().expect("ingestUrl"),
@@ -108,30 +101,16 @@ async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
     // A VOD whose transcode runs into the outage: uploaded now, marked uploaded (and queued)
     // just before the store hangs.
     let source = crate::vod::make_file(dir.path(), "source.mp4", Some("testsrc2=size=640x360:rate=30"), 20);
-    let created: Value = client
-        .post(format!("{base}/vod"))
-        .bearer_auth(&key)
-        .json(&json!({"name": "across the outage", "filename": "source.mp4"}))
-        .send()
-        .await
-        .expect("create a VOD")
-        .json()
-        .await
-        .expect("json");
+    let body = json!({"name": "across the outage", "filename": "source.mp4"});
+    let created =
+        json_of(client.post(format!("{base}/vod")).bearer_auth(&key).json(&body), "create a VOD").await;
     let vod_id = created["vod"]["_id"].as_str().expect("VOD id").to_string();
     let upload = created["upload"]["url"].as_str().expect("upload URL");
     let put = client.put(upload).body(std::fs::read(&source).expect("source")).send().await.expect("upload");
     assert_eq!(put.status(), 200);
     tokio::time::sleep(Duration::from_secs(10)).await; // some of the recording stored as usual
-    let queued: Value = client
-        .post(format!("{base}/vod/{vod_id}/uploaded"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .expect("uploaded")
-        .json()
-        .await
-        .expect("json");
+    let queued =
+        json_of(client.post(format!("{base}/vod/{vod_id}/uploaded")).bearer_auth(&key), "uploaded").await;
     assert_eq!(queued["status"], "queued", "{queued}");
     let rss_before = rss_kib(pid);
 

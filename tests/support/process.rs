@@ -79,6 +79,13 @@ pub async fn serve_logged(mut cmd: Command, http: u16, name: &str) -> (super::Ki
     (server, log)
 }
 
+/// Sends `req` (to a `sluice serve`) and reads the answer as JSON; `what` names the call when
+/// either fails.
+pub async fn json_of(req: reqwest::RequestBuilder, what: &str) -> Value {
+    let resp = req.send().await.unwrap_or_else(|e| panic!("{what}: {e}"));
+    resp.json().await.unwrap_or_else(|e| panic!("{what}: the answer is not JSON: {e}"))
+}
+
 /// Waits until a `sluice serve` on `port` answers `/readyz`.
 pub async fn wait_ready(port: u16) {
     let client = Client::new();
