@@ -285,8 +285,14 @@ impl Channel {
             if !r.playlist.open_parts().is_empty() {
                 self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation - 1, false);
             }
+            // The part the last push hinted will not come (see `push_ended`, which may not have
+            // run yet: a ladder drains after its publisher is gone).
+            if !r.playlist.has_map_hint() {
+                r.next_part += 1;
+            }
             r.playlist.discontinuity(format!("init{generation}.mp4"), |msn| format!("s{msn}.m4s"));
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
+            r.playlist.set_map_hint(Some(format!("init{generation}.mp4")));
         }
         drop(s);
         self.changed();
@@ -532,6 +538,13 @@ impl Channel {
             if !r.playlist.open_parts().is_empty() {
                 self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation, false);
             }
+            // The hinted part will not come from this push, and a next push's first part needs
+            // its own initialization section: the hint moves past it (a request held for it
+            // gets 404, RFC 8216bis 6.2.6), and the next push's section is hinted too (B.1), so
+            // no player that preloads hints parses the new push's media with the old section.
+            r.next_part += 1;
+            r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
+            r.playlist.set_map_hint(Some(format!("init{}.mp4", generation + 1)));
         }
         drop(s);
         self.changed();

@@ -36,8 +36,13 @@ pub(super) enum Cutting {
     /// part there rather than a fragment that starts mid-GOP.
     Rung(Splitter),
     /// AAC: by a splitter made from the first caps, whose sample rate sets the frame (1024
-    /// samples) and so the part ([`Plan::aac`]); every frame can start a segment.
-    Audio { segment: f64, part: f64 },
+    /// samples) and so the part ([`Plan::aac`]); every frame can start a segment. Its segments
+    /// keep to the video's 2-s grid, half a part after it, so that no audio part is published
+    /// at the moment a video part is: video.js (VHS 3) skips loading audio while its video
+    /// SourceBuffer is updating and looks again only 500 ms later, and a segment's first audio
+    /// and video parts published together left its audio buffer to run dry
+    /// (docs/live-hls.md, "Players").
+    Audio { segment: f64, part: f64, video: Arc<std::sync::atomic::AtomicU64> },
 }
 
 /// What the probe of [`cut`] keeps between two frames.
@@ -88,8 +93,9 @@ fn cut_between(
     let (splitter, audio, rung) = match cutting {
         Cutting::Source(s) => (Some(s), None, false),
         Cutting::Rung(s) => (Some(s), None, true),
-        Cutting::Audio { segment, part } => (None, Some((segment, part)), false),
+        Cutting::Audio { segment, part, video } => (None, Some((segment, part, video)), false),
     };
+    let is_audio = audio.is_some();
     let state = Arc::new(Mutex::new(State { splitter, held: gst::BufferList::new() }));
     let events = state.clone();
     let out = output.clone();
@@ -99,11 +105,15 @@ fn cut_between(
         let mut state = events.lock().unwrap_or_else(|p| p.into_inner());
         match ev.view() {
             gst::EventView::Caps(c) => {
-                if let Some((segment, part)) = audio {
+                if let Some((segment, part, video)) = &audio {
+                    let (segment, part) = (*segment, *part);
                     let rate = c.caps().structure(0).and_then(|s| s.get::<i32>("rate").ok());
                     let plan = Plan::aac(segment, part, rate.unwrap_or(48_000));
                     // The first caps make the plan: an AAC stream keeps its rate.
-                    state.splitter.get_or_insert(Splitter::at_any_frame(segment, plan));
+                    // Half a part after the video's lines: see [`Cutting::Audio`].
+                    let splitter =
+                        Splitter::at_any_frame(segment, plan).on_the_videos_grid(video.clone(), part / 2.0);
+                    state.splitter.get_or_insert(splitter);
                 }
             }
             // What a flush discards.
@@ -148,10 +158,10 @@ fn cut_between(
         let split = match (state.splitter.as_mut(), buffer.pts(), buffer.dts().or(buffer.pts())) {
             (Some(s), Some(pts), Some(dts)) => {
                 let flagged = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
-                let (keyframe, dts) = match (rung, audio) {
+                let (keyframe, dts) = match (rung, is_audio) {
                     (true, _) => (true, pts),
-                    (false, None) => (flagged, dts),
-                    (false, Some(_)) => (true, dts),
+                    (false, false) => (flagged, dts),
+                    (false, true) => (true, dts),
                 };
                 s.next(pts.nseconds(), dts.nseconds(), keyframe).map(|split| {
                     if split == Split::Segment && !flagged {
@@ -169,7 +179,7 @@ fn cut_between(
             // the first frame after its cut arrives (it times the part's last frame by it), or
             // a few after it, so that frame goes on at once, as before there was any holding.
             closing.store(true, Ordering::Release);
-            let held = state.take();
+            let held = state.take().map(|held| last_lasts_until(held, buffer.dts().or(buffer.pts())));
             drop(state);
             let pushed = held.map_or(Ok(gst::FlowSuccess::Ok), |held| output.push_list(held));
             let event = gst::event::CustomDownstream::builder(
@@ -208,6 +218,24 @@ fn cut_between(
         gst::PadProbeReturn::Handled
     });
     Ok(())
+}
+
+/// `held` with its last frame lasting until `next` (the decode time of the frame after it), so
+/// the muxer's `trun` gives the part its true length: `cmafmux` times a chunk's last sample by
+/// the next frame when it has it and by the buffer's own duration when it writes first, and a
+/// publisher's millisecond-rounded timestamps (33, 33, 34 ms at 30 fps) differ from the nominal
+/// 33.3 ms, so parts came out a tick long (rung segments listed 2.002 s for 2.000 s). A gap
+/// longer than a few frames (a stall, a new clock) is left as it was.
+fn last_lasts_until(mut held: gst::BufferList, next: Option<gst::ClockTime>) -> gst::BufferList {
+    let list = held.make_mut();
+    let n = list.len();
+    let Some(last) = n.checked_sub(1).and_then(|i| list.get_mut(i)) else { return held };
+    let (Some(next), Some(at)) = (next, last.dts().or(last.pts())) else { return held };
+    let Some(gap) = next.checked_sub(at).filter(|g| !g.is_zero()) else { return held };
+    if last.duration().is_none_or(|d| gap <= d * 4) {
+        last.set_duration(gap);
+    }
+    held
 }
 
 #[cfg(test)]
@@ -386,7 +414,14 @@ mod tests {
             })
             .collect();
         let mux = "cmafmux fragment-duration=2000000000 chunk-duration=200000000";
-        parts_come_out_in_time(&caps, &frames, &cuts, || Cutting::Audio { segment, part }, mux);
+        let video = || Arc::new(std::sync::atomic::AtomicU64::new(0));
+        parts_come_out_in_time(
+            &caps,
+            &frames,
+            &cuts,
+            || Cutting::Audio { segment, part, video: video() },
+            mux,
+        );
     }
 
     /// The `source` variant, with B-frames (x264's and OBS's default): cut in decode order.

@@ -106,7 +106,10 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     // Straight into the muxer, on the ingest thread ([`muxer_input`]).
     let audio = build_bin(&mux_and_sink(&out, ladder::AUDIO, part, None))?;
     let audio_in = muxer_input(&audio, ladder::AUDIO)?;
-    cut_at(&audio_in, Cutting::Audio { segment, part })?;
+    // The audio's segments keep to the video's grid, from the video's first frame, which the
+    // `source` splitter publishes here when it comes.
+    let video_origin = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+    cut_at(&audio_in, Cutting::Audio { segment, part, video: video_origin.clone() })?;
     link_branch(pipeline, &audio_tee, &audio, &audio_in)?;
     watch_codec(
         &audio,
@@ -135,7 +138,7 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
             frame_rate: crate::media::frame_rate_of(s),
             colorimetry: crate::media::colorimetry_of(c.caps()).unwrap_or_else(|| "bt709".into()),
         };
-        if let Err(e) = attach_video(&pipeline, &video_tee, &out, &wall, &source) {
+        if let Err(e) = attach_video(&pipeline, &video_tee, &out, &wall, &source, &video_origin) {
             tracing::error!(pipeline = %pipeline.name(), error = %e, "building the live ladder");
             pipeline.post_message(gst::message::Error::new(gst::CoreError::Negotiation, &e)).ok();
         }
@@ -157,6 +160,7 @@ fn attach_video(
     out: &Arc<LiveOutput>,
     wall: &WallBase,
     source: &SourceFormat,
+    video_origin: &Arc<std::sync::atomic::AtomicU64>,
 ) -> Result<(), String> {
     let rungs = ladder::plan(&out.qualities, source.width, source.height);
     out.transcodes.store(!rungs.is_empty(), Ordering::Relaxed);
@@ -170,7 +174,7 @@ fn attach_video(
     let keyint = (2.0 * segment / frame).round().max(1.0) as u32;
     // The publisher's keyframes start the source's segments; the rungs' keyframes are forced
     // where their splitters start one.
-    let source_splitter = Splitter::at_keyframes(segment, plan);
+    let source_splitter = Splitter::at_keyframes(segment, plan).publishing_origin(video_origin.clone());
     let rung_splitter = || Splitter::at_any_frame(segment, plan);
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
@@ -216,7 +220,7 @@ fn attach_video(
             cut(&ladder_bin, &format!("cut_{}", r.name), Cutting::Rung(rung_splitter()))?;
             keep.push(r.name.clone());
         }
-        force_keyframes(&ladder_bin, rung_splitter())?;
+        force_keyframes(&ladder_bin, rung_splitter(), source.frame_rate.map(|_| frame))?;
         warn_overrun(&ladder_bin, pipeline.name().as_str())?;
         let ladder_in = ghost(&ladder_bin, "q")?;
         link_branch(pipeline, tee, &ladder_bin, &ladder_in)?;
@@ -282,10 +286,19 @@ fn sink(name: &str) -> String {
 /// with a keyframe: it is `INDEPENDENT`, so a player switching to this rung starts at the part
 /// at its buffer's end instead of going back to the segment's start, behind what it already
 /// plays (docs/live-hls.md, "Switching renditions").
-fn force_keyframes(bin: &gst::Bin, splitter: Splitter) -> Result<(), String> {
+///
+/// With a frame rate stated (`frame`, seconds), the decoded frames are first put on its grid
+/// ([`Regular`]), so the rungs' parts last exactly their frames.
+fn force_keyframes(bin: &gst::Bin, splitter: Splitter, frame: Option<f64>) -> Result<(), String> {
     let pad = bin.by_name("raw").and_then(|t| t.static_pad("sink")).ok_or("the ladder has no raw tee")?;
     let splitter = std::sync::Mutex::new(splitter);
+    let regular = std::sync::Mutex::new(frame.map(Regular::new));
     pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+        if let (Some(gst::PadProbeData::Buffer(buffer)), Ok(mut regular)) = (&mut info.data, regular.lock()) {
+            if let Some(r) = regular.as_mut() {
+                r.apply(buffer.make_mut());
+            }
+        }
         let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
         let Some(pts) = buffer.pts() else { return gst::PadProbeReturn::Ok };
         // Decoded frames: in presentation order, every one a possible keyframe.
@@ -309,6 +322,46 @@ fn force_keyframes(bin: &gst::Bin, splitter: Splitter) -> Result<(), String> {
         gst::PadProbeReturn::Ok
     });
     Ok(())
+}
+
+/// Decoded frames put on the grid of their stated frame rate: a publisher's timestamps are
+/// rounded to the millisecond (FLV: 33, 33, 34 ms at 30 fps), and each rung's encoder keeps them
+/// and the nominal duration (33.3 ms), so a part's last sample overlapped the next part by a
+/// tick and a segment of 60 frames was listed as 2.002 s for 2.000. A frame within 2 ms of the
+/// grid is moved onto it, with the nominal duration; one further off (a dropped frame's gap, a
+/// rate the caps misstate) starts the grid again from itself.
+struct Regular {
+    frame: f64,
+    origin: Option<(gst::ClockTime, u64)>,
+}
+
+impl Regular {
+    /// How far a frame may sit from the grid and still be moved onto it (ns).
+    const SNAP: f64 = 2e6;
+
+    fn new(frame: f64) -> Regular {
+        Regular { frame: frame * 1e9, origin: None }
+    }
+
+    fn apply(&mut self, buffer: &mut gst::BufferRef) {
+        let Some(pts) = buffer.pts() else { return };
+        let (origin, n) = match self.origin {
+            Some((origin, _)) if pts >= origin => {
+                let n = ((pts - origin).nseconds() as f64 / self.frame).round();
+                let on = origin.nseconds() as f64 + n * self.frame;
+                if (on - pts.nseconds() as f64).abs() > Self::SNAP {
+                    (pts, 0)
+                } else {
+                    (origin, n as u64)
+                }
+            }
+            _ => (pts, 0),
+        };
+        self.origin = Some((origin, n));
+        let at = origin.nseconds().saturating_add((n as f64 * self.frame).round() as u64);
+        buffer.set_pts(gst::ClockTime::from_nseconds(at));
+        buffer.set_duration(gst::ClockTime::from_nseconds(self.frame.round() as u64));
+    }
 }
 
 fn build_bin(description: &str) -> Result<gst::Bin, String> {

@@ -98,6 +98,9 @@ pub struct MediaPlaylist {
     /// Segments removed from the front (EXT-X-MEDIA-SEQUENCE is the msn of the first kept).
     discontinuity_sequence: u64,
     preload_uri: Option<String>,
+    /// The initialization section the hinted part will need, when it is a new one (a push that
+    /// ended and may be followed by another: `EXT-X-PRELOAD-HINT:TYPE=MAP`).
+    map_hint: Option<String>,
     ended: bool,
 }
 
@@ -113,6 +116,7 @@ impl MediaPlaylist {
             next_msn: 0,
             discontinuity_sequence: 0,
             preload_uri: None,
+            map_hint: None,
             ended: false,
         }
     }
@@ -124,6 +128,8 @@ impl MediaPlaylist {
     /// Adds a part to the open segment; returns its (msn, part index). `pdt` is the wall-clock
     /// time of its first sample, kept for the segment's first part.
     pub fn push_part(&mut self, part: Part, pdt: Option<DateTime<Utc>>) -> (u64, u64) {
+        // The hinted section is listed with this part from now on.
+        self.map_hint = None;
         if self.open_parts.is_empty() {
             self.open_pdt = pdt;
         }
@@ -194,27 +200,42 @@ impl MediaPlaylist {
         self.preload_uri = uri;
     }
 
+    /// The initialization section the hinted part will need, when it is a new one
+    /// (`EXT-X-PRELOAD-HINT:TYPE=MAP`, RFC 8216bis B.1); cleared when that part comes.
+    pub fn set_map_hint(&mut self, uri: Option<String>) {
+        self.map_hint = uri;
+    }
+
+    pub fn has_map_hint(&self) -> bool {
+        self.map_hint.is_some()
+    }
+
     /// The stream ended: `EXT-X-ENDLIST`, no more hints.
     pub fn end(&mut self) {
         self.ended = true;
         self.preload_uri = None;
+        self.map_hint = None;
     }
 
     pub fn is_ended(&self) -> bool {
         self.ended
     }
 
-    /// Drops segments that left the window, counting discontinuities that go with them.
+    /// Drops segments that left the window, counting discontinuities that go with them. None
+    /// is dropped that would leave less than three target durations listed (RFC 8216bis 6.2.2:
+    /// the `source` variant's 6-s target and 2-s segments keep nine, not eight).
     fn slide(&mut self) {
+        let least = 3.0 * f64::from(self.config.target_duration);
         loop {
-            let too_many = match self.config.window {
-                Window::Segments(n) => self.segments.len() > n.max(1),
-                Window::Seconds(s) => {
-                    let total: f64 = self.segments.iter().map(|s| s.duration).sum();
-                    let first = self.segments.front().map(|s| s.duration).unwrap_or(0.0);
-                    self.segments.len() > 1 && total - first >= s - EPSILON
-                }
-            };
+            let total: f64 = self.segments.iter().map(|s| s.duration).sum();
+            let first = self.segments.front().map(|s| s.duration).unwrap_or(0.0);
+            let left = total - first;
+            let too_many = self.segments.len() > 1
+                && left >= least - EPSILON
+                && match self.config.window {
+                    Window::Segments(n) => self.segments.len() > n.max(1),
+                    Window::Seconds(s) => left >= s - EPSILON,
+                };
             if !too_many {
                 return;
             }
@@ -255,15 +276,15 @@ impl MediaPlaylist {
             return Wait::Ready;
         }
         let complete = |m: u64| self.segments.iter().rev().find(|s| s.msn == m);
-        let ready = match part {
+        // A part past the last of a complete segment is the next segment's first (a segment a
+        // reconnect closed early has fewer parts than a player counted on).
+        let wanted = part.map(|p| match complete(msn) {
+            Some(s) if p >= s.parts.len() as u64 => (msn + 1, 0),
+            _ => (msn, p),
+        });
+        let ready = match wanted {
             None => self.segments.back().is_some_and(|s| msn <= s.msn),
-            Some(p) => {
-                let wanted = match complete(msn) {
-                    Some(s) if p >= s.parts.len() as u64 => (msn + 1, 0),
-                    _ => (msn, p),
-                };
-                self.last_part().is_some_and(|last| wanted <= last)
-            }
+            Some(wanted) => self.last_part().is_some_and(|last| wanted <= last),
         };
         if ready {
             return Wait::Ready;
@@ -273,7 +294,7 @@ impl MediaPlaylist {
         if msn > newest + 2 {
             return Wait::TooFarAhead;
         }
-        if let Some(p) = part {
+        if let Some((msn, p)) = wanted {
             let built = if msn == newest { self.open_parts.len() as u64 } else { 0 };
             if p >= built + ADVANCE_PART_LIMIT {
                 return Wait::TooFarAhead;
@@ -302,19 +323,26 @@ impl MediaPlaylist {
         );
         let _ = writeln!(out, "#EXT-X-PART-INF:PART-TARGET={part_target:.5}");
         let _ = writeln!(out, "#EXT-X-MEDIA-SEQUENCE:{}", self.media_sequence());
-        if self.discontinuity_sequence > 0 {
+        // Stated whenever a discontinuity is listed or has left the window (RFC 8216bis 6.2.2:
+        // a client that joins later counts discontinuities from it).
+        let discontinuities = self.open_discontinuity || self.segments.iter().any(|s| s.discontinuity);
+        if self.discontinuity_sequence > 0 || discontinuities {
             let _ = writeln!(out, "#EXT-X-DISCONTINUITY-SEQUENCE:{}", self.discontinuity_sequence);
         }
         let total: f64 = self.segments.iter().map(|s| s.duration).sum::<f64>()
             + self.open_parts.iter().map(|p| p.duration).sum::<f64>();
-        // Delta update: skip the segments that end at least CAN-SKIP-UNTIL before the end of the
-        // playlist (RFC 8216bis 6.2.5.1), up to the first discontinuity.
+        // Delta update: skip every segment that ends at least CAN-SKIP-UNTIL before the end of
+        // the last complete segment (RFC 8216bis 6.2.5.1: all of them, a discontinuity's too;
+        // the client has them from its last full reload). From the complete segments' end, not
+        // the parts', so that what is skipped is beyond the boundary whichever end it is read
+        // from.
         let mut skipped = 0;
         if skip {
+            let complete: f64 = self.segments.iter().map(|s| s.duration).sum();
             let mut end = 0.0;
             for s in &self.segments {
                 end += s.duration;
-                if total - end >= can_skip_until - EPSILON && !s.discontinuity {
+                if complete - end >= can_skip_until - EPSILON {
                     skipped += 1;
                 } else {
                     break;
@@ -360,6 +388,9 @@ impl MediaPlaylist {
             let _ = writeln!(out, "#EXT-X-ENDLIST");
         } else if let Some(uri) = &self.preload_uri {
             let _ = writeln!(out, "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"{uri}\"");
+            if let Some(map) = &self.map_hint {
+                let _ = writeln!(out, "#EXT-X-PRELOAD-HINT:TYPE=MAP,URI=\"{map}\"");
+            }
         }
         for r in reports {
             let _ = writeln!(

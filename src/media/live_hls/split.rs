@@ -14,6 +14,9 @@
 //! the first frame whose decode time is at least its planned offset (less half a frame) after the
 //! segment's first.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 /// hls.js (`maxFragLookUpTolerance`, 0.25 s by default) takes the next segment once 0.25 s or
 /// less of the current one is left after its buffer's end, and so skips a segment's last part
 /// that short when it has fallen behind the edge (docs/live-hls.md, "Segment ends"). A last part
@@ -137,6 +140,17 @@ impl Plan {
     }
 }
 
+/// Where a grid's lines start from.
+#[derive(Debug)]
+enum Origin {
+    /// The splitter's own first frame (the rungs: the decoded frames and each encoder's output,
+    /// whose clocks differ, x264 adding 1000 hours, but not their steps).
+    Own(Option<u64>),
+    /// The video's first frame, as the `source` splitter publishes it (the audio: same clock);
+    /// 0 until it is known.
+    Video(Arc<AtomicU64>),
+}
+
 /// What to start before a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Split {
@@ -150,6 +164,19 @@ pub enum Split {
 #[derive(Debug)]
 pub struct Splitter {
     segment: u64,
+    /// For frames any of which may start a segment: the nominal segment and an offset (ns) of
+    /// a grid of timestamps, `k × segment + offset`, each segment laid out to end on its next
+    /// line as near as whole frames allow. Segments then average exactly the configured
+    /// duration, and the renditions of a push keep the same media sequence numbers for the same
+    /// moments (AAC at 48 kHz: 94, 94, 94, 93 frames, where 94 each drifted 5.3 ms a segment
+    /// from the video). `None` for the `source` variant, whose segments follow the publisher's
+    /// keyframes.
+    grid: Option<(f64, f64)>,
+    /// Where the grid's lines start from.
+    origin: Origin,
+    /// The `source` variant's splitter tells the audio's where the video's grid starts: its
+    /// first frame's presentation time (ns; `u64::MAX` until then).
+    publish: Option<Arc<AtomicU64>>,
     frame: f64,
     part_frames: u32,
     /// The frames a segment is expected to hold: the last one's, the nominal at first.
@@ -186,8 +213,27 @@ impl Splitter {
     /// this says; AAC): a segment at the first frame a `segment` (seconds) less half a frame
     /// after the last one's start, which millisecond-rounded timestamps cannot tip either way.
     /// Parts as [`layout`] lays out `plan`, for its segment's frames at first.
+    /// Segments keep to a grid of timestamps (`grid`), each laid out in advance for the frames
+    /// that bring it nearest its line.
     pub fn at_any_frame(segment: f64, plan: Plan) -> Splitter {
-        Splitter::new(segment - plan.frame / 2.0, plan.frame, plan.part_frames, plan.frames)
+        let mut s = Splitter::new(segment - plan.frame / 2.0, plan.frame, plan.part_frames, plan.frames);
+        s.grid = Some((segment.max(1e-3) * 1e9, 0.0));
+        s
+    }
+
+    /// The grid's lines `offset` seconds after the video's, from the video's first frame as
+    /// `video` holds it (the audio's: `cut`).
+    pub fn on_the_videos_grid(mut self, video: Arc<AtomicU64>, offset: f64) -> Splitter {
+        self.grid = self.grid.map(|(segment, _)| (segment, offset * 1e9));
+        self.origin = Origin::Video(video);
+        self
+    }
+
+    /// Stores its first frame's presentation time in `origin` (the `source` splitter's, for
+    /// the audio's grid).
+    pub fn publishing_origin(mut self, origin: Arc<AtomicU64>) -> Splitter {
+        self.publish = Some(origin);
+        self
     }
 
     /// Segments of at least `segment` seconds (start to start, in presentation time) and parts
@@ -199,6 +245,9 @@ impl Splitter {
         let expected = expected.max(1);
         let mut s = Splitter {
             segment,
+            grid: None,
+            origin: Origin::Own(None),
+            publish: None,
             frame: frame.max(1) as f64,
             part_frames: part_frames.max(1),
             expected,
@@ -208,6 +257,31 @@ impl Splitter {
         };
         s.plan(expected);
         s
+    }
+
+    /// On a grid, lays out the segment that just began for the whole frames from its start to
+    /// the line after the one nearest it (the one before, should that be more than a segment and
+    /// a half away: a first frame just past the middle of a segment).
+    fn plan_on_grid(&mut self) {
+        let (Some((segment, offset)), Some(s)) = (self.grid, self.state.as_ref()) else { return };
+        let origin = match &self.origin {
+            Origin::Own(origin) => origin.unwrap_or(s.start),
+            Origin::Video(video) => {
+                Some(video.load(Ordering::Relaxed)).filter(|&v| v != u64::MAX).unwrap_or(0)
+            }
+        } as f64;
+        let start = s.start as f64;
+        let mut next = origin + (((start - origin - offset) / segment).round() + 1.0) * segment + offset;
+        if next - start > 1.5 * segment {
+            next -= segment;
+        }
+        let frames = ((next - start) / self.frame - 1e-3).ceil().clamp(1.0, f64::from(u32::MAX)) as u32;
+        // The nearest count that can be laid out (a first segment, say, of 99 AAC frames has no
+        // layout in parts of 11 and 12 ending in a 12): off the line by a frame or two.
+        let (c, frame) = (self.part_frames, self.frame / 1e9);
+        let near = [0, -1, 1, -2, 2].into_iter().map(|d: i64| (i64::from(frames) + d).max(1) as u32);
+        let frames = near.clone().find(|&n| layout(n, c, frame).is_some()).unwrap_or(frames);
+        self.plan(frames);
     }
 
     fn plan(&mut self, frames: u32) {
@@ -234,15 +308,35 @@ impl Splitter {
         let back = |now: u64, then: u64| now.saturating_add(segment) < then;
         let Some(s) = self.state.as_mut() else {
             self.state = Some(State { start: pts, start_dts: dts, part_dts: dts, next: 0 });
+            if let Some(p) = &self.publish {
+                let _ = p.compare_exchange(u64::MAX, pts, Ordering::Relaxed, Ordering::Relaxed);
+            }
+            if let Origin::Own(origin) = &mut self.origin {
+                *origin = Some(pts);
+            }
+            self.plan_on_grid();
             return None;
         };
-        if keyframe && (pts >= s.start.saturating_add(segment) || back(pts, s.start)) {
+        // On a grid, a segment ends when its planned frames are in (its last cut, half a frame
+        // early); otherwise a segment after the last one's start.
+        let end = match (self.grid, self.cuts.last()) {
+            (Some(_), Some(&last)) => s.start.saturating_add(last),
+            _ => s.start.saturating_add(segment),
+        };
+        if keyframe && (pts >= end || back(pts, s.start)) {
             if !back(pts, s.start) {
                 self.expected = ((pts - s.start) as f64 / self.frame).round() as u32;
+            } else if let Origin::Own(origin) = &mut self.origin {
+                // A new clock: a new grid from here.
+                *origin = Some(pts);
             }
             *s = State { start: pts, start_dts: dts, part_dts: dts, next: 0 };
-            let expected = self.expected;
-            self.plan(expected);
+            if self.grid.is_some() {
+                self.plan_on_grid();
+            } else {
+                let expected = self.expected;
+                self.plan(expected);
+            }
             return Some(Split::Segment);
         }
         let due = match self.cuts.get(s.next) {
@@ -347,6 +441,46 @@ mod tests {
         // parts, laid out or not.
         let coarse = 1024.0 / 8_000.0;
         assert!(long_enough(part_frames(2, 16, coarse), coarse));
+    }
+
+    #[test]
+    fn audio_segments_keep_to_the_videos_grid() {
+        // AAC at 48 kHz with millisecond-rounded timestamps, as FLV carries them: 93.75 frames a
+        // segment. Each segment starts within a frame of its place on the 2-s grid the rungs
+        // keep (0.1 s after it), however long the push, and ends in a part hls.js does not skip.
+        let plan = Plan::aac(2.0, 0.2, 48_000);
+        let video = Arc::new(AtomicU64::new(0));
+        let mut s = Splitter::at_any_frame(2.0, plan).on_the_videos_grid(video, 0.1);
+        let at = |n: u64| (n * 1024 * 1000 / 48_000) * MS;
+        let (mut starts, mut last_cut) = (vec![0u64], 0u64);
+        let mut shortest_last = u64::MAX;
+        for n in 0..94 * 400 {
+            match s.next(at(n), at(n), true) {
+                Some(Split::Segment) => {
+                    shortest_last = shortest_last.min(at(n) - last_cut);
+                    starts.push(at(n));
+                    last_cut = at(n);
+                }
+                Some(Split::Part) => last_cut = at(n),
+                None => {}
+            }
+        }
+        assert!(starts.len() > 390, "{} segments", starts.len());
+        for (k, start) in starts.iter().enumerate().skip(1) {
+            let off = (*start as f64 - k as f64 * 2e9 - 1e8).abs() / 1e6;
+            // Within a frame; the first segment's end within two (it is laid out as it can be).
+            let frames = if k == 1 { 2.0 } else { 1.0 };
+            assert!(off <= frames * 1024.0 / 48.0, "segment {k} starts {off} ms off the grid");
+        }
+        assert!(shortest_last as f64 / 1e9 > SHORTEST_LAST_PART, "a last part of {shortest_last} ns");
+        // A rung at 30 fps keeps 60 frames a segment, as before.
+        let mut rung = Splitter::at_any_frame(2.0, Plan::video(2.0, 0.2, Some(30.0)));
+        let got = splits(&mut rung, &frames(181, 1, false));
+        let mut want = segment(0, &[7, 7, 7, 7, 8, 8, 8, 8], true);
+        want.extend(segment(60, &[7, 7, 7, 7, 8, 8, 8, 8], false));
+        want.extend(segment(120, &[7, 7, 7, 7, 8, 8, 8, 8], false));
+        want.push((180, Split::Segment));
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -140,7 +140,10 @@ impl Channel {
             let s = self.lock();
             let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
             if let Some(g) = number(file, "init", ".mp4") {
-                if g > u64::from(s.generation) {
+                // The next push's section, hinted while the publisher is away: held until a
+                // push brings it (or the request's time runs out).
+                let hinted = g == u64::from(s.generation) + 1 && !s.live && !r.playlist.is_ended();
+                if g > u64::from(s.generation) && !hinted {
                     return Err(Miss::NotFound);
                 }
                 return Ok(r.inits.get(&(g as u32)).cloned());

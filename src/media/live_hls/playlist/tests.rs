@@ -142,6 +142,18 @@ fn delta_updates_skip_only_beyond_the_skip_boundary() {
     let kept_total: f64 = kept.iter().sum();
     assert!(kept_total >= can_skip_until - 1e-3, "kept {kept_total} s");
     assert!(tag_values(&delta, "#EXT-X-SKIP:SKIPPED-SEGMENTS=").len() == 1);
+    // A discontinuity beyond the boundary is skipped with its segment: the delta lists no
+    // segment that ends more than CAN-SKIP-UNTIL from its end (it stopped there until 2026-11-29).
+    let mut reconnected = playlist(Window::Seconds(60.0));
+    feed(&mut reconnected, 5);
+    reconnected.discontinuity("init1.mp4".into(), |msn| format!("seg{msn}.m4s"));
+    feed(&mut reconnected, 10);
+    let delta = reconnected.render(true, &[]);
+    check(&delta);
+    assert_eq!(tag_values(&delta, "#EXT-X-SKIP:SKIPPED-SEGMENTS="), ["9"]);
+    assert!(!delta.contains("#EXT-X-DISCONTINUITY\n"), "{delta}");
+    assert_eq!(tag_values(&delta, "#EXT-X-DISCONTINUITY-SEQUENCE:"), ["0"], "the full playlist's");
+    assert!(delta.contains("#EXT-X-MAP:URI=\"init1.mp4\""), "the first listed segment's section");
     // A short playlist has nothing to skip.
     let mut short = playlist(Window::Segments(3));
     feed(&mut short, 3);
@@ -159,7 +171,8 @@ fn a_reconnect_continues_after_a_discontinuity_and_the_sequence_counts_it_out() 
     let text = p.render(false, &[]);
     check(&text);
     assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 1);
-    assert!(tag_values(&text, "#EXT-X-DISCONTINUITY-SEQUENCE:").is_empty());
+    // RFC 8216bis 6.2.2: a playlist that lists a discontinuity states its sequence, from 0.
+    assert_eq!(tag_values(&text, "#EXT-X-DISCONTINUITY-SEQUENCE:"), ["0"]);
     let before = text.find("#EXT-X-DISCONTINUITY\n").unwrap();
     assert!(text[..before].contains("seg2.m4s"), "the short segment before the reconnect");
     assert!(
@@ -177,6 +190,37 @@ fn a_reconnect_continues_after_a_discontinuity_and_the_sequence_counts_it_out() 
 }
 
 #[test]
+fn a_push_that_ended_hints_the_next_ones_section_until_its_first_part() {
+    let mut p = playlist(Window::Segments(5));
+    feed(&mut p, 2);
+    p.set_preload_hint(Some("p13.m4s".into()));
+    p.set_map_hint(Some("init1.mp4".into()));
+    let text = p.render(false, &[]);
+    assert!(text.ends_with(
+        "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p13.m4s\"\n#EXT-X-PRELOAD-HINT:TYPE=MAP,URI=\"init1.mp4\"\n"
+    ));
+    p.discontinuity("init1.mp4".into(), |msn| format!("seg{msn}.m4s"));
+    assert!(p.render(false, &[]).contains("TYPE=MAP"), "hinted until the part that needs it");
+    p.push_part(Part { duration: PART, independent: true, uri: "p13.m4s".into() }, None);
+    let text = p.render(false, &[]);
+    assert!(!text.contains("TYPE=MAP"), "{text}");
+    assert!(text.contains("#EXT-X-DISCONTINUITY\n#EXT-X-MAP:URI=\"init1.mp4\""), "{text}");
+}
+
+#[test]
+fn the_window_never_lists_less_than_three_target_durations() {
+    // The `source` variant: a 6-s target with 2-s segments and the 8-segment window keeps 18 s.
+    let mut p = MediaPlaylist::new(
+        Config { target_duration: 6, part_target: PART, window: Window::Segments(8), key_uri: None },
+        "init.mp4".into(),
+    );
+    feed(&mut p, 20);
+    let listed: f64 = p.segments().map(|s| s.duration).sum();
+    assert!(listed >= 18.0 - 1e-6, "{listed} s listed");
+    assert_eq!(p.segments().count(), 9);
+}
+
+#[test]
 fn blocking_requests() {
     let mut p = playlist(Window::Segments(10));
     feed(&mut p, 2); // segments 0 and 1, 6 parts each
@@ -190,6 +234,12 @@ fn blocking_requests() {
     assert_eq!(p.wait_for(2, Some(4)), Wait::TooFarAhead, "beyond the advance part limit");
     assert_eq!(p.wait_for(4, None), Wait::Hold);
     assert_eq!(p.wait_for(5, None), Wait::TooFarAhead, "more than two segments ahead");
+    // A reconnect closes segment 2 after two parts: a player that asked for its fifth (parts
+    // it counted on from segment 1) waits for segment 3's first; it is not refused.
+    p.push_part(Part { duration: PART, independent: true, uri: "seg2.1.m4s".into() }, None);
+    p.discontinuity("init1.mp4".into(), |msn| format!("seg{msn}.m4s"));
+    assert_eq!(p.wait_for(2, Some(5)), Wait::Hold, "past a short segment's last part");
+    assert_eq!(p.wait_for(3, Some(0)), Wait::Hold);
     p.end();
     assert_eq!(p.wait_for(4, None), Wait::Ready, "an ended playlist answers at once");
 }
