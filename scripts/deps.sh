@@ -47,9 +47,12 @@ build_packages=(
 # playback tests play in headless Chromium with hls.js, installed by npm (tests/player), and the
 # console's tests drive Chromium through chromium-driver (WebDriver); the S3
 # tests run moto's server from a Python venv (scripts/moto.sh); the TLS tests make self-signed
-# certificates with openssl.
+# certificates with openssl; the plain HLS players of tests/players.rs are ffmpeg, GStreamer's
+# playbin3 (gstreamer1.0-tools, a runtime package) and VLC (vlc-bin, vlc-plugin-base).
 test_packages=(
     ffmpeg
+    vlc-bin
+    vlc-plugin-base
     postgresql
     postgresql-client
     python3

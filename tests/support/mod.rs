@@ -11,6 +11,7 @@
 pub mod app;
 pub mod browser;
 pub mod contract;
+pub mod llhls_check;
 pub mod media;
 pub mod player;
 pub mod process;

@@ -120,6 +120,8 @@ struct State {
     reports: Mutex<Vec<Report>>,
     /// The demo page's reports (`{t, whep: {...}, hls: {...}}`).
     demo: Mutex<Vec<serde_json::Value>>,
+    /// The matrix page's reports (`{matrix: {...}}`, tests/player/matrix.html).
+    matrix: Mutex<Vec<serde_json::Value>>,
     /// Report bodies the harness could not read.
     bad_reports: Mutex<Vec<String>>,
     hls_js: Vec<u8>,
@@ -152,6 +154,33 @@ fn script(state: Data<&Arc<State>>) -> Response {
 }
 
 #[handler]
+fn matrix_page() -> Response {
+    Response::builder()
+        .content_type("text/html; charset=utf-8")
+        .header("cache-control", "no-store")
+        .body(include_str!("../player/matrix.html"))
+}
+
+/// The matrix page's players, from `tests/player/node_modules` (pinned by its lockfile).
+#[handler]
+fn lib(poem::web::Path(name): poem::web::Path<String>) -> Response {
+    let file = match name.as_str() {
+        "hls.js" => "hls.js/dist/hls.min.js",
+        "shaka.js" => "shaka-player/dist/shaka-player.compiled.js",
+        "shaka-debug.js" => "shaka-player/dist/shaka-player.compiled.debug.js",
+        "videojs.js" => "video.js/dist/video.min.js",
+        _ => return Response::builder().status(StatusCode::NOT_FOUND).finish(),
+    };
+    match std::fs::read(player_dir().join("node_modules").join(file)) {
+        Ok(body) => Response::builder()
+            .content_type("application/javascript")
+            .header("cache-control", "no-store")
+            .body(body),
+        Err(e) => Response::builder().status(StatusCode::INTERNAL_SERVER_ERROR).body(format!("{file}: {e}")),
+    }
+}
+
+#[handler]
 fn demo() -> Response {
     Response::builder()
         .content_type("text/html; charset=utf-8")
@@ -164,6 +193,14 @@ fn report(body: Vec<u8>, state: Data<&Arc<State>>) -> StatusCode {
     if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
         if v.get("whep").is_some() {
             state.demo.lock().unwrap().push(v);
+            return StatusCode::NO_CONTENT;
+        }
+        if let Some(m) = v.get("matrix") {
+            let mut reports = state.matrix.lock().unwrap();
+            if reports.len() >= MAX_REPORTS {
+                reports.drain(..MAX_REPORTS / 4);
+            }
+            reports.push(m.clone());
             return StatusCode::NO_CONTENT;
         }
     }
@@ -319,6 +356,50 @@ impl Player {
         .await
     }
 
+    /// The matrix page (tests/player/matrix.html) playing `hls_url` with `options` after it
+    /// (`player=shaka&ll=1&switchAt=8`, ...); waits for its first report.
+    pub async fn start_matrix(hls_url: &str, options: &str) -> Player {
+        let player =
+            Player::open(|addr| format!("http://{addr}/matrix.html?src={}&{options}", encode(hls_url))).await;
+        player.wait_matrix("the matrix page's first report", FIRST_REPORT, |_| true).await;
+        player
+    }
+
+    /// The matrix page's reports so far.
+    pub fn matrix_reports(&self) -> Vec<serde_json::Value> {
+        self.state.matrix.lock().unwrap().clone()
+    }
+
+    /// Polls the matrix page's reports until `cond` holds on the last one; panics on `timeout`
+    /// or when Chromium exits.
+    pub async fn wait_matrix(
+        &self,
+        what: &str,
+        timeout: Duration,
+        cond: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(last) = self.matrix_reports().last() {
+                if cond(last) {
+                    return last.clone();
+                }
+            }
+            let exited = self.chromium.lock().unwrap().as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some() || Instant::now() >= until {
+                let last = self.matrix_reports().last().cloned();
+                let stderr = self.stderr();
+                panic!(
+                    "matrix page: {} waiting for {what}; page {}; last report {last:?}; chromium stderr: {:?}",
+                    if exited.is_some() { "Chromium exited" } else { "timed out" },
+                    self.page_url,
+                    &stderr[stderr.len().saturating_sub(30)..]
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The demo page's reports so far.
     pub fn demo_reports(&self) -> Vec<serde_json::Value> {
         self.state.demo.lock().unwrap().clone()
@@ -371,6 +452,8 @@ impl Player {
             .at("/player.html", get(page))
             .at("/demo.html", get(demo))
             .at("/hls.min.js", get(script))
+            .at("/matrix.html", get(matrix_page))
+            .at("/lib/:name", get(lib))
             .at("/report", post(report))
             .data(state.clone());
         let (addr, tx) = super::serve_loopback(routes).await;
