@@ -378,26 +378,7 @@ impl Player {
         timeout: Duration,
         cond: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
-        let until = Instant::now() + timeout;
-        loop {
-            if let Some(last) = self.matrix_reports().last() {
-                if cond(last) {
-                    return last.clone();
-                }
-            }
-            let exited = self.chromium.lock().unwrap().as_mut().and_then(|c| c.try_wait().ok().flatten());
-            if exited.is_some() || Instant::now() >= until {
-                let last = self.matrix_reports().last().cloned();
-                let stderr = self.stderr();
-                panic!(
-                    "matrix page: {} waiting for {what}; page {}; last report {last:?}; chromium stderr: {:?}",
-                    if exited.is_some() { "Chromium exited" } else { "timed out" },
-                    self.page_url,
-                    &stderr[stderr.len().saturating_sub(30)..]
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        self.wait_json("matrix page", what, timeout, || self.matrix_reports(), cond).await
     }
 
     /// The demo page's reports so far.
@@ -405,25 +386,42 @@ impl Player {
         self.state.demo.lock().unwrap().clone()
     }
 
-    /// Polls the demo page's reports until `cond` holds on the last one; panics on `timeout`.
+    /// Polls the demo page's reports until `cond` holds on the last one; panics on `timeout`
+    /// or when Chromium exits.
     pub async fn wait_demo(
         &self,
         what: &str,
         timeout: Duration,
         cond: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
+        self.wait_json("demo page", what, timeout, || self.demo_reports(), cond).await
+    }
+
+    /// Polls `reports` (a page's JSON reports) until `cond` holds on the last one; panics on
+    /// `timeout` or as soon as Chromium exits, with the last report and Chromium's stderr.
+    async fn wait_json(
+        &self,
+        which: &str,
+        what: &str,
+        timeout: Duration,
+        reports: impl Fn() -> Vec<serde_json::Value>,
+        cond: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         let until = Instant::now() + timeout;
         loop {
-            if let Some(last) = self.demo_reports().last() {
+            if let Some(last) = reports().last() {
                 if cond(last) {
                     return last.clone();
                 }
             }
-            if Instant::now() >= until {
-                let last = self.demo_reports().last().cloned();
+            let exited = self.chromium.lock().unwrap().as_mut().and_then(|c| c.try_wait().ok().flatten());
+            if exited.is_some() || Instant::now() >= until {
+                let last = reports().last().cloned();
                 let stderr = self.stderr();
                 panic!(
-                    "demo page: timed out waiting for {what}; last report {last:?}; chromium stderr: {:?}",
+                    "{which}: {} waiting for {what}; page {}; last report {last:?}; chromium stderr: {:?}",
+                    if exited.is_some() { "Chromium exited" } else { "timed out" },
+                    self.page_url,
                     &stderr[stderr.len().saturating_sub(30)..]
                 );
             }

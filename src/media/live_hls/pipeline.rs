@@ -332,7 +332,7 @@ fn force_keyframes(bin: &gst::Bin, splitter: Splitter, frame: Option<f64>) -> Re
 /// rate the caps misstate) starts the grid again from itself.
 struct Regular {
     frame: f64,
-    origin: Option<(gst::ClockTime, u64)>,
+    origin: Option<gst::ClockTime>,
 }
 
 impl Regular {
@@ -346,7 +346,7 @@ impl Regular {
     fn apply(&mut self, buffer: &mut gst::BufferRef) {
         let Some(pts) = buffer.pts() else { return };
         let (origin, n) = match self.origin {
-            Some((origin, _)) if pts >= origin => {
+            Some(origin) if pts >= origin => {
                 let n = ((pts - origin).nseconds() as f64 / self.frame).round();
                 let on = origin.nseconds() as f64 + n * self.frame;
                 if (on - pts.nseconds() as f64).abs() > Self::SNAP {
@@ -357,7 +357,7 @@ impl Regular {
             }
             _ => (pts, 0),
         };
-        self.origin = Some((origin, n));
+        self.origin = Some(origin);
         let at = origin.nseconds().saturating_add((n as f64 * self.frame).round() as u64);
         buffer.set_pts(gst::ClockTime::from_nseconds(at));
         buffer.set_duration(gst::ClockTime::from_nseconds(self.frame.round() as u64));
