@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{push_file, Sluice};
+use support::{next_part, push_file, Sluice};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -68,22 +68,6 @@ struct Pushed {
     id: String,
     ingest: String,
     master: String,
-}
-
-/// The media playlist's next part: (media sequence number of the open segment, part index).
-fn next_part(playlist: &str) -> Option<(u64, u64)> {
-    let mut msn: u64 =
-        playlist.lines().find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:")?.trim().parse().ok())?;
-    let mut parts = 0;
-    for line in playlist.lines() {
-        if line.starts_with("#EXTINF:") {
-            msn += 1;
-            parts = 0;
-        } else if line.starts_with("#EXT-X-PART:") {
-            parts += 1;
-        }
-    }
-    Some((msn, parts))
 }
 
 /// The newest part's URI of a media playlist.

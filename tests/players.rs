@@ -385,27 +385,6 @@ async fn capture_and_check(t: &TestApp, renditions: &[(String, String)], window:
     findings
 }
 
-/// The (msn, part) after the last part a playlist lists: what a player blocks on next.
-fn next_part(text: &str) -> Option<(u64, u64)> {
-    let msn: u64 =
-        text.lines().find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:"))?.trim().parse().ok()?;
-    let skipped: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("#EXT-X-SKIP:SKIPPED-SEGMENTS="))
-        .and_then(|v| v.split(',').next()?.parse().ok())
-        .unwrap_or(0);
-    let (mut segments, mut parts) = (0u64, 0u64);
-    for line in text.lines() {
-        if line.starts_with("#EXT-X-PART:") {
-            parts += 1;
-        } else if line.starts_with("#EXTINF:") {
-            segments += 1;
-            parts = 0;
-        }
-    }
-    Some((msn + skipped + segments, parts))
-}
-
 /// A plain player, its output going to a file (a pipe nobody reads would fill and stop it).
 fn spawn(cmd: &mut Command) -> (std::process::Child, tempfile::NamedTempFile) {
     let log = tempfile::NamedTempFile::new().expect("a log file");

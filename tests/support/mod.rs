@@ -25,6 +25,28 @@ pub use process::*;
 
 use std::time::{Duration, Instant};
 
+/// The part a player blocks on next in a media playlist: (media sequence number of the open
+/// segment, its next part index), counting the segments a delta update skipped.
+pub fn next_part(playlist: &str) -> Option<(u64, u64)> {
+    let mut msn: u64 =
+        playlist.lines().find_map(|l| l.strip_prefix("#EXT-X-MEDIA-SEQUENCE:")?.trim().parse().ok())?;
+    msn += playlist
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-SKIP:SKIPPED-SEGMENTS="))
+        .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let mut parts = 0;
+    for line in playlist.lines() {
+        if line.starts_with("#EXTINF:") {
+            msn += 1;
+            parts = 0;
+        } else if line.starts_with("#EXT-X-PART:") {
+            parts += 1;
+        }
+    }
+    Some((msn, parts))
+}
+
 /// Polls `check` until it returns `Some` or the deadline passes.
 pub async fn eventually<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
 where

@@ -329,8 +329,8 @@ impl MediaPlaylist {
         if self.discontinuity_sequence > 0 || discontinuities {
             let _ = writeln!(out, "#EXT-X-DISCONTINUITY-SEQUENCE:{}", self.discontinuity_sequence);
         }
-        let total: f64 = self.segments.iter().map(|s| s.duration).sum::<f64>()
-            + self.open_parts.iter().map(|p| p.duration).sum::<f64>();
+        let complete: f64 = self.segments.iter().map(|s| s.duration).sum();
+        let total = complete + self.open_parts.iter().map(|p| p.duration).sum::<f64>();
         // Delta update: skip every segment that ends at least CAN-SKIP-UNTIL before the end of
         // the last complete segment (RFC 8216bis 6.2.5.1: all of them, a discontinuity's too;
         // the client has them from its last full reload). From the complete segments' end, not
@@ -338,7 +338,6 @@ impl MediaPlaylist {
         // from.
         let mut skipped = 0;
         if skip {
-            let complete: f64 = self.segments.iter().map(|s| s.duration).sum();
             let mut end = 0.0;
             for s in &self.segments {
                 end += s.duration;
