@@ -7,7 +7,7 @@
 //!
 //! On demand (`-- --ignored`; issue 51 is open): the web players people use, each pinned by
 //! `tests/player/package-lock.json` and run in headless Chromium (`tests/player/matrix.html`),
-//! three runs each, about 30 s across a rendition switch (the player grows from 320x180 to
+//! one at a time, three runs each, about 30 s across a rendition switch (the player grows from 320x180 to
 //! 1280x720, as a viewer going full screen, and its ABR moves up), optionally a publisher
 //! reconnect; none may report an error or stall, and the low-latency ones must play within 2 s
 //! of the publisher.
@@ -146,62 +146,77 @@ async fn live_playlists_pass_the_strict_check_and_plain_players_play() {
     drop(pusher);
 }
 
-/// The web players, three runs each. Not in the default run (`cargo test --test players --
-/// --ignored`): on this 2-core machine, with five Chromiums at once, shaka's and VHS's
-/// low-latency modes still stall in some runs, and hls.js and shaka do not play on through a
-/// publisher's reconnect (`SLUICE_TEST_PLAYER_RECONNECT=1`); docs/live-hls.md, "Players".
+/// The web players, three runs each, one player at a time. Not in the default run (`cargo test
+/// --test players -- --ignored`): shaka's low-latency mode still loses the `source` rendition's
+/// parts, and hls.js and shaka do not yet play on through a publisher's reconnect
+/// (`SLUICE_TEST_PLAYER_RECONNECT=1`); docs/live-hls.md, "Players". One at a time because five
+/// Chromiums beside the ladder's encoders starve this 2-core machine: every low-latency player,
+/// hls.js included, stalled with a quarter of a second buffered when they ran together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "issue 51 is open: docs/live-hls.md, Players"]
 async fn every_web_player_plays_the_live_ladder_without_a_stall() {
     let t = spawn_app(Backend::Sqlite).await;
-    let (ingest, master_url, _renditions, mut pusher) = live_ladder(&t).await;
-    let mut table = Vec::new();
+    let (ingest, master_url, renditions, mut pusher) = live_ladder(&t).await;
+    let (mut table, mut failed) = (Vec::new(), Vec::new());
     for run in 0..RUNS {
-        let players = start_players(&master_url).await;
-        eventually("every player playing", Duration::from_secs(40), || async {
-            players
-                .iter()
-                .all(|p| p.matrix_reports().last().is_some_and(|r| r["playing"] == true))
-                .then_some(())
-        })
-        .await;
-        let started = Instant::now();
-        // With SLUICE_TEST_PLAYER_RECONNECT=1 the publisher reconnects RECONNECT_AT seconds in;
-        // the players play PLAY seconds.
-        let mut window = None;
-        if std::env::var_os("SLUICE_TEST_PLAYER_RECONNECT").is_some() {
-            tokio::time::sleep(Duration::from_secs_f64(RECONNECT_AT)).await;
-            let away = now_ms();
+        // A push lasts 300 s (media-fixtures/make.sh) and a run about 170 s: each run has a
+        // push of its own, and its players join once it has run a while, as viewers of a live
+        // stream do (a join in the stream's first seconds: docs/live-hls.md, "Players").
+        if run > 0 {
             drop(pusher);
-            tokio::time::sleep(AWAY).await;
             pusher = publisher(&ingest);
-            window = Some((away, now_ms() + RECOVERY.as_secs_f64() * 1e3));
         }
-        tokio::time::sleep(Duration::from_secs_f64(PLAY).saturating_sub(started.elapsed())).await;
-        let mut failed = Vec::new();
-        for (web, player) in web_players().into_iter().zip(&players) {
-            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge(web, player, run, window))) {
+        established(&t, &renditions).await;
+        for web in web_players() {
+            let player = start_player(web, &master_url).await;
+            eventually("the player playing", Duration::from_secs(40), || async {
+                player.matrix_reports().last().is_some_and(|r| r["playing"] == true).then_some(())
+            })
+            .await;
+            let started = Instant::now();
+            // With SLUICE_TEST_PLAYER_RECONNECT=1 the publisher reconnects RECONNECT_AT seconds
+            // in; the player plays PLAY seconds.
+            let mut window = None;
+            if std::env::var_os("SLUICE_TEST_PLAYER_RECONNECT").is_some() {
+                tokio::time::sleep(Duration::from_secs_f64(RECONNECT_AT)).await;
+                let away = now_ms();
+                drop(pusher);
+                tokio::time::sleep(AWAY).await;
+                pusher = publisher(&ingest);
+                window = Some((away, now_ms() + RECOVERY.as_secs_f64() * 1e3));
+            }
+            tokio::time::sleep(Duration::from_secs_f64(PLAY).saturating_sub(started.elapsed())).await;
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| judge(web, &player, run, window)))
+            {
                 Ok(row) => table.push(row),
                 Err(e) => {
-                    failed.push(e.downcast_ref::<String>().cloned().unwrap_or_else(|| format!("{e:?}")))
+                    let e = e.downcast_ref::<String>().cloned().unwrap_or_else(|| format!("{e:?}"));
+                    eprintln!("  {e}");
+                    failed.push(e);
                 }
             }
         }
-        eprintln!(
-            "run {run}: {} of {} players without a stall or an error",
-            table.len(),
-            (run + 1) * players.len()
-        );
-        for f in &failed {
-            eprintln!("  {f}");
-        }
+        eprintln!("run {run}: {} of {} without a stall or an error", table.len(), table.len() + failed.len());
     }
     eprintln!("player matrix ({RUNS} runs, {PLAY} s each; latency: ingest to screen, median after 4 s):");
     for row in &table {
         eprintln!("  {row}");
     }
-    assert_eq!(table.len(), RUNS * web_players().len(), "a player stalled or failed (above)");
+    assert!(failed.is_empty(), "{} player runs stalled or failed (above)", failed.len());
     drop(pusher);
+}
+
+/// Waits until the push's `source` playlist lists four complete segments of the current push
+/// (8 s of it).
+async fn established(t: &TestApp, renditions: &[(String, String)]) {
+    let source =
+        renditions.iter().find(|(name, _)| name == "source").map(|(_, url)| url.clone()).expect("source");
+    eventually("a push of four segments", Duration::from_secs(40), || async {
+        let text = t.client.get(&source).send().await.ok()?.text().await.ok()?;
+        let since = text.rsplit("#EXT-X-DISCONTINUITY\n").next().unwrap_or(&text);
+        (since.matches("#EXTINF").count() >= 4).then_some(())
+    })
+    .await;
 }
 
 /// The web players of the matrix; `SLUICE_TEST_PLAYERS=shaka,...` keeps those whose options
@@ -212,15 +227,10 @@ fn web_players() -> Vec<&'static Web> {
     WEB.iter().filter(|w| words.is_empty() || words.iter().any(|word| w.options.contains(word))).collect()
 }
 
-/// The web players of one run, each in its own Chromium, started together.
-async fn start_players(master_url: &str) -> Vec<Player> {
-    let mut players = Vec::new();
-    for web in web_players() {
-        let log = if std::env::var_os("SLUICE_TEST_PLAYER_LOGS").is_some() { "&log=1" } else { "" };
-        let options = format!("{}&switchAt={SWITCH_AT}{log}", web.options);
-        players.push(Player::start_matrix(master_url, &options).await);
-    }
-    players
+/// One web player in its own Chromium on the matrix page.
+async fn start_player(web: &Web, master_url: &str) -> Player {
+    let log = if std::env::var_os("SLUICE_TEST_PLAYER_LOGS").is_some() { "&log=1" } else { "" };
+    Player::start_matrix(master_url, &format!("{}&switchAt={SWITCH_AT}{log}", web.options)).await
 }
 
 /// Checks one player's run and returns its line of the table. `window`: the publisher's
