@@ -7,10 +7,10 @@
 //!
 //! On demand (`-- --ignored`; issue 51 is open): the web players people use, each pinned by
 //! `tests/player/package-lock.json` and run in headless Chromium (`tests/player/matrix.html`),
-//! one at a time, three runs each, about 30 s across a rendition switch (the player grows from 320x180 to
-//! 1280x720, as a viewer going full screen, and its ABR moves up), optionally a publisher
-//! reconnect; none may report an error or stall, and the low-latency ones must play within 2 s
-//! of the publisher.
+//! one at a time, three runs each, about 30 s across a rendition switch (the player grows from
+//! 320x180 to 1280x720, as a viewer going full screen, and its ABR moves up), optionally a
+//! publisher reconnect; none may report an error or stall, and the low-latency ones must play
+//! within 2 s of the publisher.
 //!
 //! A binary of its own, so that its players have the machine to themselves: the API tests run
 //! many pushes at once, and a starved player stalls whatever the stream.
@@ -147,11 +147,12 @@ async fn live_playlists_pass_the_strict_check_and_plain_players_play() {
 }
 
 /// The web players, three runs each, one player at a time. Not in the default run (`cargo test
-/// --test players -- --ignored`): shaka's low-latency mode still loses the `source` rendition's
-/// parts, and hls.js and shaka do not yet play on through a publisher's reconnect
-/// (`SLUICE_TEST_PLAYER_RECONNECT=1`); docs/live-hls.md, "Players". One at a time because five
-/// Chromiums beside the ladder's encoders starve this 2-core machine: every low-latency player,
-/// hls.js included, stalled with a quarter of a second buffered when they ran together.
+/// --test players -- --ignored`): hls.js reported a `bufferStalledError` before play began in
+/// one run of three, and the low-latency players do not all play on through a publisher's
+/// reconnect (`SLUICE_TEST_PLAYER_RECONNECT=1`); docs/live-hls.md, "Players". One at a time
+/// because five Chromiums beside the ladder's encoders starve this 2-core machine: every
+/// low-latency player, hls.js included, stalled with a quarter of a second buffered when they
+/// ran together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "issue 51 is open: docs/live-hls.md, Players"]
 async fn every_web_player_plays_the_live_ladder_without_a_stall() {
