@@ -153,12 +153,17 @@ fn script(state: Data<&Arc<State>>) -> Response {
         .body(state.hls_js.clone())
 }
 
+/// The matrix page, with the start at the live edge inlined as in [`PAGE`].
+static MATRIX: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    sluice::playback::demo::with_start_at_edge(include_str!("../player/matrix.html"))
+});
+
 #[handler]
 fn matrix_page() -> Response {
     Response::builder()
         .content_type("text/html; charset=utf-8")
         .header("cache-control", "no-store")
-        .body(include_str!("../player/matrix.html"))
+        .body(MATRIX.as_str())
 }
 
 /// The matrix page's players, from `tests/player/node_modules` (pinned by its lockfile).
