@@ -454,8 +454,23 @@ fn native_vlc(url: &str) -> (std::process::Child, tempfile::NamedTempFile) {
     let home = std::env::temp_dir().join("sluice-test-vlc-home");
     let _ = std::fs::create_dir_all(&home);
     let _ = std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o777));
-    let vlc =
-        ["cvlc", "--intf", "dummy", "--no-dbus", "--vout", "dummy", "--aout", "dummy", "--run-time", "20"];
+    // `--adaptive-logic highest`: with the dummy video output VLC's decoder cannot get a
+    // picture buffer across a switch of rendition ("get_buffer() failed", then
+    // "decode_slice_header error" until the next keyframe; 3 runs of 10), so it plays one.
+    let vlc = [
+        "cvlc",
+        "--intf",
+        "dummy",
+        "--no-dbus",
+        "--vout",
+        "dummy",
+        "--aout",
+        "dummy",
+        "--run-time",
+        "20",
+        "--adaptive-logic",
+        "highest",
+    ];
     let vlc: Vec<&str> = vlc.into_iter().chain(["--play-and-exit", url]).collect();
     let root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"));
     let mut cmd = if root {
