@@ -177,10 +177,7 @@ async fn every_web_player_plays_the_live_ladder_without_a_stall() {
         established(&t, &renditions).await;
         for web in web_players() {
             let player = start_player(web, &master_url).await;
-            eventually("the player playing", Duration::from_secs(40), || async {
-                player.matrix_reports().last().is_some_and(|r| r["playing"] == true).then_some(())
-            })
-            .await;
+            player.wait_matrix("the player playing", Duration::from_secs(40), |r| r["playing"] == true).await;
             let started = Instant::now();
             // With SLUICE_TEST_PLAYER_RECONNECT=1 the publisher reconnects RECONNECT_AT seconds
             // in; the player plays PLAY seconds.
