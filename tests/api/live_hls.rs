@@ -334,19 +334,26 @@ async fn push_play_blocking_reload_reconnect_and_end() {
     assert_eq!(last.part_target, Some(part_target), "hls.js read the parts");
     drop(player);
 
-    // A reconnect within the grace period continues the same playlists.
+    // A reconnect within the grace period continues the same playlists, after a discontinuity,
+    // on the same media timeline, and with the section players have when it is unchanged.
     let (_, before) = get_text(&t, &playlist_url).await;
     let (msn_before, _, _) = last_part(&before);
     drop(pusher);
     pusher = push(&ingest);
-    let continued = eventually("a discontinuity after the reconnect", Duration::from_secs(30), || async {
+    let continued = eventually("the new push's first part", Duration::from_secs(30), || async {
         let (status, text) = get_text(&t, &playlist_url).await;
-        (status == 200 && text.contains("#EXT-X-DISCONTINUITY\n") && text.contains("init1.mp4"))
-            .then_some(text)
+        let after = text.split("#EXT-X-DISCONTINUITY\n").nth(1)?;
+        (status == 200 && after.contains("#EXT-X-PART:")).then_some(text)
     })
     .await;
     let (msn_after, _, _) = last_part(&continued);
     assert!(msn_after > msn_before, "media sequence numbers continue");
+    assert_eq!(continued.matches("#EXT-X-MAP:").count(), 1, "the rung's section is the same:\n{continued}");
+    let (old_end, new_start) = times_across_the_discontinuity(&t, &playlist_url, &continued).await;
+    assert!(
+        new_start >= old_end - 0.01 && new_start < old_end + 5.0,
+        "the new push's media goes on from the old push's end ({old_end:.3} s): it starts at {new_start:.3} s"
+    );
     let (status, _) = get_text(&t, &master_url).await;
     assert_eq!(status, 200);
 
@@ -362,6 +369,47 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         t.get_with(&t.project_url(&format!("/streams/{}", stream["_id"].as_str().unwrap())), &t.key).await;
     let body: Value = status.json().await.expect("json");
     assert_eq!(body["status"], "idle");
+}
+
+/// Where the media before the (first) discontinuity of `playlist` ends and where the first part
+/// after it starts, in seconds of the rendition's timescale, from the bytes served: the last
+/// segment's decode time (`tfdt`) plus its `EXTINF`, and the part's decode time.
+async fn times_across_the_discontinuity(t: &TestApp, playlist_url: &str, playlist: &str) -> (f64, f64) {
+    let base = playlist_url.trim_end_matches("index.m3u8");
+    let get = |uri: &str| {
+        let url = format!("{base}{uri}");
+        async move { t.client.get(&url).send().await.expect("media").bytes().await.expect("bytes").to_vec() }
+    };
+    let (old, new) = playlist.split_once("#EXT-X-DISCONTINUITY\n").expect("a discontinuity");
+    let init =
+        old.lines().find_map(|l| l.strip_prefix("#EXT-X-MAP:")).and_then(|a| attr(a, "URI")).expect("MAP");
+    let segment = old.lines().rfind(|l| !l.starts_with('#') && !l.is_empty()).expect("a segment before");
+    let extinf: f64 = old
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("#EXTINF:"))
+        .and_then(|d| d.trim_end_matches(',').parse().ok())
+        .expect("EXTINF");
+    let part = new
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-PART:"))
+        .and_then(|a| attr(a, "URI"))
+        .expect("a part");
+    // mdhd: version, flags, two times (8 bytes each in version 1), then the timescale.
+    let init = get(init).await;
+    let at = init.windows(4).position(|w| w == b"mdhd").expect("mdhd") + 4;
+    let at = at + if init[at] == 1 { 20 } else { 12 };
+    let timescale = f64::from(u32::from_be_bytes(init[at..at + 4].try_into().expect("timescale")));
+    // tfdt: version and flags, then a 64-bit (version 1) or 32-bit decode time.
+    let decode_time = |chunk: &[u8]| {
+        let at = chunk.windows(4).position(|w| w == b"tfdt").expect("tfdt") + 4;
+        let time = match chunk[at] {
+            1 => u64::from_be_bytes(chunk[at + 4..at + 12].try_into().expect("time")),
+            _ => u64::from(u32::from_be_bytes(chunk[at + 4..at + 8].try_into().expect("time"))),
+        };
+        time as f64 / timescale
+    };
+    (decode_time(&get(segment).await) + extinf, decode_time(&get(part).await))
 }
 
 /// A stream created with `body` and pushed to: its master playlist URL, the master's first

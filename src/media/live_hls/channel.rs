@@ -32,8 +32,10 @@ mod registry;
 mod serve;
 #[cfg(test)]
 mod tests;
+mod timeline;
 
 pub use registry::Channels;
+pub use serve::Rendered;
 
 /// How long after a push ends a new push continues the same playlists.
 pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
@@ -111,6 +113,13 @@ struct Rendition {
     codec: Option<String>,
     playlist: MediaPlaylist,
     inits: HashMap<u32, Bytes>,
+    /// The timescale of the current push's initialization section (0: not known yet).
+    scale: u32,
+    /// The push whose initialization section the playlist names for new parts (`init<n>.mp4`):
+    /// a reconnect whose section is the same but for its times keeps the one players have.
+    init_generation: u32,
+    /// A new push continues the playlist: a discontinuity goes before its first part.
+    reconnected: bool,
     /// Recent parts by number (`p<n>.m4s`); the oldest are dropped once no playlist lists them.
     parts: VecDeque<(u64, Bytes)>,
     next_part: u64,
@@ -131,31 +140,17 @@ struct Rendition {
     rendered: [Option<Rendered>; 2],
 }
 
-/// A media playlist rendered once for a version of its channel, with where its URIs end (a
-/// signed session's token is spliced in there).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rendered {
-    version: u64,
-    pub text: Bytes,
-    pub uri_ends: Arc<[crate::media::hls::uris::UriEnd]>,
-}
-
-impl Rendered {
-    pub fn new(version: u64, text: String) -> Rendered {
-        let uri_ends = crate::media::hls::uris::ends(&text).into();
-        Rendered { version, text: Bytes::from(text), uri_ends }
-    }
-}
-
-impl std::ops::Deref for Rendered {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        std::str::from_utf8(&self.text).unwrap_or_default()
-    }
-}
-
 impl Rendition {
+    /// The next part follows a discontinuity and needs the section of push `init_generation`;
+    /// one the players already have is not hinted as new.
+    fn continue_after_discontinuity(&mut self) {
+        let init = format!("init{}.mp4", self.init_generation);
+        if self.playlist.init_uri() == init {
+            self.playlist.set_map_hint(None);
+        }
+        self.playlist.discontinuity(init, |msn| format!("s{msn}.m4s"));
+    }
+
     fn segment_bytes(&self) -> Bytes {
         let mut all = Vec::with_capacity(self.open.iter().map(Bytes::len).sum());
         for c in &self.open {
@@ -179,6 +174,8 @@ struct State {
     /// The recording of a `vodEnabled` stream: every init section and closed segment, clear;
     /// dropped (which completes the recording) when the playlists end or the channel retires.
     recorder: Option<Recorder>,
+    /// The media's decode times, continued across reconnects.
+    timeline: timeline::Timeline,
 }
 
 /// Why a file or playlist could not be served.
@@ -237,6 +234,7 @@ impl Channel {
                     ended_at: None,
                     writer,
                     recorder: None,
+                    timeline: Default::default(),
                 }),
                 version: watch::channel(0).0,
             }
@@ -279,6 +277,7 @@ impl Channel {
         let mut s = self.lock();
         s.generation += 1;
         s.live = true;
+        s.timeline.next_push();
         let generation = s.generation;
         let State { renditions, writer, recorder, .. } = &mut *s;
         for (name, r) in renditions.iter_mut() {
@@ -290,7 +289,9 @@ impl Channel {
             if !r.playlist.has_map_hint() {
                 r.next_part += 1;
             }
-            r.playlist.discontinuity(format!("init{generation}.mp4"), |msn| format!("s{msn}.m4s"));
+            // The discontinuity goes before the new push's first part, with the section it
+            // needs: known when its initialization section comes (`feed`).
+            r.reconnected = true;
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
             r.playlist.set_map_hint(Some(format!("init{generation}.mp4")));
         }
@@ -312,6 +313,9 @@ impl Channel {
             codec: None,
             playlist: MediaPlaylist::new(config, format!("init{generation}.mp4")),
             inits: HashMap::new(),
+            scale: 0,
+            init_generation: generation,
+            reconnected: false,
             parts: VecDeque::new(),
             next_part: 0,
             open: Vec::new(),
@@ -364,7 +368,7 @@ impl Channel {
         if s.generation != generation || s.ended {
             return;
         }
-        let State { renditions, writer, recorder, .. } = &mut *s;
+        let State { renditions, writer, recorder, timeline, .. } = &mut *s;
         let Some(r) = renditions.get_mut(name) else { return };
         match chunk {
             Chunk::Init(data) => {
@@ -375,12 +379,27 @@ impl Channel {
                         data: data.clone(),
                     });
                 }
+                r.scale = super::moof::timescale(&data).unwrap_or(0);
+                if std::mem::take(&mut r.reconnected) {
+                    let same =
+                        r.inits.get(&r.init_generation).is_some_and(|old| super::moof::same_init(old, &data));
+                    if !same {
+                        r.init_generation = generation;
+                    }
+                    r.continue_after_discontinuity();
+                }
                 r.inits.insert(generation, data);
             }
             Chunk::Part { starts_segment, independent, duration, pdt, data } => {
                 if starts_segment && !r.playlist.open_parts().is_empty() {
                     self.close_segment(name, r, writer.as_ref(), recorder.as_ref(), generation, true);
                 }
+                if std::mem::take(&mut r.reconnected) {
+                    // No initialization section came first: the playlist names this push's.
+                    r.init_generation = generation;
+                    r.continue_after_discontinuity();
+                }
+                let data = timeline.place(r.scale, pdt, data);
                 let n = r.next_part;
                 r.next_part += 1;
                 // Each part on its own, under the IV of the segment it belongs to.

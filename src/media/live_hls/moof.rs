@@ -45,6 +45,132 @@ pub fn timescale(init: &[u8]) -> Option<u32> {
     be_u32(mdhd.get(at..)?).filter(|&t| t > 0)
 }
 
+/// The decode time of the first sample of the chunk `data` (its track fragment's `tfdt`, 8.8.12),
+/// in its track's timescale; `None` when `data` is not a chunk with one.
+pub fn decode_time(data: &[u8]) -> Option<u64> {
+    let tfdt = child(first_traf(data)?, b"tfdt")?;
+    match *tfdt.first()? {
+        1 => Some(u64::from_be_bytes(tfdt.get(4..12)?.try_into().ok()?)),
+        _ => be_u32(tfdt.get(4..)?).map(u64::from),
+    }
+}
+
+/// The chunk `data` moved `ticks` later on its track's timeline: its `tfdt` plus `ticks`. A
+/// 32-bit `tfdt` (version 0) whose new time does not fit becomes a 64-bit one (version 1): the
+/// `moof` and `traf` grow by four bytes, and so does every `trun`'s `data_offset` (counted from
+/// the `moof`'s start, where its `mdat` now begins four bytes later). `None` when `data` is not
+/// a chunk (boxes before a `moof`, such as a `styp`, are kept as they are) with exactly one track
+/// fragment that has a `tfdt`.
+pub fn with_decode_time_shifted(data: &[u8], ticks: u64) -> Option<Vec<u8>> {
+    let moof_at = offset_of(data, b"moof")?;
+    let moof_size = be_u32(&data[moof_at..])? as usize;
+    if moof_size < 8 || moof_at + moof_size > data.len() {
+        return None;
+    }
+    let moof = &data[moof_at..moof_at + moof_size];
+    let traf_at = offset_of(&moof[8..], b"traf")? + 8;
+    let traf_size = be_u32(&moof[traf_at..])? as usize;
+    let traf = moof.get(traf_at..traf_at + traf_size)?;
+    if offset_of(&moof[traf_at + traf_size..], b"traf").is_some() {
+        return None;
+    }
+    let tfdt_at = traf_at + 8 + offset_of(traf.get(8..)?, b"tfdt")?;
+    let version = *moof.get(tfdt_at + 8)?;
+    let old = decode_time(&data[moof_at..])?;
+    let new = old.checked_add(ticks)?;
+    let mut out = data.to_vec();
+    let at = moof_at + tfdt_at;
+    if version == 1 {
+        out[at + 12..at + 20].copy_from_slice(&new.to_be_bytes());
+        return Some(out);
+    }
+    if let Ok(new) = u32::try_from(new) {
+        out[at + 12..at + 16].copy_from_slice(&new.to_be_bytes());
+        return Some(out);
+    }
+    // Version 0 to 1: a 20-byte tfdt in place of the 16-byte one.
+    let mut tfdt = 20u32.to_be_bytes().to_vec();
+    tfdt.extend_from_slice(b"tfdt");
+    tfdt.extend_from_slice(&[1, 0, 0, 0]);
+    tfdt.extend_from_slice(&new.to_be_bytes());
+    out.splice(at..at + 16, tfdt);
+    for (box_at, size) in [(moof_at, moof_size), (moof_at + traf_at, traf_size)] {
+        let grown = u32::try_from(size + 4).ok()?;
+        out[box_at..box_at + 4].copy_from_slice(&grown.to_be_bytes());
+    }
+    // The truns of the (grown) traf: their data offsets, when present, move with the mdat.
+    let traf_body = moof_at + traf_at + 8..moof_at + traf_at + traf_size + 4;
+    let mut at = traf_body.start;
+    while at + 8 <= traf_body.end {
+        let size = be_u32(&out[at..])? as usize;
+        if size < 8 || at + size > traf_body.end {
+            return None;
+        }
+        if &out[at + 4..at + 8] == b"trun" && be_u32(&out[at + 8..])? & 0x001 != 0 {
+            if size < 20 {
+                return None;
+            }
+            let offset = be_u32(&out[at + 16..])?.checked_add(4)?;
+            out[at + 16..at + 20].copy_from_slice(&offset.to_be_bytes());
+        }
+        at += size;
+    }
+    Some(out)
+}
+
+/// Where the first box named `name` among the boxes that make up `data` begins (its header).
+fn offset_of(data: &[u8], name: &[u8; 4]) -> Option<usize> {
+    let mut at = 0;
+    while data.len() >= at + 8 {
+        let size = be_u32(&data[at..])? as usize;
+        if size < 8 || at + size > data.len() {
+            return None;
+        }
+        if &data[at + 4..at + 8] == name {
+            return Some(at);
+        }
+        at += size;
+    }
+    None
+}
+
+/// Whether two initialization sections describe the same tracks the same way: equal bytes once
+/// the creation and modification times of `mvhd`, `tkhd` and `mdhd` (which a muxer sets to the
+/// wall clock of each push) are left out. A player may then go on with the section it has.
+pub fn same_init(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && timeless(a).is_some_and(|a| Some(a) == timeless(b))
+}
+
+/// `init` with the times of its `mvhd`, `tkhd` and `mdhd` zeroed; `None` when it has no `moov`.
+fn timeless(init: &[u8]) -> Option<Vec<u8>> {
+    fn zero_times(data: &mut [u8]) -> Option<()> {
+        let mut at = 0;
+        while data.len() >= at + 8 {
+            let size = be_u32(&data[at..])? as usize;
+            if size < 8 || at + size > data.len() {
+                return None;
+            }
+            let name: [u8; 4] = data[at + 4..at + 8].try_into().ok()?;
+            let body = &mut data[at + 8..at + size];
+            match &name {
+                b"moov" | b"trak" | b"mdia" => zero_times(body)?,
+                b"mvhd" | b"tkhd" | b"mdhd" => {
+                    // Version 1: two 64-bit times after version and flags; version 0: 32-bit.
+                    let times = if *body.first()? == 1 { 4..20 } else { 4..12 };
+                    body.get_mut(times)?.fill(0);
+                }
+                _ => {}
+            }
+            at += size;
+        }
+        Some(())
+    }
+    offset_of(init, b"moov")?;
+    let mut out = init.to_vec();
+    zero_times(&mut out)?;
+    Some(out)
+}
+
 /// An optional field of a `tfhd` body (full box: version and flags first) by its flag bit:
 /// `Some(None)` when absent.
 fn tfhd_field(tfhd: &[u8], want: u32) -> Option<Option<u32>> {
@@ -216,6 +342,110 @@ mod tests {
             assert_eq!(timescale(&init), Some(90_000), "version {version}");
         }
         assert_eq!(timescale(b"not an init section"), None);
+    }
+
+    /// A chunk as cmafmux writes one: `moof` (`mfhd`, `traf` with `tfhd`, `tfdt` and a `trun`
+    /// whose data offset points at the `mdat`'s payload), then the `mdat`.
+    fn timed_chunk(tfdt_version: u8, time: u64) -> Vec<u8> {
+        let tfdt = match tfdt_version {
+            1 => [&[1, 0, 0, 0][..], &time.to_be_bytes()].concat(),
+            _ => [&[0, 0, 0, 0][..], &(time as u32).to_be_bytes()].concat(),
+        };
+        let trun = |offset: u32| {
+            [
+                &[0, 0, 0x03, 0x01][..],
+                &[0, 0, 0, 2],
+                &offset.to_be_bytes(),
+                &[0, 0, 0x0b, 0xb8, 0, 0, 0, 2],
+                &[0, 0, 0x0b, 0xb8, 0, 0, 0, 1],
+            ]
+            .concat()
+        };
+        let moof = |offset: u32| {
+            let traf = [
+                boxed(b"tfhd", &[0, 0, 0, 0, 0, 0, 0, 1]),
+                boxed(b"tfdt", &tfdt),
+                boxed(b"trun", &trun(offset)),
+            ]
+            .concat();
+            boxed(b"moof", &[boxed(b"mfhd", &[0; 8]), boxed(b"traf", &traf)].concat())
+        };
+        let size = moof(0).len() as u32;
+        [moof(size + 8), boxed(b"mdat", &[7, 8, 9])].concat()
+    }
+
+    /// The payload a chunk's first `trun` points at (its data offset from the `moof`'s start).
+    fn payload(chunk: &[u8]) -> &[u8] {
+        let at = offset_of(chunk, b"moof").unwrap();
+        let trun = child(first_traf(&chunk[at..]).unwrap(), b"trun").unwrap();
+        let offset = be_u32(&trun[8..]).unwrap() as usize;
+        &chunk[at + offset..]
+    }
+
+    #[test]
+    fn a_chunk_moves_on_its_timeline() {
+        for version in [0, 1] {
+            let chunk = timed_chunk(version, 90_000);
+            assert_eq!(decode_time(&chunk), Some(90_000));
+            let moved = with_decode_time_shifted(&chunk, 45_000).unwrap();
+            assert_eq!(moved.len(), chunk.len(), "version {version}: in place");
+            assert_eq!(decode_time(&moved), Some(135_000));
+            assert_eq!(duration_ticks(&moved), Some(6000));
+            assert_eq!(payload(&moved), &[7, 8, 9]);
+        }
+        // Past 32 bits: the tfdt becomes version 1, and the boxes and the data offset grow.
+        let chunk = [boxed(b"styp", b"cmfc"), timed_chunk(0, 4_000_000_000)].concat();
+        let moved = with_decode_time_shifted(&chunk, 1_000_000_000).unwrap();
+        assert_eq!(moved.len(), chunk.len() + 4);
+        assert_eq!(&moved[..12], &chunk[..12], "the styp is kept");
+        assert_eq!(decode_time(&moved), Some(5_000_000_000));
+        assert_eq!(duration_ticks(&moved), Some(6000));
+        assert_eq!(payload(&moved), &[7, 8, 9]);
+        let moof = child(&moved, b"moof").unwrap();
+        assert_eq!(be_u32(&moved[12..]).unwrap() as usize, moof.len() + 8);
+        assert_eq!(starts_with_sync_sample(&moved), starts_with_sync_sample(&chunk));
+    }
+
+    #[test]
+    fn what_cannot_move_is_said() {
+        assert_eq!(decode_time(b"not a chunk"), None);
+        assert_eq!(with_decode_time_shifted(b"not a chunk", 1), None);
+        // No tfdt.
+        let chunk = chunk(&[0, 0, 0, 0, 0, 0, 0, 1], &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]);
+        assert_eq!(with_decode_time_shifted(&chunk, 1), None);
+        // Two track fragments: which to move is not known.
+        let one = timed_chunk(0, 0);
+        let traf = child(child(&one, b"moof").unwrap(), b"traf").unwrap();
+        let two = boxed(b"moof", &[boxed(b"traf", traf), boxed(b"traf", traf)].concat());
+        assert_eq!(with_decode_time_shifted(&two, 1), None);
+        // A decode time that would overflow.
+        assert_eq!(with_decode_time_shifted(&timed_chunk(1, u64::MAX - 1), 2), None);
+        // Cut short anywhere: never a panic.
+        for end in 0..one.len() {
+            let _ = with_decode_time_shifted(&one[..end], u64::from(u32::MAX));
+        }
+    }
+
+    #[test]
+    fn inits_that_differ_in_their_times_only_are_the_same() {
+        let header = |name: &[u8; 4], version: u8, time: u8, rest: &[u8]| {
+            let times = if version == 1 { 16 } else { 8 };
+            boxed(name, &[&[version, 0, 0, 0][..], &vec![time; times], rest].concat())
+        };
+        let init = |time: u8, width: u8| {
+            let mdia = boxed(
+                b"mdia",
+                &[header(b"mdhd", 0, time, &[0, 1, 0x5f, 0x90]), boxed(b"hdlr", b"vide")].concat(),
+            );
+            let trak = boxed(b"trak", &[header(b"tkhd", 1, time, &[0, 0, 0, 1, width]), mdia].concat());
+            [boxed(b"ftyp", b"cmf2"), boxed(b"moov", &[header(b"mvhd", 1, time, &[0; 4]), trak].concat())]
+                .concat()
+        };
+        assert!(same_init(&init(1, 64), &init(2, 64)), "times only");
+        assert!(!same_init(&init(1, 64), &init(1, 80)), "a track of another size");
+        assert!(!same_init(b"no moov", b"no moov"), "not initialization sections");
+        let short = init(1, 64);
+        assert!(!same_init(&short[..short.len() - 3], &short[..short.len() - 3]), "cut short");
     }
 
     #[test]

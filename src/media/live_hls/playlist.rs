@@ -180,6 +180,11 @@ impl MediaPlaylist {
         self.init_uri = init_uri;
     }
 
+    /// The initialization section of the open (or next) segment.
+    pub fn init_uri(&self) -> &str {
+        &self.init_uri
+    }
+
     /// The open segment's parts so far.
     pub fn open_parts(&self) -> &[Part] {
         &self.open_parts

@@ -2,11 +2,12 @@
 //! part, RFC 8216bis 6.2.5.2) and the files they list. Every lookup holds `state` only to copy
 //! out what it answers; the DVR folder is read after the lock is released.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::{Channel, Kind, Miss, PlaylistQuery, Rendered};
+use super::{Channel, Kind, Miss, PlaylistQuery};
 use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::media::live_hls::ladder;
 use crate::media::live_hls::playlist::{RenditionReport, Wait};
@@ -200,4 +201,28 @@ fn number(file: &str, prefix: &str, suffix: &str) -> Option<u64> {
         return None;
     }
     digits.parse().ok()
+}
+
+/// A media playlist rendered once for a version of its channel, with where its URIs end (a
+/// signed session's token is spliced in there).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    version: u64,
+    pub text: Bytes,
+    pub uri_ends: Arc<[crate::media::hls::uris::UriEnd]>,
+}
+
+impl Rendered {
+    pub fn new(version: u64, text: String) -> Rendered {
+        let uri_ends = crate::media::hls::uris::ends(&text).into();
+        Rendered { version, text: Bytes::from(text), uri_ends }
+    }
+}
+
+impl std::ops::Deref for Rendered {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        std::str::from_utf8(&self.text).unwrap_or_default()
+    }
 }

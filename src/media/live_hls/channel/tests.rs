@@ -460,3 +460,55 @@ async fn a_dvr_segment_the_disk_did_not_take_becomes_a_gap_as_it_leaves_memory()
     assert!(text[first_gap..].starts_with("#EXT-X-GAP\n#EXTINF:2.00000,\ns0.m4s"), "{text}");
     assert!(!c.in_memory("360p", 0));
 }
+
+/// An initialization section written at `time` (its `mvhd` creation time) for a track `width`
+/// wide.
+fn init_section(time: u8, width: u8) -> Chunk {
+    let boxed =
+        |name: &[u8; 4], body: &[u8]| [&((body.len() + 8) as u32).to_be_bytes()[..], name, body].concat();
+    let mvhd = boxed(b"mvhd", &[&[1, 0, 0, 0][..], &[time; 16], &[0; 8]].concat());
+    let trak =
+        boxed(b"trak", &boxed(b"tkhd", &[&[1, 0, 0, 0][..], &[time; 16], &[0, 0, 0, 1, width]].concat()));
+    Chunk::Init(Bytes::from([boxed(b"ftyp", b"cmf2"), boxed(b"moov", &[mvhd, trak].concat())].concat()))
+}
+
+#[tokio::test]
+async fn a_reconnect_with_the_same_section_keeps_it_and_another_gets_its_own() {
+    let channels = Channels::default();
+    let (c, g) = channels.start_push("st", config());
+    c.add_rendition(g, "360p", video(), TIMING);
+    c.feed(g, "360p", init_section(1, 64));
+    feed(&c, g, "360p", 2);
+    c.push_ended(g);
+    let t = Duration::from_millis(10);
+    let playlist =
+        || async { c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap().to_string() };
+
+    // The same section but for its times: a discontinuity, and players keep init0.mp4.
+    let (_, g1) = channels.start_push("st", config());
+    c.add_rendition(g1, "360p", video(), TIMING);
+    assert!(!playlist().await.contains("#EXT-X-DISCONTINUITY"), "not before the new push's media");
+    c.feed(g1, "360p", init_section(2, 64));
+    assert!(!playlist().await.contains("TYPE=MAP"), "no new section is hinted");
+    feed(&c, g1, "360p", 1);
+    let text = playlist().await;
+    assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 1);
+    assert_eq!(text.matches("#EXT-X-MAP:").count(), 1, "{text}");
+    assert!(!text.contains("init1.mp4"));
+
+    // Another size: its own section after the discontinuity.
+    c.push_ended(g1);
+    let (_, g2) = channels.start_push("st", config());
+    c.add_rendition(g2, "360p", video(), TIMING);
+    c.feed(g2, "360p", init_section(3, 80));
+    assert!(playlist().await.contains("#EXT-X-PRELOAD-HINT:TYPE=MAP,URI=\"init2.mp4\""));
+    feed(&c, g2, "360p", 1);
+    let text = playlist().await;
+    assert_eq!(text.matches("#EXT-X-DISCONTINUITY\n").count(), 2);
+    assert!(text.contains("#EXT-X-DISCONTINUITY\n#EXT-X-MAP:URI=\"init2.mp4\""), "{text}");
+    for (uri, time) in [("init0.mp4", 1), ("init2.mp4", 3)] {
+        let served = c.file("360p", uri, t).await.unwrap();
+        // ftyp (12 bytes), the moov's header (8), the mvhd's (8), version and flags (4).
+        assert_eq!(served[32], time, "{uri} is its own push's section");
+    }
+}
