@@ -88,7 +88,11 @@ pub fn with_decode_time_shifted(data: &[u8], ticks: u64) -> Option<Vec<u8>> {
         out[at + 12..at + 16].copy_from_slice(&new.to_be_bytes());
         return Some(out);
     }
-    // Version 0 to 1: a 20-byte tfdt in place of the 16-byte one.
+    // Version 0 to 1: a 20-byte tfdt in place of the 16-byte one (of any other size, which
+    // cmafmux never writes, it is not known what the rest is).
+    if be_u32(&moof[tfdt_at..]) != Some(16) {
+        return None;
+    }
     let mut tfdt = 20u32.to_be_bytes().to_vec();
     tfdt.extend_from_slice(b"tfdt");
     tfdt.extend_from_slice(&[1, 0, 0, 0]);
@@ -418,6 +422,20 @@ mod tests {
         let traf = child(child(&one, b"moof").unwrap(), b"traf").unwrap();
         let two = boxed(b"moof", &[boxed(b"traf", traf), boxed(b"traf", traf)].concat());
         assert_eq!(with_decode_time_shifted(&two, 1), None);
+        // A 32-bit tfdt with more in it than its time cannot grow (here four bytes that, left
+        // behind, would read as a box around the trun).
+        let mut odd = timed_chunk(0, 4_000_000_000);
+        let at = odd.windows(4).position(|w| w == b"tfdt").unwrap() - 4;
+        odd[at + 3] = 20;
+        odd.splice(at + 16..at + 16, 40u32.to_be_bytes());
+        for (name, by) in [(b"moof", 4u32), (b"traf", 4)] {
+            let box_at = odd.windows(4).position(|w| w == name).unwrap() - 4;
+            let size = be_u32(&odd[box_at..]).unwrap() + by;
+            odd[box_at..box_at + 4].copy_from_slice(&size.to_be_bytes());
+        }
+        assert_eq!(decode_time(&odd), Some(4_000_000_000));
+        assert_eq!(with_decode_time_shifted(&odd, 1_000_000_000), None);
+        assert!(with_decode_time_shifted(&odd, 1).is_some(), "in place it still moves");
         // A decode time that would overflow.
         assert_eq!(with_decode_time_shifted(&timed_chunk(1, u64::MAX - 1), 2), None);
         // Cut short anywhere: never a panic.
