@@ -3,8 +3,8 @@
 //! is, as the first push's is, the wall-clock time since the session's media began: the time
 //! its `EXT-X-PROGRAM-DATE-TIME`s say (never earlier than where the media so far ended). Players
 //! still get the discontinuity (and a new initialization section where it differs), but one
-//! that keeps its timestamp offset across it, or places segments by their dates (shaka), or maps
-//! one rendition's new times by another's, finds the new push's media where the playlist says
+//! that keeps its timestamp offset across it, or places segments by their dates, or maps one
+//! rendition's new times by another's, finds the new push's media where the playlist says
 //! (docs/live-hls.md, "The end of a push, reconnects and DVR").
 
 use bytes::Bytes;
