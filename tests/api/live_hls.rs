@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use sluice::media::live_hls::moof;
 
 use crate::support::player::{played, Player, Report};
 use crate::support::{eventually, ffmpeg_push, spawn_app, spawn_app_with, Backend, Killed, TestApp};
@@ -395,20 +396,8 @@ async fn times_across_the_discontinuity(t: &TestApp, playlist_url: &str, playlis
         .find_map(|l| l.strip_prefix("#EXT-X-PART:"))
         .and_then(|a| attr(a, "URI"))
         .expect("a part");
-    // mdhd: version, flags, two times (8 bytes each in version 1), then the timescale.
-    let init = get(init).await;
-    let at = init.windows(4).position(|w| w == b"mdhd").expect("mdhd") + 4;
-    let at = at + if init[at] == 1 { 20 } else { 12 };
-    let timescale = f64::from(u32::from_be_bytes(init[at..at + 4].try_into().expect("timescale")));
-    // tfdt: version and flags, then a 64-bit (version 1) or 32-bit decode time.
-    let decode_time = |chunk: &[u8]| {
-        let at = chunk.windows(4).position(|w| w == b"tfdt").expect("tfdt") + 4;
-        let time = match chunk[at] {
-            1 => u64::from_be_bytes(chunk[at + 4..at + 12].try_into().expect("time")),
-            _ => u64::from(u32::from_be_bytes(chunk[at + 4..at + 8].try_into().expect("time"))),
-        };
-        time as f64 / timescale
-    };
+    let timescale = f64::from(moof::timescale(&get(init).await).expect("the init section's timescale"));
+    let decode_time = |chunk: &[u8]| moof::decode_time(chunk).expect("a tfdt") as f64 / timescale;
     (decode_time(&get(segment).await) + extinf, decode_time(&get(part).await))
 }
 

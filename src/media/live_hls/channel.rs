@@ -399,7 +399,7 @@ impl Channel {
                     r.init_generation = generation;
                     r.continue_after_discontinuity();
                 }
-                let data = timeline.place(r.scale, pdt, data);
+                let data = timeline.place(r.scale, pdt, duration, data);
                 let n = r.next_part;
                 r.next_part += 1;
                 // Each part on its own, under the IV of the segment it belongs to.

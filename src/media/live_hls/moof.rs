@@ -62,80 +62,56 @@ pub fn decode_time(data: &[u8]) -> Option<u64> {
 /// a chunk (boxes before a `moof`, such as a `styp`, are kept as they are) with exactly one track
 /// fragment that has a `tfdt`.
 pub fn with_decode_time_shifted(data: &[u8], ticks: u64) -> Option<Vec<u8>> {
-    let moof_at = offset_of(data, b"moof")?;
-    let moof_size = be_u32(&data[moof_at..])? as usize;
-    if moof_size < 8 || moof_at + moof_size > data.len() {
-        return None;
-    }
-    let moof = &data[moof_at..moof_at + moof_size];
-    let traf_at = offset_of(&moof[8..], b"traf")? + 8;
-    let traf_size = be_u32(&moof[traf_at..])? as usize;
-    let traf = moof.get(traf_at..traf_at + traf_size)?;
-    if offset_of(&moof[traf_at + traf_size..], b"traf").is_some() {
-        return None;
-    }
-    let tfdt_at = traf_at + 8 + offset_of(traf.get(8..)?, b"tfdt")?;
-    let version = *moof.get(tfdt_at + 8)?;
-    let old = decode_time(&data[moof_at..])?;
-    let new = old.checked_add(ticks)?;
+    let moof = find(data, b"moof")?;
+    let in_moof = &data[moof.body()];
+    let mut trafs = boxes(in_moof).map_while(|b| b).filter(|b| &b.name == b"traf");
+    let (traf, None) = (trafs.next()?, trafs.next()) else { return None };
+    let tfdt = find(&in_moof[traf.body()], b"tfdt")?;
+    // Where the traf and the tfdt begin in `data`.
+    let traf_at = moof.at + moof.header + traf.at;
+    let tfdt_at = traf_at + traf.header + tfdt.at;
+    let new = decode_time(&data[moof.at..])?.checked_add(ticks)?;
+    let version = *data.get(tfdt_at + tfdt.header)?;
     let mut out = data.to_vec();
-    let at = moof_at + tfdt_at;
+    // After the tfdt's header: version and flags, then the time.
+    let time = tfdt_at + tfdt.header + 4;
     if version == 1 {
-        out[at + 12..at + 20].copy_from_slice(&new.to_be_bytes());
+        out[time..time + 8].copy_from_slice(&new.to_be_bytes());
         return Some(out);
     }
     if let Ok(new) = u32::try_from(new) {
-        out[at + 12..at + 16].copy_from_slice(&new.to_be_bytes());
+        out[time..time + 4].copy_from_slice(&new.to_be_bytes());
         return Some(out);
     }
     // Version 0 to 1: a 20-byte tfdt in place of the 16-byte one (of any other size, which
-    // cmafmux never writes, it is not known what the rest is).
-    if be_u32(&moof[tfdt_at..]) != Some(16) {
+    // cmafmux never writes, it is not known what the rest is), in boxes of 32-bit sizes.
+    if tfdt.size != 16 || moof.header != 8 || traf.header != 8 {
         return None;
     }
-    let mut tfdt = 20u32.to_be_bytes().to_vec();
-    tfdt.extend_from_slice(b"tfdt");
-    tfdt.extend_from_slice(&[1, 0, 0, 0]);
-    tfdt.extend_from_slice(&new.to_be_bytes());
-    out.splice(at..at + 16, tfdt);
-    for (box_at, size) in [(moof_at, moof_size), (moof_at + traf_at, traf_size)] {
+    let mut grown_tfdt = 20u32.to_be_bytes().to_vec();
+    grown_tfdt.extend_from_slice(b"tfdt");
+    grown_tfdt.extend_from_slice(&[1, 0, 0, 0]);
+    grown_tfdt.extend_from_slice(&new.to_be_bytes());
+    out.splice(tfdt_at..tfdt_at + 16, grown_tfdt);
+    for (at, size) in [(moof.at, moof.size), (traf_at, traf.size)] {
         let grown = u32::try_from(size + 4).ok()?;
-        out[box_at..box_at + 4].copy_from_slice(&grown.to_be_bytes());
+        out[at..at + 4].copy_from_slice(&grown.to_be_bytes());
     }
     // The truns of the (grown) traf: their data offsets, when present, move with the mdat.
-    let traf_body = moof_at + traf_at + 8..moof_at + traf_at + traf_size + 4;
-    let mut at = traf_body.start;
-    while at + 8 <= traf_body.end {
-        let size = be_u32(&out[at..])? as usize;
-        if size < 8 || at + size > traf_body.end {
-            return None;
-        }
-        if &out[at + 4..at + 8] == b"trun" && be_u32(&out[at + 8..])? & 0x001 != 0 {
-            if size < 20 {
+    let traf_body = traf_at + 8..traf_at + traf.size + 4;
+    let in_traf: Vec<Option<Mp4Box>> = boxes(&out[traf_body.clone()]).collect();
+    for b in in_traf {
+        let b = b?;
+        let at = traf_body.start + b.at;
+        if &b.name == b"trun" && be_u32(&out[at + 8..])? & 0x001 != 0 {
+            if b.header != 8 || b.size < 20 {
                 return None;
             }
             let offset = be_u32(&out[at + 16..])?.checked_add(4)?;
             out[at + 16..at + 20].copy_from_slice(&offset.to_be_bytes());
         }
-        at += size;
     }
     Some(out)
-}
-
-/// Where the first box named `name` among the boxes that make up `data` begins (its header).
-fn offset_of(data: &[u8], name: &[u8; 4]) -> Option<usize> {
-    let mut at = 0;
-    while data.len() >= at + 8 {
-        let size = be_u32(&data[at..])? as usize;
-        if size < 8 || at + size > data.len() {
-            return None;
-        }
-        if &data[at + 4..at + 8] == name {
-            return Some(at);
-        }
-        at += size;
-    }
-    None
 }
 
 /// Whether two initialization sections describe the same tracks the same way: equal bytes once
@@ -148,15 +124,11 @@ pub fn same_init(a: &[u8], b: &[u8]) -> bool {
 /// `init` with the times of its `mvhd`, `tkhd` and `mdhd` zeroed; `None` when it has no `moov`.
 fn timeless(init: &[u8]) -> Option<Vec<u8>> {
     fn zero_times(data: &mut [u8]) -> Option<()> {
-        let mut at = 0;
-        while data.len() >= at + 8 {
-            let size = be_u32(&data[at..])? as usize;
-            if size < 8 || at + size > data.len() {
-                return None;
-            }
-            let name: [u8; 4] = data[at + 4..at + 8].try_into().ok()?;
-            let body = &mut data[at + 8..at + size];
-            match &name {
+        let found: Vec<Option<Mp4Box>> = boxes(data).collect();
+        for b in found {
+            let b = b?;
+            let body = &mut data[b.body()];
+            match &b.name {
                 b"moov" | b"trak" | b"mdia" => zero_times(body)?,
                 b"mvhd" | b"tkhd" | b"mdhd" => {
                     // Version 1: two 64-bit times after version and flags; version 0: 32-bit.
@@ -165,11 +137,10 @@ fn timeless(init: &[u8]) -> Option<Vec<u8>> {
                 }
                 _ => {}
             }
-            at += size;
         }
         Some(())
     }
-    offset_of(init, b"moov")?;
+    find(init, b"moov")?;
     let mut out = init.to_vec();
     zero_times(&mut out)?;
     Some(out)
@@ -230,24 +201,61 @@ fn trun_first_flags(trun: &[u8]) -> Option<Option<u32>> {
     be_u32(trun.get(at..)?).map(Some)
 }
 
-/// The body of the first box named `name` among the boxes that make up `data`.
-fn child<'a>(mut data: &'a [u8], name: &[u8; 4]) -> Option<&'a [u8]> {
-    while data.len() >= 8 {
-        let size = be_u32(data)? as usize;
-        let (header, size) = match size {
-            1 => (16, usize::try_from(u64::from_be_bytes(data.get(8..16)?.try_into().ok()?)).ok()?),
-            0 => (8, data.len()),
-            n => (8, n),
-        };
-        if size < header || size > data.len() {
+/// One box of a run of boxes: where it begins, how long its header is (16 with a 64-bit size),
+/// its whole size and its name.
+#[derive(Debug, Clone, Copy)]
+struct Mp4Box {
+    at: usize,
+    header: usize,
+    size: usize,
+    name: [u8; 4],
+}
+
+impl Mp4Box {
+    fn body(self) -> std::ops::Range<usize> {
+        self.at + self.header..self.at + self.size
+    }
+}
+
+/// The boxes that make up `data`, in order: a size of 1 is followed by a 64-bit size, a size of
+/// 0 runs to the end. A box that does not fit is `None`, and nothing follows it.
+fn boxes(data: &[u8]) -> impl Iterator<Item = Option<Mp4Box>> + '_ {
+    let mut at = 0;
+    let mut broken = false;
+    std::iter::from_fn(move || {
+        if broken || data.len() < at + 8 {
             return None;
         }
-        if &data[4..8] == name {
-            return Some(&data[header..size]);
+        let found = box_at(data, at);
+        match found {
+            Some(b) => at += b.size,
+            None => broken = true,
         }
-        data = &data[size..];
+        Some(found)
+    })
+}
+
+fn box_at(data: &[u8], at: usize) -> Option<Mp4Box> {
+    let rest = &data[at..];
+    let (header, size) = match be_u32(rest)? {
+        1 => (16, usize::try_from(u64::from_be_bytes(rest.get(8..16)?.try_into().ok()?)).ok()?),
+        0 => (8, rest.len()),
+        n => (8, n as usize),
+    };
+    if size < header || size > rest.len() {
+        return None;
     }
-    None
+    Some(Mp4Box { at, header, size, name: rest[4..8].try_into().ok()? })
+}
+
+/// The first box named `name` among the boxes that make up `data`, if all before it fit.
+fn find(data: &[u8], name: &[u8; 4]) -> Option<Mp4Box> {
+    boxes(data).map_while(|b| b).find(|b| &b.name == name)
+}
+
+/// The body of the first box named `name` among the boxes that make up `data`.
+fn child<'a>(data: &'a [u8], name: &[u8; 4]) -> Option<&'a [u8]> {
+    find(data, name).map(|b| &data[b.body()])
 }
 
 fn be_u32(data: &[u8]) -> Option<u32> {
@@ -255,10 +263,11 @@ fn be_u32(data: &[u8]) -> Option<u32> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn boxed(name: &[u8; 4], body: &[u8]) -> Vec<u8> {
+    /// A box named `name` around `body` (a 32-bit size).
+    pub(crate) fn boxed(name: &[u8; 4], body: &[u8]) -> Vec<u8> {
         let mut out = ((body.len() + 8) as u32).to_be_bytes().to_vec();
         out.extend_from_slice(name);
         out.extend_from_slice(body);
@@ -380,7 +389,7 @@ mod tests {
 
     /// The payload a chunk's first `trun` points at (its data offset from the `moof`'s start).
     fn payload(chunk: &[u8]) -> &[u8] {
-        let at = offset_of(chunk, b"moof").unwrap();
+        let at = find(chunk, b"moof").unwrap().at;
         let trun = child(first_traf(&chunk[at..]).unwrap(), b"trun").unwrap();
         let offset = be_u32(&trun[8..]).unwrap() as usize;
         &chunk[at + offset..]

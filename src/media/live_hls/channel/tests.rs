@@ -464,8 +464,7 @@ async fn a_dvr_segment_the_disk_did_not_take_becomes_a_gap_as_it_leaves_memory()
 /// An initialization section written at `time` (its `mvhd` creation time) for a track `width`
 /// wide.
 fn init_section(time: u8, width: u8) -> Chunk {
-    let boxed =
-        |name: &[u8; 4], body: &[u8]| [&((body.len() + 8) as u32).to_be_bytes()[..], name, body].concat();
+    use crate::media::live_hls::moof::tests::boxed;
     let mvhd = boxed(b"mvhd", &[&[1, 0, 0, 0][..], &[time; 16], &[0; 8]].concat());
     let trak =
         boxed(b"trak", &boxed(b"tkhd", &[&[1, 0, 0, 0][..], &[time; 16], &[0, 0, 0, 1, width]].concat()));

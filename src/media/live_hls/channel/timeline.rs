@@ -31,9 +31,16 @@ impl Timeline {
         self.shift = None;
     }
 
-    /// The part `data`, dated `pdt`, of a rendition whose timescale is `scale`, moved onto the
-    /// timeline. A part that is not a chunk this can read is kept as it is.
-    pub(super) fn place(&mut self, scale: u32, pdt: Option<DateTime<Utc>>, data: Bytes) -> Bytes {
+    /// The part `data`, dated `pdt` and lasting `duration` seconds, of a rendition whose timescale
+    /// is `scale`, moved onto the timeline. A part that is not a chunk this can read is kept as
+    /// it is.
+    pub(super) fn place(
+        &mut self,
+        scale: u32,
+        pdt: Option<DateTime<Utc>>,
+        duration: f64,
+        data: Bytes,
+    ) -> Bytes {
         let Some(start) = moof::decode_time(&data).filter(|_| scale > 0) else { return data };
         let seconds = |ticks: u64| ticks as f64 / f64::from(scale);
         let at = |date: DateTime<Utc>| date - chrono::Duration::nanoseconds((seconds(start) * 1e9) as i64);
@@ -54,9 +61,7 @@ impl Timeline {
                 None => return data,
             },
         };
-        if let Some(duration) = moof::duration_ticks(&placed) {
-            self.end = self.end.max(seconds(start + ticks + duration));
-        }
+        self.end = self.end.max(seconds(start + ticks) + duration);
         placed
     }
 }
@@ -65,9 +70,7 @@ impl Timeline {
 mod tests {
     use super::*;
 
-    fn boxed(name: &[u8; 4], body: &[u8]) -> Vec<u8> {
-        [&((body.len() + 8) as u32).to_be_bytes()[..], name, body].concat()
-    }
+    use crate::media::live_hls::moof::tests::boxed;
 
     /// A chunk of `samples` samples of `each` ticks from decode time `at`.
     fn chunk(at: u32, samples: u32, each: u32) -> Bytes {
@@ -81,23 +84,36 @@ mod tests {
         Bytes::from([boxed(b"moof", &boxed(b"traf", &traf)), boxed(b"mdat", &[0])].concat())
     }
 
+    /// `t.place` of a chunk of `samples` samples of `each` ticks from decode time `at`.
+    fn place(
+        t: &mut Timeline,
+        scale: u32,
+        pdt: Option<DateTime<Utc>>,
+        at: u32,
+        samples: u32,
+        each: u32,
+    ) -> Bytes {
+        let duration = f64::from(samples * each) / f64::from(scale);
+        t.place(scale, pdt, duration, chunk(at, samples, each))
+    }
+
     #[test]
     fn without_dates_a_later_push_continues_where_the_media_ended() {
         let mut t = Timeline::default();
         // First push: video (90 kHz) 0–2.0 s, audio (48 kHz) 0.021–2.069 s: nothing moves.
-        assert_eq!(moof::decode_time(&t.place(90_000, None, chunk(0, 60, 3000))), Some(0));
-        assert_eq!(moof::decode_time(&t.place(48_000, None, chunk(1008, 96, 1024))), Some(1008));
+        assert_eq!(moof::decode_time(&place(&mut t, 90_000, None, 0, 60, 3000)), Some(0));
+        assert_eq!(moof::decode_time(&place(&mut t, 48_000, None, 1008, 96, 1024)), Some(1008));
         // The next push starts near zero again; its first part (audio here) decides the shift
         // for both renditions: the media's end, 2.069 s.
         t.next_push();
-        let audio = t.place(48_000, None, chunk(0, 10, 1024));
+        let audio = place(&mut t, 48_000, None, 0, 10, 1024);
         assert_eq!(moof::decode_time(&audio), Some(1008 + 96 * 1024));
-        let video = t.place(90_000, None, chunk(1890, 6, 3000));
+        let video = place(&mut t, 90_000, None, 1890, 6, 3000);
         let end = (1008.0 + 96.0 * 1024.0) / 48_000.0;
         assert_eq!(moof::decode_time(&video), Some(((end * 90_000.0) as u64) + 1890));
         // A third push moves past the second's end.
         t.next_push();
-        let third = t.place(90_000, None, chunk(0, 1, 3000));
+        let third = place(&mut t, 90_000, None, 0, 1, 3000);
         assert!(moof::decode_time(&third).unwrap() as f64 / 90_000.0 >= end + 0.2);
     }
 
@@ -107,19 +123,19 @@ mod tests {
         let at = |s: f64| Some(d0 + chrono::Duration::milliseconds((s * 1000.0) as i64));
         let mut t = Timeline::default();
         // First push: video from decode time 0 at d0, audio 21 ms later; 2 s of media.
-        t.place(90_000, at(0.0), chunk(0, 60, 3000));
-        t.place(48_000, at(0.021), chunk(1008, 94, 1024));
+        place(&mut t, 90_000, at(0.0), 0, 60, 3000);
+        place(&mut t, 48_000, at(0.021), 1008, 94, 1024);
         // The publisher is away 1.4 s; the new push's audio (decode time 0) is dated 3.4 s
         // after d0, its video 21 ms later: each lands at its date's time since d0.
         t.next_push();
-        let audio = t.place(48_000, at(3.4), chunk(0, 10, 1024));
+        let audio = place(&mut t, 48_000, at(3.4), 0, 10, 1024);
         assert_eq!(moof::decode_time(&audio), Some(163_200));
-        let video = t.place(90_000, at(3.421), chunk(1890, 6, 3000));
+        let video = place(&mut t, 90_000, at(3.421), 1890, 6, 3000);
         assert_eq!(moof::decode_time(&video), Some(307_890));
         // A push dated before the media so far ends (a publisher that sent faster than real
         // time) goes after that end, never over it.
         t.next_push();
-        let early = t.place(90_000, at(3.5), chunk(0, 1, 3000));
+        let early = place(&mut t, 90_000, at(3.5), 0, 1, 3000);
         let end = (307_890.0 + 18_000.0) / 90_000.0;
         assert_eq!(moof::decode_time(&early), Some((end * 90_000.0_f64).round() as u64));
     }
@@ -127,12 +143,12 @@ mod tests {
     #[test]
     fn what_is_not_a_chunk_passes_as_it_is() {
         let mut t = Timeline::default();
-        t.place(90_000, None, chunk(0, 60, 3000));
+        place(&mut t, 90_000, None, 0, 60, 3000);
         t.next_push();
         let bytes = Bytes::from_static(b"not a chunk");
-        assert_eq!(t.place(90_000, None, bytes.clone()), bytes);
+        assert_eq!(t.place(90_000, None, 0.1, bytes.clone()), bytes);
         // No timescale known: kept.
         let c = chunk(0, 1, 3000);
-        assert_eq!(t.place(0, None, c.clone()), c);
+        assert_eq!(t.place(0, None, 0.1, c.clone()), c);
     }
 }
