@@ -33,6 +33,7 @@ use crate::ratelimit::{self, Limiter, Lockout};
 use crate::services::endpoints::Endpoints;
 use crate::services::policy::Policies;
 use crate::services::streams::Streams;
+use crate::services::viewers::Viewers;
 use crate::services::vods::Vods;
 use crate::storage::Storage;
 use crate::store::keys::SigningKeys;
@@ -51,6 +52,7 @@ mod http;
 pub use http::WRITE_STALL;
 mod listeners;
 mod metrics;
+mod viewers;
 mod workers;
 use edge::{guard, healthz, readyz};
 
@@ -86,6 +88,8 @@ pub struct App {
     outputs: Arc<LiveOutputs>,
     /// Per-stream counters of `/metrics`.
     per_stream: Arc<crate::metrics::PerStream>,
+    /// This node's viewer counts as of its last report (`/metrics`).
+    last_viewers: viewers::LastCounts,
     pub whep: Arc<Whep>,
     pub whip: Arc<Whip>,
     /// RTSP playback, once started; stopped when the App goes.
@@ -206,10 +210,12 @@ impl App {
             whep: whep.clone(),
             per_stream: per_stream.clone(),
             relay: cluster::relay(&settings, &db, &node_id, &master_key)?,
+            viewers: Arc::new(Viewers::new(&master_key.derive("sluice viewer sessions v1"))),
         });
         Ok(Arc::new(App {
             storage,
             per_stream,
+            last_viewers: Default::default(),
             master_key,
             metrics: Metrics::new(),
             node_id,
@@ -428,6 +434,7 @@ impl App {
         self.spawn_sender()?;
         self.spawn_kill_listener();
         self.spawn_meter();
+        self.spawn_viewer_reports();
         crate::media::vod::worker::spawn(&self.transcoder);
         // Served on the acceptor's own connection type (src/app/http.rs); spawned once the
         // media listeners are up, so a failed start leaves nothing serving.

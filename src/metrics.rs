@@ -285,8 +285,12 @@ impl PerStream {
     }
 
     /// The per-stream lines: `live(id)` (1 while this process holds its push), `viewers(id)`
-    /// (WHEP viewers), and the byte counters.
-    pub fn render(&self, live: impl Fn(&str) -> bool, viewers: impl Fn(&str) -> usize) -> String {
+    /// (its viewers here by protocol), and the byte counters.
+    pub fn render(
+        &self,
+        live: impl Fn(&str) -> bool,
+        viewers: impl Fn(&str) -> [(&'static str, u32); 3],
+    ) -> String {
         use std::fmt::Write;
         use std::sync::atomic::Ordering;
         let map = self.map.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -297,10 +301,11 @@ impl PerStream {
         for id in map.keys() {
             let _ = writeln!(out, "sluice_stream_live{{stream=\"{id}\"}} {}", u8::from(live(id)));
         }
-        out.push_str("# HELP sluice_stream_viewers WHEP viewers of the stream on this process\n# TYPE sluice_stream_viewers gauge\n");
+        out.push_str("# HELP sluice_stream_viewers Viewers of the stream on this process by protocol (HLS: playback sessions as of the last report)\n# TYPE sluice_stream_viewers gauge\n");
         for id in map.keys() {
-            let _ =
-                writeln!(out, "sluice_stream_viewers{{stream=\"{id}\",protocol=\"webrtc\"}} {}", viewers(id));
+            for (protocol, n) in viewers(id) {
+                let _ = writeln!(out, "sluice_stream_viewers{{stream=\"{id}\",protocol=\"{protocol}\"}} {n}");
+            }
         }
         out.push_str("# HELP sluice_stream_bytes_in_total Media bytes pushed into the stream on this process\n# TYPE sluice_stream_bytes_in_total counter\n");
         for (id, c) in &map {

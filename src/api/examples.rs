@@ -53,6 +53,9 @@ impl Example for Stream {
             updated_at: "2026-05-01T12:00:00.000Z".into(),
             last_push_at: None,
             input: None,
+            viewers: 12,
+            viewer_counts: crate::api::viewers::ViewerCounts { hls: 10, webrtc: 1, rtsp: 1 },
+            peak_viewers: 31,
         }
     }
 }
@@ -100,6 +103,9 @@ impl Example for Vod {
             archived_at: None,
             stream_id: None,
             session_id: None,
+            views: 42,
+            watch_seconds: 1530.5,
+            peak_viewers: None,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod rules;
 pub mod security;
 mod state;
 pub mod streams;
+pub mod viewers;
 pub mod vod;
 pub mod webhooks;
 pub mod whip;

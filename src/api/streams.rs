@@ -12,6 +12,7 @@ use super::error::{ApiError, ApiResult};
 use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::params::TimeParam;
 use super::security::{need, Authorized};
+use super::viewers::{fill_streams, ViewerCounts};
 use super::ApiTags;
 use crate::api::ApiState;
 use crate::domain::content_key::MasterKey;
@@ -34,6 +35,11 @@ pub struct StreamListItem {
     pub stream_key: String,
     pub vod_enabled: bool,
     pub created_at: String,
+    /// Viewers now, all protocols (CONTRACT: Viewers).
+    pub viewers: i64,
+    pub viewer_counts: ViewerCounts,
+    /// The most viewers at once of the current or last live session.
+    pub peak_viewers: i64,
 }
 
 /// Playback addresses, each present only when the stream offers that protocol.
@@ -96,6 +102,12 @@ pub struct Stream {
     pub last_push_at: Option<String>,
     /// What the live push sends; null when not live.
     pub input: Option<InputInfo>,
+    /// Viewers now, all protocols, summed over the nodes (each reports every 2 s; an HLS viewer
+    /// is a playback session that fetched a playlist in the last 10 s).
+    pub viewers: i64,
+    pub viewer_counts: ViewerCounts,
+    /// The most viewers at once of the current or last live session.
+    pub peak_viewers: i64,
 }
 
 /// A created stream, or new push credentials: the password appears only in these responses.
@@ -251,6 +263,9 @@ impl Stream {
             updated_at: iso(row.updated_at),
             last_push_at: row.last_push_at.map(iso),
             input: row.input_info.as_deref().and_then(|j| serde_json::from_str(j).ok()),
+            viewers: 0,
+            viewer_counts: ViewerCounts::default(),
+            peak_viewers: 0,
         }
     }
 
@@ -288,6 +303,9 @@ impl From<StreamRow> for StreamListItem {
             stream_key: r.stream_key,
             vod_enabled: r.vod_enabled == 1,
             created_at: iso(r.created_at),
+            viewers: 0,
+            viewer_counts: ViewerCounts::default(),
+            peak_viewers: 0,
         }
     }
 }
@@ -378,7 +396,9 @@ impl StreamsApi {
             return Err(ApiError::bad_request(problems));
         }
         let rows = app.db.list_streams(&p.project.id, &filter, page.skip, page.limit).await?;
-        Ok(Json(Paginated::from_rows(rows, page)))
+        let mut list = Paginated::from_rows(rows, page);
+        fill_streams(&app, &mut list.items).await?;
+        Ok(Json(list))
     }
 
     /// Create a stream; returns its push credentials (the password only here)
@@ -443,7 +463,9 @@ impl StreamsApi {
         id: Path<String>,
     ) -> ApiResult<Json<Stream>> {
         let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        Ok(Json(Stream::from_row(&row, &app)))
+        let mut stream = Stream::from_row(&row, &app);
+        fill_streams(&app, std::slice::from_mut(&mut stream)).await?;
+        Ok(Json(stream))
     }
 
     /// Change a stream's settings, or disable / re-enable it

@@ -71,6 +71,12 @@ pub struct Vod {
     pub stream_id: Option<String>,
     /// The push session it recorded (a reconnect within the grace period continues it).
     pub session_id: Option<String>,
+    /// Playback sessions started (master playlist fetches by viewers; CONTRACT: Viewers).
+    pub views: i64,
+    /// Seconds of video the playback sessions fetched, summed (written every 2 s).
+    pub watch_seconds: f64,
+    /// A recording: the most viewers at once of the live session it recorded; null otherwise.
+    pub peak_viewers: Option<i64>,
 }
 
 /// Where to send the source file.
@@ -203,6 +209,9 @@ impl Vod {
             archived_at: row.archived_at.map(iso),
             stream_id: row.stream_id.clone(),
             session_id: row.session_id.clone(),
+            views: 0,
+            watch_seconds: 0.0,
+            peak_viewers: None,
         }
     }
 }
@@ -270,7 +279,8 @@ impl VodApi {
                 page.limit,
             )
             .await?;
-        let items = rows.items.iter().map(|r| Vod::from_row(r, &app)).collect();
+        let mut items: Vec<Vod> = rows.items.iter().map(|r| Vod::from_row(r, &app)).collect();
+        super::viewers::fill_vods(&app, &mut items).await?;
         Ok(Json(Paginated::new(items, rows.total, page)))
     }
 
@@ -332,7 +342,9 @@ impl VodApi {
         id: Path<String>,
     ) -> ApiResult<Json<Vod>> {
         let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
-        Ok(Json(Vod::from_row(&row, &app)))
+        let mut vod = Vod::from_row(&row, &app);
+        super::viewers::fill_vods(&app, std::slice::from_mut(&mut vod)).await?;
+        Ok(Json(vod))
     }
 
     /// Mark the source uploaded: probes it and queues the transcode

@@ -63,11 +63,13 @@ impl App {
         let (addr, taps) = (self.settings.rtsp_addr, self.outputs.taps.clone());
         let authorize = crate::playback::rtsp_authorize(self.origin.clone());
         let runtime = tokio::runtime::Handle::current();
-        let server =
-            tokio::task::spawn_blocking(move || crate::media::rtsp::start(addr, taps, authorize, runtime))
-                .await?
-                .map_err(|e| anyhow::anyhow!(e))
-                .with_context(|| format!("binding RTSP on {addr}"))?;
+        let viewers = self.origin.viewers.clone();
+        let server = tokio::task::spawn_blocking(move || {
+            crate::media::rtsp::start(addr, taps, authorize, viewers, runtime)
+        })
+        .await?
+        .map_err(|e| anyhow::anyhow!(e))
+        .with_context(|| format!("binding RTSP on {addr}"))?;
         self.endpoints.rtsp_bound(server.addr);
         *self.rtsp.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
         Ok(())

@@ -30,9 +30,13 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
         app.origin.relay.served.load(std::sync::atomic::Ordering::Relaxed),
         app.origin.relay.fetches.load(std::sync::atomic::Ordering::Relaxed),
     ));
-    text.push_str(
-        &app.per_stream.render(|id| app.streams.sessions.is_live(id), |id| app.whep.viewers.of_stream(id)),
-    );
+    text.push_str(&app.per_stream.render(
+        |id| app.streams.sessions.is_live(id),
+        |id| {
+            let c = app.last_viewers.of(id);
+            [("hls", c.hls), ("webrtc", app.whep.viewers.of_stream(id) as u32), ("rtsp", c.rtsp)]
+        },
+    ));
     let deps = app.dependencies().await;
     let up = |u| u8::from(u == super::edge::Up::Ok);
     text.push_str(&format!(

@@ -26,6 +26,7 @@ use gstreamer_rtsp_server::prelude::*;
 use gstreamer_rtsp_server::subclass::prelude::*;
 
 use crate::media::taps::{consumer_src, Tap, Taps};
+use crate::services::viewers::Viewers;
 
 /// RTSP clients served at once, and per client IP.
 pub const MAX_CLIENTS: usize = 256;
@@ -74,6 +75,7 @@ pub fn start(
     addr: SocketAddr,
     taps: Arc<Taps>,
     authorize: Authorize,
+    viewers: Arc<Viewers>,
     runtime: tokio::runtime::Handle,
 ) -> Result<RtspServer, String> {
     crate::media::ingest::init()?;
@@ -96,7 +98,7 @@ pub fn start(
     let per_ip: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     let (ctx, clients) = (context.clone(), per_ip.clone());
     let handler = server.connect_client_connected(move |_, client| {
-        admit(client, &clients, &taps, &mounts, &authorize, &runtime, &ctx);
+        admit(client, &clients, (&taps, &mounts, &viewers), &authorize, &runtime, &ctx);
     });
     let (tx, rx) = std::sync::mpsc::channel();
     let run_loop = main_loop.clone();
@@ -149,8 +151,7 @@ pub fn start(
 fn admit(
     client: &rtsp::RTSPClient,
     per_ip: &Arc<Mutex<HashMap<IpAddr, usize>>>,
-    taps: &Arc<Taps>,
-    mounts: &Arc<Mounts>,
+    (taps, mounts, viewers): (&Arc<Taps>, &Arc<Mounts>, &Arc<Viewers>),
     authorize: &Authorize,
     runtime: &tokio::runtime::Handle,
     context: &glib::MainContext,
@@ -174,10 +175,18 @@ fn admit(
         return;
     }
     let counts = per_ip.clone();
+    // The streams this client's requests were authorised for: a SETUP whose URL lost the
+    // token (players build it from the base URL and the control path) is the DESCRIBE's. Each
+    // counts the client as its viewer until it is gone.
+    let authorised: Arc<Mutex<Vec<String>>> = Arc::default();
     // Tells this client's watchers (`close_with_push`) that it is gone.
     let (gone_tx, gone) = tokio::sync::watch::channel(false);
+    let (watched, left) = (authorised.clone(), viewers.clone());
     client.connect_closed(move |_| {
         gone_tx.send_replace(true);
+        for stream in watched.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+            left.rtsp_left(&stream);
+        }
         let mut counts = counts.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(n) = counts.get_mut(&key) {
             *n = n.saturating_sub(1);
@@ -186,15 +195,13 @@ fn admit(
             }
         }
     });
-    // The streams this client's requests were authorised for: a SETUP whose URL lost the
-    // token (players build it from the base URL and the control path) is the DESCRIBE's.
-    let authorised: Arc<Mutex<Vec<String>>> = Arc::default();
     // The `Location` of the redirect this client's DESCRIBE is answered with, if any.
     let redirect: Arc<Mutex<Option<String>>> = Arc::default();
     let check = {
         let authorised = authorised.clone();
         let (taps, mounts, authorize, runtime, context) =
             (taps.clone(), mounts.clone(), authorize.clone(), runtime.clone(), context.clone());
+        let viewers = viewers.clone();
         let gone = gone.clone();
         let redirect = redirect.clone();
         move |client: &rtsp::RTSPClient,
@@ -240,9 +247,10 @@ fn admit(
                 let first = !authorised.contains(&stream);
                 if first {
                     if authorised.len() >= 16 {
-                        authorised.remove(0);
+                        viewers.rtsp_left(&authorised.remove(0));
                     }
                     authorised.push(stream.clone());
+                    viewers.rtsp_joined(&stream);
                 }
                 first
             };

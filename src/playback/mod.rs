@@ -13,6 +13,7 @@ pub mod origin;
 pub mod relay;
 pub mod rewrite;
 pub mod token;
+pub mod viewing;
 pub mod vod;
 pub mod whep;
 
@@ -44,6 +45,8 @@ pub struct Origin {
     pub per_stream: Arc<crate::metrics::PerStream>,
     /// Live streams held by another node are relayed from it.
     pub relay: Arc<relay::Relay>,
+    /// The HLS playback sessions of this node, and its VOD views (`vs=`).
+    pub viewers: Arc<crate::services::viewers::Viewers>,
 }
 
 /// The relay's bearer header, its name parsed once: a lookup by `&str` parses the name again on

@@ -23,7 +23,7 @@ use poem::{get, handler, patch, post, Body, IntoResponse, Request, Response, Rou
 
 use super::relay::Kind;
 use super::rewrite::{sign_playlist, sign_rendered, tokened_master};
-use super::{authorize_carried, is_relayed, Grant, Origin, Resource};
+use super::{authorize_carried, is_relayed, viewing, Grant, Origin, Resource};
 use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery, Rendered};
 use crate::services::nodes::Holder;
 use crate::services::policy::KeyError;
@@ -172,11 +172,11 @@ async fn relayed(
         Kind::Playlist | Kind::Blocking => {
             let cache = if matches!(kind, Kind::Blocking) { BLOCKING_CACHE } else { PLAYLIST_CACHE };
             match (&grant.child_token, listed) {
-                (None, _) | (Some(_), Listed::Media(Carried::Path(_))) => {
+                (None, Listed::Media(_)) | (Some(_), Listed::Media(Carried::Path(_))) => {
                     playlist_response(answer.body, cache, grant)
                 }
-                (Some(_), Listed::Master) => {
-                    master_playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant)
+                (_, Listed::Master(vs)) => {
+                    master_playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant, vs)
                 }
                 (Some(_), Listed::Media(Carried::Query)) => {
                     playlist(String::from_utf8_lossy(&answer.body).into_owned(), cache, grant)
@@ -205,11 +205,16 @@ pub(super) fn playlist(text: String, cache: &'static str, grant: &Grant) -> Resp
     playlist_response(Bytes::from(text), cache, grant)
 }
 
-/// A live master playlist; with a session token, its children are named under the token path.
-fn master_playlist(text: String, cache: &'static str, grant: &Grant) -> Response {
+/// A live master playlist; with a session token, its children are named under the token path,
+/// and with a playback session (`vs`) they carry it: then no shared cache keeps it.
+fn master_playlist(text: String, cache: &'static str, grant: &Grant, vs: Option<&str>) -> Response {
     let text = match &grant.child_token {
         Some(token) => tokened_master(&text, token),
         None => text,
+    };
+    let (text, cache) = match vs {
+        Some(vs) => (super::viewing::with_session(&text, vs), SIGNED_PLAYLIST_CACHE),
+        None => (text, cache),
     };
     playlist_response(Bytes::from(text), cache, grant)
 }
@@ -217,8 +222,9 @@ fn master_playlist(text: String, cache: &'static str, grant: &Grant) -> Response
 /// Which playlist an answer is, for how a signed session's copy names its children.
 #[derive(Clone, Copy)]
 enum Listed<'a> {
-    /// The master: its children go under the session's token path.
-    Master,
+    /// The master: its children go under the session's token path and carry the viewer's
+    /// playback session.
+    Master(Option<&'a str>),
     /// A media playlist reached as the request carried its token.
     Media(Carried<'a>),
 }
@@ -271,14 +277,17 @@ async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) 
         Ok((Source::Local(c), grant)) => (c, grant),
         Ok((Source::Remote(holder), grant)) => {
             let path = format!("/live/{id}/master.m3u8");
-            return relayed(&app, req, &id, (&holder, &grant), &path, (Kind::Playlist, Listed::Master)).await;
+            let vs = viewing::start_live(&app, req, &id);
+            let listed = Listed::Master(vs.as_deref());
+            return relayed(&app, req, &id, (&holder, &grant), &path, (Kind::Playlist, listed)).await;
         }
         Err(r) => return r.response(),
     };
     match c.master_waiting(MASTER_WAIT).await {
         Some(text) => {
             app.per_stream.served(&id, text.len());
-            master_playlist(text, PLAYLIST_CACHE, &grant)
+            let vs = viewing::start_live(&app, req, &id);
+            master_playlist(text, PLAYLIST_CACHE, &grant, vs.as_deref())
         }
         None => status(StatusCode::NOT_FOUND, "stream has no media yet"),
     }
@@ -315,6 +324,7 @@ async fn live_media(
         Ok((Source::Remote(holder), grant)) => {
             let base = format!("/live/{id}/{session}/{rendition}/{file}");
             let (path, kind) = if file == "index.m3u8" {
+                viewing::touch_live(app, req, id);
                 match query(req.uri().query().unwrap_or("")) {
                     Ok(q) => relayed_playlist(base, q),
                     Err(e) => return status(StatusCode::BAD_REQUEST, e),
@@ -333,6 +343,7 @@ async fn live_media(
     // Three target durations: RFC 8216bis 6.2.5.2 lets a blocking request wait that long.
     let hold = Duration::from_secs_f64(3.0 * c.config().segment.ceil());
     if file == "index.m3u8" {
+        viewing::touch_live(app, req, id);
         let q = match query(req.uri().query().unwrap_or("")) {
             Ok(q) => q,
             Err(e) => return status(StatusCode::BAD_REQUEST, e),

@@ -11,11 +11,13 @@ use poem::web::{Data, Path};
 use poem::{handler, Request, Response};
 
 use super::origin::{playlist, ranged, status, MEDIA_CACHE, PLAYLIST_TYPE};
-use super::{authorize, Origin, Resource};
+use super::{authorize, viewing, Origin, Resource};
 use crate::storage::vod_prefix;
 
 /// Playlists may be cached briefly: archiving a VOD takes effect within this.
 const PLAYLIST_CACHE: &str = "public, max-age=60";
+/// Playlists naming one viewer's playback session.
+const SESSION_CACHE: &str = "private, no-store";
 
 #[handler]
 pub async fn top(
@@ -70,12 +72,35 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
         }
     };
     let is_playlist = file.ends_with(".m3u8");
+    let query = req.uri().query().unwrap_or("");
+    // A viewer's master starts a playback session (a view); the playlists below it carry it.
+    let vs = if file == "master.m3u8" {
+        let vs = viewing::mint(app, req, &format!("vod:{id}"));
+        if vs.is_some() {
+            app.viewers.vod_viewed(id);
+        }
+        vs
+    } else {
+        viewing::vs_of(query).map(str::to_string)
+    };
+    if let (Some(vs), Some((rendition, segment))) = (&vs, file.split_once('/')) {
+        if segment.ends_with(".m4s") {
+            watched(app, req, id, (rendition, segment), vs).await;
+        }
+    }
     // Only a session's playlist is rewritten; everything else is served as stored, ranges too.
-    if is_playlist && grant.child_token.is_some() {
+    if is_playlist && (grant.child_token.is_some() || vs.is_some()) {
         let Ok(text) = String::from_utf8(bytes.to_vec()) else {
             return status(StatusCode::INTERNAL_SERVER_ERROR, "damaged playlist");
         };
-        return playlist(text, PLAYLIST_CACHE, &grant);
+        if let (Some(_), Some((rendition, _))) = (&vs, file.split_once('/')) {
+            app.viewers.learn_durations(&format!("{id}/{rendition}"), viewing::segment_durations(&text));
+        }
+        let text = match &vs {
+            Some(vs) => viewing::with_session(&text, vs),
+            None => text,
+        };
+        return playlist(text, if vs.is_some() { SESSION_CACHE } else { PLAYLIST_CACHE }, &grant);
     }
     let (content_type, cache) = if is_playlist {
         (PLAYLIST_TYPE, PLAYLIST_CACHE)
@@ -85,4 +110,36 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
         ("video/mp4", MEDIA_CACHE)
     };
     ranged(req.headers(), req.method(), bytes, content_type, cache)
+}
+
+/// A segment fetched by VOD session `vs`: its duration goes to the VOD's watch time, once per
+/// session and position (`s<n>.m4s`: the renditions share their segments' times), for the
+/// video renditions only (the audio plays beside them) and from a fetch of the segment's start
+/// (a later byte range of it adds nothing).
+async fn watched(app: &Origin, req: &Request, id: &str, (rendition, segment): (&str, &str), vs: &str) {
+    let from_start = req
+        .headers()
+        .get(poem::http::header::RANGE)
+        .and_then(|r| r.to_str().ok())
+        .is_none_or(|r| r.trim().starts_with("bytes=0-"));
+    if rendition == "audio" || !from_start {
+        return;
+    }
+    let key = format!("{id}/{rendition}");
+    let duration = match app.viewers.segment_duration(&key, segment) {
+        Some(d) => d,
+        None => {
+            // Not learnt here (another node served the playlist, or this one restarted).
+            let path = format!("{}/{rendition}/index.m3u8", vod_prefix(id));
+            let Ok(Some(bytes)) = app.storage.get(&path, None).await else { return };
+            let durations = viewing::segment_durations(&String::from_utf8_lossy(&bytes));
+            let d = durations.iter().find(|(f, _)| f == segment).map(|(_, d)| *d);
+            app.viewers.learn_durations(&key, durations);
+            d
+        }
+    };
+    let index = segment.strip_prefix('s').and_then(|s| s.strip_suffix(".m4s")).and_then(|n| n.parse().ok());
+    if let (Some(d), Some(index)) = (duration, index) {
+        app.viewers.vod_watched(id, vs, index, d);
+    }
 }

@@ -8,6 +8,7 @@
 //! - [`vods`]: every status change of a VOD ([`vods::Vods::apply`]) and its job queue;
 //! - [`policy`]: the playback policy and content keys of each stream and VOD, cached;
 //! - [`endpoints`]: the URLs this process is reached at;
+//! - [`viewers`]: who is watching: HLS playback sessions, RTSP clients, VOD views;
 //! - [`nodes`]: the node registry of several processes on one database, and who holds a push.
 
 pub mod credits;
@@ -16,4 +17,5 @@ pub mod kills;
 pub mod nodes;
 pub mod policy;
 pub mod streams;
+pub mod viewers;
 pub mod vods;

@@ -16,6 +16,7 @@ pub mod recordings;
 pub mod secrets;
 pub mod sessions;
 pub mod streams;
+pub mod viewers;
 pub mod vods;
 pub mod webhooks;
 

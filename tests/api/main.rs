@@ -36,6 +36,7 @@ mod srt;
 mod store;
 mod streams;
 mod tls;
+mod viewers;
 mod vod;
 mod vod_lease;
 mod vod_restart;

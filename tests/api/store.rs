@@ -163,3 +163,41 @@ async fn faults_sqlite() {
 async fn faults_postgres() {
     faults_are_classified(Backend::Postgres).await;
 }
+
+/// Viewer reports (CONTRACT: Viewers): each node's rows replace its last ones, the sum counts
+/// fresh reports only, a session's peak only rises and a new session starts its own, and VOD
+/// views add up.
+async fn viewer_reports_sum_and_peaks_rise(backend: Backend) {
+    use sluice::store::viewers::ViewerCounts;
+    let (db, _url, _dir) = fresh(backend).await;
+    let c = |hls, webrtc, rtsp| ViewerCounts { hls, webrtc, rtsp };
+    db.report_viewers("a", &[("s".into(), c(3, 1, 0)), ("t".into(), c(1, 0, 0))], 1_000).await.unwrap();
+    db.report_viewers("b", &[("s".into(), c(2, 0, 2))], 1_000).await.unwrap();
+    db.report_viewers("stale", &[("s".into(), c(100, 0, 0))], 10).await.unwrap();
+    let sums = db.viewer_counts(&["s", "t", "u"], 500).await.unwrap();
+    assert_eq!(sums.get("s"), Some(&c(5, 1, 2)));
+    assert_eq!(sums.get("t"), Some(&c(1, 0, 0)));
+    assert_eq!(sums.get("u"), None);
+    // Node a reports again without t: its row of t is gone.
+    db.report_viewers("a", &[("s".into(), c(1, 0, 0))], 2_000).await.unwrap();
+    let sums = db.viewer_counts(&["s", "t"], 500).await.unwrap();
+    assert_eq!((sums.get("s"), sums.get("t")), (Some(&c(3, 0, 2)), None));
+
+    db.raise_viewer_peak("s", "one", 8, 1_000).await.unwrap();
+    db.raise_viewer_peak("s", "one", 5, 2_000).await.unwrap();
+    assert_eq!(db.viewer_peaks(&["s"]).await.unwrap().get("s"), Some(&8));
+    db.raise_viewer_peak("s", "two", 2, 3_000).await.unwrap();
+    assert_eq!(db.viewer_peaks(&["s", "x"]).await.unwrap(), [("s".to_string(), 2)].into());
+    assert_eq!(db.session_viewer_peak("s", "one").await.unwrap(), Some(8));
+    assert_eq!(db.session_viewer_peak("s", "three").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn viewer_reports_sqlite() {
+    viewer_reports_sum_and_peaks_rise(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn viewer_reports_postgres() {
+    viewer_reports_sum_and_peaks_rise(Backend::Postgres).await;
+}

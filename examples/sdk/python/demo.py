@@ -212,6 +212,10 @@ def main() -> None:
         check(got.name == created.name and got.stream_key == created.stream_key, "get stream: same name and stream key")
         check(got.status == StreamStatus.IDLE, f"get stream: status {got.status.value}")
         check(
+            got.viewers == 0 and got.viewer_counts.hls == 0 and got.peak_viewers == 0,
+            f"get stream: no viewers yet ({got.viewers}, peak {got.peak_viewers})",
+        )
+        check(
             got.dvr_duration == 600 and [q.value for q in got.qualities] == ["480p"],
             "get stream: the options as created",
         )
@@ -350,6 +354,13 @@ def main() -> None:
             playlist.status_code == 200 and playlist.text.startswith("#EXTM3U"),
             f"playbackUrl serves an HLS playlist ({vod.playback_url})",
         )
+        deadline = time.monotonic() + 15
+        while True:
+            vod = expect(get_vod.sync_detailed(slug, vod_id, client=client), 200, "get VOD")
+            if vod.views >= 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        check(vod.views == 1, f"get VOD: the playlist fetch counted as one view ({vod.views})")
         for event in ("vod.uploaded", "vod.processing", "vod.complete"):
             headers, body = receiver.wait_for(event, 30, lambda e: e["data"].get("id") == vod_id)
             verify_signature(webhook.secret, headers, body, event)

@@ -177,6 +177,10 @@ async function main(): Promise<void> {
   const got = expect(await getStream({ client, path: { slug, id: created._id } }), 200, 'get stream');
   check(got.name === created.name && got.streamKey === created.streamKey, 'get stream: same name and stream key');
   check(got.status === 'idle', `get stream: status ${got.status}`);
+  check(
+    got.viewers === 0 && got.viewerCounts.hls === 0 && got.peakViewers === 0,
+    `get stream: no viewers yet (${got.viewers}, peak ${got.peakViewers})`,
+  );
   check(got.dvrDuration === 600 && got.qualities.join() === '480p', 'get stream: the options as created');
 
   let page = expect(
@@ -292,6 +296,11 @@ async function main(): Promise<void> {
   const playlist = await fetch(playbackUrl);
   const text = await playlist.text();
   check(playlist.status === 200 && text.startsWith('#EXTM3U'), `playbackUrl serves an HLS playlist (${playbackUrl})`);
+  for (const deadline = Date.now() + 15_000; ; await sleep(500)) {
+    vod = expect(await getVod({ client, path: { slug, id: vodId } }), 200, 'get VOD');
+    if (vod.views >= 1 || Date.now() > deadline) break;
+  }
+  check(vod.views === 1, `get VOD: the playlist fetch counted as one view (${vod.views})`);
   for (const event of ['vod.uploaded', 'vod.processing', 'vod.complete']) {
     verifySignature(secret, await receiver.waitFor(event, 30_000, (e) => e.data?.id === vodId), event);
   }

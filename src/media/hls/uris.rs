@@ -53,13 +53,20 @@ pub fn prefix(text: &str, prefix: &str) -> String {
 /// `text` with `token=<token>` added to every URI at `ends` (from [`ends`] of the same text):
 /// one exact-size allocation and a copy per URI.
 pub fn splice(text: &[u8], ends: &[UriEnd], token: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len() + ends.len() * (token.len() + 7));
+    splice_param(text, ends, "token", token)
+}
+
+/// `text` with `<name>=<value>` added to the query of every URI at `ends`.
+pub fn splice_param(text: &[u8], ends: &[UriEnd], name: &str, value: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + ends.len() * (name.len() + value.len() + 2));
     let mut from = 0;
     for e in ends {
         let Some(chunk) = text.get(from..e.at) else { break };
         out.extend_from_slice(chunk);
-        out.extend_from_slice(if e.has_query { b"&token=" } else { b"?token=" });
-        out.extend_from_slice(token.as_bytes());
+        out.push(if e.has_query { b'&' } else { b'?' });
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'=');
+        out.extend_from_slice(value.as_bytes());
         from = e.at;
     }
     out.extend_from_slice(text.get(from..).unwrap_or_default());

@@ -347,6 +347,15 @@ impl Peers {
         self.lock().values().filter(|p| p.stream_id == stream_id).count()
     }
 
+    /// The sessions of each stream that has any.
+    pub fn per_stream(&self) -> std::collections::HashMap<String, usize> {
+        let mut out = std::collections::HashMap::new();
+        for p in self.lock().values() {
+            *out.entry(p.stream_id.clone()).or_insert(0) += 1;
+        }
+        out
+    }
+
     fn insert(&self, peer: Arc<Peer>) {
         self.lock().insert(peer.id.clone(), peer);
     }

@@ -52,6 +52,15 @@ impl Channels {
         (channel, 0)
     }
 
+    /// The stream id and live session of every channel a push feeds.
+    pub fn live_sessions(&self) -> Vec<(String, String)> {
+        self.lock()
+            .iter()
+            .filter(|(_, c)| c.is_live())
+            .map(|(id, c)| (id.clone(), c.session.clone()))
+            .collect()
+    }
+
     /// Whether a push still feeds any channel.
     pub fn any_live(&self) -> bool {
         self.lock().values().any(|c| c.is_live())

@@ -1,0 +1,82 @@
+//! The viewer fields of stream and VOD records (CONTRACT: Viewers): the nodes' reports summed,
+//! each live session's peak, and VOD views and watch time. Read in one query per kind for a whole
+//! page of records.
+
+use poem_openapi::Object;
+
+use super::error::ApiResult;
+use super::state::ApiState;
+use super::streams::{Stream, StreamListItem};
+use super::vod::Vod;
+use crate::domain::time::now_ms;
+use crate::services::viewers::REPORT_STALE;
+
+/// Viewers now, by protocol.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Object)]
+pub struct ViewerCounts {
+    /// HLS playback sessions that fetched a playlist in the last 10 s.
+    pub hls: i64,
+    /// WHEP viewers connected.
+    pub webrtc: i64,
+    /// RTSP clients connected.
+    pub rtsp: i64,
+}
+
+impl ViewerCounts {
+    pub fn total(&self) -> i64 {
+        self.hls + self.webrtc + self.rtsp
+    }
+}
+
+/// A record that shows a stream's viewers.
+pub(super) trait Watched {
+    fn stream_id(&self) -> &str;
+    fn set_viewers(&mut self, now: ViewerCounts, peak: i64);
+}
+
+impl Watched for Stream {
+    fn stream_id(&self) -> &str {
+        &self.id
+    }
+    fn set_viewers(&mut self, now: ViewerCounts, peak: i64) {
+        (self.viewers, self.viewer_counts, self.peak_viewers) = (now.total(), now, peak.max(now.total()));
+    }
+}
+
+impl Watched for StreamListItem {
+    fn stream_id(&self) -> &str {
+        &self.id
+    }
+    fn set_viewers(&mut self, now: ViewerCounts, peak: i64) {
+        (self.viewers, self.viewer_counts, self.peak_viewers) = (now.total(), now, peak.max(now.total()));
+    }
+}
+
+/// Fills the viewer fields of `records`.
+pub(super) async fn fill_streams<T: Watched>(app: &ApiState, records: &mut [T]) -> ApiResult<()> {
+    let ids: Vec<&str> = records.iter().map(Watched::stream_id).collect();
+    let after = now_ms() - REPORT_STALE.as_millis() as i64;
+    let counts = app.db.viewer_counts(&ids, after).await?;
+    let peaks = app.db.viewer_peaks(&ids).await?;
+    for r in records.iter_mut() {
+        let c = counts.get(r.stream_id()).copied().unwrap_or_default();
+        let now = ViewerCounts { hls: c.hls, webrtc: c.webrtc, rtsp: c.rtsp };
+        let peak = peaks.get(r.stream_id()).copied().unwrap_or(0);
+        r.set_viewers(now, peak);
+    }
+    Ok(())
+}
+
+/// Fills the views, watch time and (for a recording) peak viewers of `vods`.
+pub(super) async fn fill_vods(app: &ApiState, vods: &mut [Vod]) -> ApiResult<()> {
+    let ids: Vec<&str> = vods.iter().map(|v| v.id.as_str()).collect();
+    let views = app.db.vod_views(&ids).await?;
+    for v in vods.iter_mut() {
+        let (n, seconds) = views.get(&v.id).copied().unwrap_or_default();
+        (v.views, v.watch_seconds) = (n, (seconds * 10.0).round() / 10.0);
+        if let (Some(stream), Some(session)) = (&v.stream_id, &v.session_id) {
+            v.peak_viewers = Some(app.db.session_viewer_peak(stream, session).await?.unwrap_or(0));
+        }
+    }
+    Ok(())
+}
