@@ -90,8 +90,11 @@ async fn media_url(client: &reqwest::Client, master: &str) -> String {
     let until = Instant::now() + Duration::from_secs(40);
     loop {
         if let Some(body) = text(client, master).await {
-            if let Some(line) = body.lines().find(|l| l.ends_with("source/index.m3u8")) {
-                return master.replace("master.m3u8", line);
+            if let Some(line) =
+                body.lines().find(|l| l.split('?').next().is_some_and(|p| p.ends_with("source/index.m3u8")))
+            {
+                // Without its playback session (`vs=`): blocking reloads add their own query.
+                return master.replace("master.m3u8", line.split('?').next().unwrap_or(line));
             }
         }
         assert!(Instant::now() < until, "no source rendition at {master}");

@@ -213,7 +213,9 @@ fn main() {
                 assert!(Instant::now() < deadline, "no master playlist");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             };
-            let rendition = text.lines().find(|l| l.ends_with("/720p/index.m3u8")).expect("720p variant");
+            let rendition = text.lines().find(|l| l.split('?').next().is_some_and(|p| p.ends_with("/720p/index.m3u8"))).expect("720p variant");
+            // Without its playback session (`vs=`): blocking reloads add their own query.
+            let rendition = rendition.split('?').next().unwrap_or(rendition);
             let media = format!("{}{rendition}", master.trim_end_matches("master.m3u8"));
             // Let the pipeline settle, then measure parts, then hls.js joins `runs` times.
             tokio::time::sleep(Duration::from_secs(3)).await;

@@ -32,7 +32,13 @@
 //!    (from the first to the last viewer answered for the same part, median and p99). nginx has
 //!    no blocking reload; its row in (2) is the static figure to compare with.
 //!
-//! `BENCH_STAGES` (default `parts,reloads,blocking`) picks which of the three run, to profile
+//! 4. **viewers**: what counting viewers costs (docs/viewers.md), with nothing else changed:
+//!    reloads at 1,000 connections carrying 1,000 playback sessions (`vs=`, a wrk script gives
+//!    each request the next session's URL) against the same reloads without one, and part
+//!    fetches at 1,000 connections right after a second of counted reloads against without;
+//!    the median of each ratio (the bar: within 5 %).
+//!
+//! `BENCH_STAGES` (default `parts,reloads,viewers,blocking`) picks which of the four run, to profile
 //! one; `BENCH_HOLD_SECONDS` keeps the servers up that long after setting up, with signed
 //! playback off (a token is still checked when a URL carries one; `BENCH_HOLD_SIGNED=1` turns it
 //! on, and then only the token URLs answer), and prints the four playlist URLs, for a load and a
@@ -73,10 +79,17 @@ struct Wrk {
 }
 
 fn wrk(url: &str, connections: usize, seconds: u64) -> Wrk {
-    let out = Command::new("wrk")
-        .args(["-t2", &format!("-c{connections}"), &format!("-d{seconds}s"), "--timeout", "10s", url])
-        .output()
-        .expect("wrk runs (scripts/deps.sh bench installs it)");
+    wrk_with(url, None, connections, seconds)
+}
+
+/// [`wrk`], with a Lua script of its own when `script` is given.
+fn wrk_with(url: &str, script: Option<&std::path::Path>, connections: usize, seconds: u64) -> Wrk {
+    let mut cmd = Command::new("wrk");
+    cmd.args(["-t2", &format!("-c{connections}"), &format!("-d{seconds}s"), "--timeout", "10s"]);
+    if let Some(script) = script {
+        cmd.arg("-s").arg(script);
+    }
+    let out = cmd.arg(url).output().expect("wrk runs (scripts/deps.sh bench installs it)");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "wrk: {text}{}", String::from_utf8_lossy(&out.stderr));
     let number = |prefix: &str| -> Option<f64> {
@@ -127,8 +140,16 @@ async fn text(client: &reqwest::Client, url: &str) -> String {
 }
 
 /// The `source` rendition's media playlist URL reached from a master URL (with the master's
-/// token carried into it, when signed).
+/// token carried into it, when signed), without the playback session the master started
+/// (`vs=`): the stages other than `viewers` measure the origin without counting.
 async fn media_url(client: &reqwest::Client, master: &str) -> String {
+    let url = session_media_url(client, master).await;
+    url.split('?').next().expect("url").to_string()
+}
+
+/// [`media_url`] with the playback session (`vs=`) of a new master fetch: a reload of it is
+/// counted as a viewer's (docs/viewers.md).
+async fn session_media_url(client: &reqwest::Client, master: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(resp) = client.get(master).send().await {
@@ -362,11 +383,101 @@ fn token_costs(resource: &str, playlist: &str) -> (f64, f64) {
     (verify, started.elapsed().as_secs_f64() * 1e6 / f64::from(m))
 }
 
+/// Stage 4, what counting viewers costs (docs/viewers.md): reloads of the media playlist at 1,000
+/// connections with 1,000 playback sessions (each request carries the next session's `vs=`, so
+/// every session is verified and touched over and over) against the same reloads without one;
+/// and part fetches at 1,000 connections (a part's URI carries no session, so nothing on its
+/// path counts: this checks that the sessions' table and sweep cost the origin nothing), right
+/// after a second of counted reloads against right after none. Each round measures both cases of both, in alternating order,
+/// on one newest part; the median of each ratio.
+async fn viewers_stage(s: &Sluice, master: &str, media: &str, rounds: u64, seconds: u64) {
+    let client = &s.client;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut paths = Vec::with_capacity(VIEWERS);
+    for _ in 0..VIEWERS {
+        let url = session_media_url(client, master).await;
+        paths.push(url.splitn(4, '/').nth(3).map(|p| format!("/{p}")).expect("a path"));
+    }
+    let list = dir.path().join("sessions.txt");
+    std::fs::write(&list, paths.join("\n")).expect("sessions file");
+    let script = dir.path().join("sessions.lua");
+    std::fs::write(
+        &script,
+        format!(
+            "local paths = {{}}\nfor line in io.lines(\"{}\") do paths[#paths + 1] = line end\n\
+             local i = 0\nrequest = function()\n  i = i % #paths + 1\n  return wrk.format(nil, paths[i])\nend\n",
+            list.display()
+        ),
+    )
+    .expect("wrk script");
+    let pid = s.proc.0.id();
+    // Per case: requests per second and CPU per answer (µs): reloads off/on, parts off/on.
+    let mut rows: Vec<([f64; 4], [f64; 4])> = Vec::new();
+    for round in 0..rounds {
+        let part = newest_part(client, media).await;
+        let mut rps = [0.0; 4];
+        let mut cpu = [0.0; 4];
+        let mut order = [0usize, 1, 2, 3];
+        if round % 2 == 1 {
+            order = [1, 0, 3, 2];
+        }
+        for which in order {
+            let (url, with) = match which {
+                0 => (media, None),
+                1 => (media, Some(script.as_path())),
+                _ => (part.as_str(), None),
+            };
+            if which == 3 {
+                // Sessions being counted: a second of reloads with them, then the parts.
+                wrk_with(media, Some(&script), VIEWERS, 1);
+            }
+            wrk_with(url, with, VIEWERS, 1);
+            let before = common::cpu_seconds(pid);
+            let w = wrk_with(url, with, VIEWERS, seconds);
+            assert!(
+                w.non_2xx == 0 && w.errors == 0,
+                "{url}: {} non-2xx, {} socket errors",
+                w.non_2xx,
+                w.errors
+            );
+            cpu[which] = (common::cpu_seconds(pid) - before) * 1e6 / (w.rps * seconds as f64).max(1.0);
+            rps[which] = w.rps;
+        }
+        println!(
+            "viewers (1,000 connections), round {}: reloads {:.0} req/s without a session, {:.0} with 1,000 \
+             sessions counted ({:.3}x; CPU per answer {:.1} / {:.1} µs); part fetches {:.0} / {:.0} req/s ({:.3}x; \
+             {:.1} / {:.1} µs)",
+            round + 1,
+            rps[0],
+            rps[1],
+            rps[1] / rps[0],
+            cpu[0],
+            cpu[1],
+            rps[2],
+            rps[3],
+            rps[3] / rps[2],
+            cpu[2],
+            cpu[3]
+        );
+        rows.push((rps, cpu));
+    }
+    let ratio = |a: usize, b: usize| median(rows.iter().map(|(r, _)| r[b] / r[a]).collect());
+    let cpu_ratio = |a: usize, b: usize| median(rows.iter().map(|(_, c)| c[b] / c[a]).collect());
+    println!(
+        "viewers, median of {rounds} rounds: counted/uncounted reloads {:.3}x, part fetches {:.3}x (req/s; \
+         within 5 % is the bar); server CPU per answer {:.3}x and {:.3}x",
+        ratio(0, 1),
+        ratio(2, 3),
+        cpu_ratio(0, 1),
+        cpu_ratio(2, 3)
+    );
+}
+
 fn main() {
     let part_secs = secs("BENCH_SECONDS", 4);
     let blocking_secs = secs("BENCH_BLOCKING_SECONDS", 10);
     let rounds = secs("BENCH_ROUNDS", 3);
-    let stages = std::env::var("BENCH_STAGES").unwrap_or_else(|_| "parts,reloads,blocking".into());
+    let stages = std::env::var("BENCH_STAGES").unwrap_or_else(|_| "parts,reloads,viewers,blocking".into());
     let stage = |name: &str| stages.split(',').any(|s| s.trim() == name);
     let sample = sample_file();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
@@ -492,6 +603,11 @@ fn main() {
         }
         // NaN when the reloads did not run.
         let nginx_rps = median(rows.iter().map(|r| r.rps[2]).collect());
+
+        if stage("viewers") {
+            switch(&sluice, &id, false).await;
+            viewers_stage(&sluice, &master, &unsigned_media, rounds, part_secs).await;
+        }
 
         // What signing costs per request, without the noise of the load generators.
         switch(&sluice, &id, false).await;

@@ -323,8 +323,10 @@ fn rendition_urls(master_url: &str, master: &str) -> Vec<(String, String)> {
     uris.extend(master.lines().filter_map(|l| l.split("URI=\"").nth(1)).filter_map(|r| r.split('"').next()));
     uris.iter()
         .map(|u| {
-            let name = u.trim_end_matches("/index.m3u8").rsplit('/').next().unwrap_or(u).to_string();
-            (name, format!("{base}{u}"))
+            // Without the master's playback session (`vs=`): the capture adds its own query.
+            let path = u.split('?').next().unwrap_or(u);
+            let name = path.trim_end_matches("/index.m3u8").rsplit('/').next().unwrap_or(path).to_string();
+            (name, format!("{base}{path}"))
         })
         .collect()
 }

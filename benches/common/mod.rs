@@ -412,7 +412,9 @@ pub fn parse_master(text: &str) -> Vec<(String, String)> {
         } else {
             None
         };
-        if let Some(uri) = uri {
+        // Without the viewer's playback session (`vs=`, docs/viewers.md): the benches add their
+        // own queries and measure the origin without counting.
+        if let Some(uri) = uri.map(|u| u.split('?').next().unwrap_or(&u).to_string()) {
             let name = uri.rsplit('/').nth(1).unwrap_or("").to_string();
             out.push((name, uri));
         }

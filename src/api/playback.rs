@@ -158,7 +158,7 @@ impl PlaybackApi {
         tx.commit().await?;
         app.policies.forget(&Resource::Stream(&row.id));
         tracing::info!(stream = %row.id, enabled = body.0.enabled, "stream signed playback switched");
-        Ok(Json(Stream::from_row(&row, &app)))
+        Ok(Json(super::viewers::stream_record(&app, &row).await?))
     }
 
     /// Signed playback URLs of a stream
@@ -219,7 +219,7 @@ impl PlaybackApi {
         tx.commit().await?;
         app.policies.forget(&Resource::Vod(&row.id));
         tracing::info!(vod = %row.id, enabled = body.0.enabled, "VOD signed playback switched");
-        Ok(Json(Vod::from_row(&row, &app)))
+        Ok(Json(super::viewers::vod_record(&app, &row).await?))
     }
 
     /// Signed playback URLs of a VOD

@@ -463,9 +463,7 @@ impl StreamsApi {
         id: Path<String>,
     ) -> ApiResult<Json<Stream>> {
         let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        let mut stream = Stream::from_row(&row, &app);
-        fill_streams(&app, std::slice::from_mut(&mut stream)).await?;
-        Ok(Json(stream))
+        Ok(Json(super::viewers::stream_record(&app, &row).await?))
     }
 
     /// Change a stream's settings, or disable / re-enable it
@@ -534,7 +532,7 @@ impl StreamsApi {
             }
             Err(e) => return Err(stream_error(e)),
         }
-        Ok(Json(Stream::from_row(&row, &app)))
+        Ok(Json(super::viewers::stream_record(&app, &row).await?))
     }
 
     /// Delete a stream: it is disabled for good (reason `deleted`) and its media released
@@ -555,7 +553,7 @@ impl StreamsApi {
         // Its playlists and media go with it (a DVR folder too, once the push has stopped).
         app.channels.remove(&row.id);
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream deleted");
-        Ok(Json(Stream::from_row(&row, &app)))
+        Ok(Json(super::viewers::stream_record(&app, &row).await?))
     }
 
     /// Replace the push credentials; the old ones stop working at the next connect

@@ -10,6 +10,8 @@ use super::streams::{Stream, StreamListItem};
 use super::vod::Vod;
 use crate::domain::time::now_ms;
 use crate::services::viewers::REPORT_STALE;
+use crate::store::streams::StreamRow;
+use crate::store::vods::VodRow;
 
 /// Viewers now, by protocol.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Object)]
@@ -71,12 +73,29 @@ pub(super) async fn fill_streams<T: Watched>(app: &ApiState, records: &mut [T]) 
 pub(super) async fn fill_vods(app: &ApiState, vods: &mut [Vod]) -> ApiResult<()> {
     let ids: Vec<&str> = vods.iter().map(|v| v.id.as_str()).collect();
     let views = app.db.vod_views(&ids).await?;
+    let sessions: Vec<(&str, &str)> =
+        vods.iter().filter_map(|v| Some((v.stream_id.as_deref()?, v.session_id.as_deref()?))).collect();
+    let peaks = app.db.session_viewer_peaks(&sessions).await?;
     for v in vods.iter_mut() {
         let (n, seconds) = views.get(&v.id).copied().unwrap_or_default();
         (v.views, v.watch_seconds) = (n, (seconds * 10.0).round() / 10.0);
         if let (Some(stream), Some(session)) = (&v.stream_id, &v.session_id) {
-            v.peak_viewers = Some(app.db.session_viewer_peak(stream, session).await?.unwrap_or(0));
+            v.peak_viewers = Some(peaks.get(&(stream.clone(), session.clone())).copied().unwrap_or(0));
         }
     }
     Ok(())
+}
+
+/// The stream record of `row`, with its viewers.
+pub(super) async fn stream_record(app: &ApiState, row: &StreamRow) -> ApiResult<Stream> {
+    let mut stream = Stream::from_row(row, app);
+    fill_streams(app, std::slice::from_mut(&mut stream)).await?;
+    Ok(stream)
+}
+
+/// The VOD record of `row`, with its views.
+pub(super) async fn vod_record(app: &ApiState, row: &VodRow) -> ApiResult<Vod> {
+    let mut vod = Vod::from_row(row, app);
+    fill_vods(app, std::slice::from_mut(&mut vod)).await?;
+    Ok(vod)
 }

@@ -342,9 +342,7 @@ impl VodApi {
         id: Path<String>,
     ) -> ApiResult<Json<Vod>> {
         let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
-        let mut vod = Vod::from_row(&row, &app);
-        super::viewers::fill_vods(&app, std::slice::from_mut(&mut vod)).await?;
-        Ok(Json(vod))
+        Ok(Json(super::viewers::vod_record(&app, &row).await?))
     }
 
     /// Mark the source uploaded: probes it and queues the transcode
@@ -414,7 +412,7 @@ impl VodApi {
             Ok(_) => tracing::info!(vod = %id.0, bytes = size, "source accepted; transcode queued"),
             Err(e) => tracing::info!(vod = %id.0, error = %e, "source refused"),
         }
-        Ok(Json(Vod::from_row(&row, &app)))
+        Ok(Json(super::viewers::vod_record(&app, &row).await?))
     }
 
     /// Keep the upload session alive: returns a fresh upload URL
@@ -484,6 +482,6 @@ impl VodApi {
             app.policies.forget(&crate::services::policy::Resource::Vod(&id));
             tracing::info!(vod = %id.0, "VOD archived");
         }
-        Ok(Json(Vod::from_row(&row, &app)))
+        Ok(Json(super::viewers::vod_record(&app, &row).await?))
     }
 }

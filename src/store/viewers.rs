@@ -33,7 +33,12 @@ impl Db {
         now: i64,
     ) -> Result<(), DbError> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("DELETE FROM viewer_counts WHERE node = $1").bind(node).execute(&mut *tx).await?;
+        // This node's last rows, and any row no node has refreshed for an hour (a node gone).
+        sqlx::query("DELETE FROM viewer_counts WHERE node = $1 OR reported_at < $2")
+            .bind(node)
+            .bind(now - 3_600_000)
+            .execute(&mut *tx)
+            .await?;
         for (stream, c) in counts {
             sqlx::query(
                 "INSERT INTO viewer_counts (node, stream_id, hls, webrtc, rtsp, reported_at) \
@@ -118,11 +123,36 @@ impl Db {
 
     /// The peak of one live session (a recording's).
     pub async fn session_viewer_peak(&self, stream: &str, session: &str) -> Result<Option<i64>, DbError> {
-        sqlx::query_scalar("SELECT peak FROM viewer_peaks WHERE stream_id = $1 AND session_id = $2")
-            .bind(stream)
-            .bind(session)
-            .fetch_optional(self.pool())
-            .await
+        Ok(self
+            .session_viewer_peaks(&[(stream, session)])
+            .await?
+            .get(&(stream.into(), session.into()))
+            .copied())
+    }
+
+    /// The peaks of live sessions `(stream, session)` (recordings'), in one query.
+    pub async fn session_viewer_peaks(
+        &self,
+        sessions: &[(&str, &str)],
+    ) -> Result<HashMap<(String, String), i64>, DbError> {
+        if sessions.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let sql = format!(
+            "SELECT stream_id, session_id, peak FROM viewer_peaks WHERE session_id IN ({})",
+            placeholders(1, sessions.len())
+        );
+        let mut q = sqlx::query_as::<_, (String, String, i64)>(&sql);
+        for (_, session) in sessions {
+            q = q.bind(*session);
+        }
+        let wanted: std::collections::HashSet<(&str, &str)> = sessions.iter().copied().collect();
+        Ok(q.fetch_all(self.pool())
+            .await?
+            .into_iter()
+            .filter(|(stream, session, _)| wanted.contains(&(stream.as_str(), session.as_str())))
+            .map(|(stream, session, peak)| ((stream, session), peak))
+            .collect())
     }
 
     /// Adds views and watch seconds to VODs, in one transaction.

@@ -1,7 +1,7 @@
 //! Several nodes, one service (docs/scale-out.md): three `sluice serve` processes on one
 //! Postgres database and one S3-compatible store (moto). A push held by node A plays through
-//! node B — LL-HLS with blocking reload, relayed from A, and WHEP — and the operator sees the
-//! nodes through `GET /v1/admin/nodes`. Then A is SIGKILLed: within the node timeout the stream
+//! node B — LL-HLS with blocking reload, relayed from A, and WHEP — viewers on every node are
+//! summed through any of them, and the operator sees the nodes through `GET /v1/admin/nodes`. Then A is SIGKILLed: within the node timeout the stream
 //! is `idle` with one `stream.ended`, the recording A had in progress is completed by a
 //! survivor from what reached the store, and a new push to node C goes live and plays through B.
 
@@ -108,12 +108,20 @@ fn probe(url: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The source rendition's media playlist URL under a master URL, once the master lists it.
+/// The source rendition's media playlist URL under a master URL, once the master lists it,
+/// without the playback session (`vs=`) the master gave it: the test adds its own queries.
 async fn media_playlist(client: &Client, master: &str) -> String {
+    let url = session_playlist(client, master).await;
+    url.split('?').next().unwrap_or(&url).to_string()
+}
+
+/// [`media_playlist`] with the playback session the master fetch started.
+async fn session_playlist(client: &Client, master: &str) -> String {
     eventually("a master playlist with the source rendition", Duration::from_secs(40), || async {
         let (status, body) = text(client, master).await;
-        let uri = body.lines().find(|l| l.ends_with("source/index.m3u8"))?.to_string();
-        (status == 200).then(|| master.replace("master.m3u8", &uri))
+        let uri =
+            body.lines().find(|l| l.split('?').next().is_some_and(|p| p.ends_with("source/index.m3u8")))?;
+        (status == 200).then(|| master.replace("master.m3u8", uri))
     })
     .await
 }
@@ -254,6 +262,47 @@ async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
     let whep_b = b.on_me(s["playbackUrls"]["webrtc"].as_str().expect("whep"), &a);
     let viewer = WhepViewer::play(&whep_b).await;
     viewer.wait_for("WHEP frames through B", Duration::from_secs(30), |r| r.video_frames >= 30).await;
+
+    // Viewers on every node, summed through any node (docs/viewers.md): HLS sessions started
+    // on A (3), on B (4, relayed from A) and on C (5), and the WHEP viewer above (held by A).
+    let mut followers = Vec::new();
+    for (node, n) in [(&a, 3), (&b, 4), (&c, 5)] {
+        let master = node.on_me(&master_a, &a);
+        for _ in 0..n {
+            let url = session_playlist(&client, &master).await;
+            let client = client.clone();
+            followers.push(tokio::spawn(async move {
+                loop {
+                    let _ = client.get(&url).send().await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }));
+        }
+    }
+    let by = json!({"hls": 12, "webrtc": 1, "rtsp": 0});
+    for node in [&a, &b, &c] {
+        let url = format!("{}/streams/{id}", node.api());
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let v = get_json(&client, &url, &key).await;
+            if v["viewers"] == 13 && v["viewerCounts"] == by && v["peakViewers"].as_u64() >= Some(13) {
+                break;
+            }
+            let seen = (&v["viewers"], &v["viewerCounts"], &v["peakViewers"]);
+            assert!(Instant::now() < until, "13 viewers through node {}: {seen:?}", node.http);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    // Each node counts the sessions it serves: A not B's relayed requests.
+    for (node, n) in [(&a, 3), (&b, 4), (&c, 5)] {
+        let url = format!("http://127.0.0.1:{}/metrics", node.http);
+        let line = format!("sluice_stream_viewers{{stream=\"{id}\",protocol=\"hls\"}} {n}");
+        let metrics = text(&client, &url).await.1;
+        assert!(metrics.lines().any(|l| l == line), "node {}: no {line}", node.http);
+    }
+    for f in followers {
+        f.abort();
+    }
     drop(viewer);
 
     // RTSP through B: the DESCRIBE is redirected to A, which ffprobe follows.

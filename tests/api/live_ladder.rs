@@ -56,7 +56,8 @@ async fn a_ladder_that_falls_behind_drops_its_own_input_and_nothing_else() {
     let base = master_url.trim_end_matches("master.m3u8").to_string();
     let url_of =
         |uri: Option<&str>| format!("{base}{}", uri.unwrap_or_else(|| panic!("in the master: {master}")));
-    let variant = |suffix: &str| master.lines().find(|l| l.ends_with(suffix));
+    let variant =
+        |suffix: &str| master.lines().find(|l| l.split('?').next().is_some_and(|p| p.ends_with(suffix)));
     let (source, audio, rung) = (
         url_of(variant("/source/index.m3u8")),
         url_of(audio_uri(&master)),

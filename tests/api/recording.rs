@@ -84,7 +84,7 @@ fn rendition_names(master: &str) -> Vec<String> {
         .lines()
         .filter_map(|l| {
             let uri = if l.starts_with('#') { l.split("URI=\"").nth(1)?.split('"').next()? } else { l };
-            let mut parts = uri.rsplit('/');
+            let mut parts = uri.split('?').next()?.rsplit('/');
             (parts.next()? == "index.m3u8").then(|| parts.next().map(str::to_string))?
         })
         .collect();

@@ -28,7 +28,13 @@ const toRow = (s: Stream): StreamListItem => ({
   streamKey: s.streamKey,
   vodEnabled: s.vodEnabled,
   createdAt: s.createdAt,
+  viewers: s.viewers,
+  viewerCounts: s.viewerCounts,
+  peakViewers: s.peakViewers,
 });
+
+/** How often the list is re-read while a stream on it is live (its viewer counts move). */
+const LIVE_POLL_MS = 5000;
 
 export function Streams({ project }: { project: Project }) {
   const slug = project.slug;
@@ -75,6 +81,13 @@ export function Streams({ project }: { project: Project }) {
     return undefined;
   });
   useLiveFallback(slug, () => document.visibilityState === 'visible' && list.reload(), true);
+  const anyLive = list.data?.items.some((r) => r.status === 'live') ?? false;
+  useEffect(() => {
+    if (!anyLive) return undefined;
+    const t = window.setInterval(() => document.visibilityState === 'visible' && list.reload(), LIVE_POLL_MS);
+    return () => window.clearInterval(t);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [anyLive, slug, q, status, skip]);
 
   const base = `/p/${encodeURIComponent(slug)}/streams`;
   return (
@@ -122,6 +135,7 @@ export function Streams({ project }: { project: Project }) {
                     <th scope="col">Name</th>
                     <th scope="col">Status</th>
                     <th scope="col">Stream key</th>
+                    <th scope="col">Viewers</th>
                     <th scope="col">Recording</th>
                     <th scope="col">Created</th>
                   </tr>
@@ -136,6 +150,10 @@ export function Streams({ project }: { project: Project }) {
                         <Status value={s.status} testid="stream-status" />
                       </td>
                       <td data-label="Stream key" class="mono">{s.streamKey}</td>
+                      <td data-label="Viewers" data-testid="stream-viewers">
+                        {s.status === 'live' ? s.viewers : '—'}
+                        {s.peakViewers > 0 && <span class="muted"> (peak {s.peakViewers})</span>}
+                      </td>
                       <td data-label="Recording">{s.vodEnabled ? 'On' : 'Off'}</td>
                       <td data-label="Created">{dateTime(s.createdAt)}</td>
                     </tr>

@@ -70,6 +70,16 @@ export function VodPage({ project, id }: { project: Project; id: string }) {
             <dd>{dateTime(v.completedAt)}</dd>
             <dt>Encryption</dt>
             <dd>{v.drmEnabled ? 'AES-128' : 'none'}</dd>
+            <dt>Views</dt>
+            <dd data-testid="vod-views">
+              {v.views}, {seconds(v.watchSeconds)} watched
+            </dd>
+            {v.peakViewers != null && (
+              <>
+                <dt>Live peak</dt>
+                <dd>{v.peakViewers} viewers at once</dd>
+              </>
+            )}
             {v.streamId && (
               <>
                 <dt>Recorded from</dt>

@@ -5,8 +5,9 @@ import { seconds } from '../../lib/format';
 
 /**
  * Live health as far as the stream record carries it: `input` (codecs, size, frame rate,
- * bitrate) while live, uptime from `lastPushAt` (set when the push session opens). Viewer counts
- * are shown when the record carries them (CONTRACT: Viewers; not in the API document yet).
+ * bitrate) while live, uptime from `lastPushAt` (set when the push session opens), and the
+ * viewers now by protocol and the session's peak (CONTRACT: Viewers; each node reports every 2 s,
+ * the page re-reads the record every 5 s while live).
  */
 export function StreamHealth({ stream }: { stream: Stream }) {
   const live = stream.status === 'live';
@@ -17,16 +18,19 @@ export function StreamHealth({ stream }: { stream: Stream }) {
     return () => window.clearInterval(t);
   }, [live]);
   const input = stream.input;
-  const extra = stream as Stream & { viewers?: unknown; peakViewers?: unknown };
-  const viewers = typeof extra.viewers === 'number' ? extra.viewers : null;
-  const peak = typeof extra.peakViewers === 'number' ? extra.peakViewers : null;
+  const by = stream.viewerCounts;
   const since = stream.lastPushAt ? Date.parse(stream.lastPushAt) : NaN;
 
   return (
     <section class="card" aria-labelledby="health-title">
       <h2 id="health-title">Live health</h2>
       {!live ? (
-        <p>Not live. Health appears while a push is on.</p>
+        <p>
+          Not live. Health appears while a push is on.
+          {stream.peakViewers > 0 && (
+            <span data-testid="stream-peak"> The last session peaked at {stream.peakViewers} viewers.</span>
+          )}
+        </p>
       ) : (
         <dl class="facts">
           <dt>Uptime</dt>
@@ -52,7 +56,9 @@ export function StreamHealth({ stream }: { stream: Stream }) {
               : '—'}
           </dd>
           <dt>Viewers</dt>
-          <dd>{viewers !== null ? `${viewers}${peak !== null ? ` (peak ${peak})` : ''}` : 'not reported by this server'}</dd>
+          <dd data-testid="stream-viewers">
+            {stream.viewers} now (HLS {by.hls}, WebRTC {by.webrtc}, RTSP {by.rtsp}), peak {stream.peakViewers}
+          </dd>
         </dl>
       )}
     </section>
