@@ -385,7 +385,8 @@ fn token_costs(resource: &str, playlist: &str) -> (f64, f64) {
 
 /// Stage 4, what counting viewers costs (docs/viewers.md): reloads of the media playlist at 1,000
 /// connections with 1,000 playback sessions (each request carries the next session's `vs=`, so
-/// every session is verified and touched over and over) against the same reloads without one;
+/// every session is touched over and over) against the same reloads with a query that counts
+/// nothing (the same wrk script over 1,000 URLs, so that the load generator costs the same);
 /// and part fetches at 1,000 connections (a part's URI carries no session, so nothing on its
 /// path counts: this checks that the sessions' table and sweep cost the origin nothing), right
 /// after a second of counted reloads against right after none. Each round measures both cases of both, in alternating order,
@@ -398,18 +399,27 @@ async fn viewers_stage(s: &Sluice, master: &str, media: &str, rounds: u64, secon
         let url = session_media_url(client, master).await;
         paths.push(url.splitn(4, '/').nth(3).map(|p| format!("/{p}")).expect("a path"));
     }
-    let list = dir.path().join("sessions.txt");
-    std::fs::write(&list, paths.join("\n")).expect("sessions file");
-    let script = dir.path().join("sessions.lua");
-    std::fs::write(
-        &script,
-        format!(
-            "local paths = {{}}\nfor line in io.lines(\"{}\") do paths[#paths + 1] = line end\n\
-             local i = 0\nrequest = function()\n  i = i % #paths + 1\n  return wrk.format(nil, paths[i])\nend\n",
-            list.display()
-        ),
-    )
-    .expect("wrk script");
+    // Both cases run the same wrk script over 1,000 URLs, so the load generator costs the same:
+    // the media playlist with a session each, and the same playlist with a query that counts
+    // nothing (`?n=<i>`).
+    let plain_path = media.splitn(4, '/').nth(3).map(|p| format!("/{p}")).expect("a path");
+    let plain: Vec<String> = (0..VIEWERS).map(|i| format!("{plain_path}?n={i}")).collect();
+    let script = |name: &str, paths: &[String]| {
+        let list = dir.path().join(format!("{name}.txt"));
+        std::fs::write(&list, paths.join("\n")).expect("paths file");
+        let script = dir.path().join(format!("{name}.lua"));
+        std::fs::write(
+            &script,
+            format!(
+                "local paths = {{}}\nfor line in io.lines(\"{}\") do paths[#paths + 1] = line end\n\
+                 local i = 0\nrequest = function()\n  i = i % #paths + 1\n  return wrk.format(nil, paths[i])\nend\n",
+                list.display()
+            ),
+        )
+        .expect("wrk script");
+        script
+    };
+    let (script, plain_script) = (script("sessions", &paths), script("plain", &plain));
     let pid = s.proc.0.id();
     // Per case: requests per second and CPU per answer (µs): reloads off/on, parts off/on.
     let mut rows: Vec<([f64; 4], [f64; 4])> = Vec::new();
@@ -423,7 +433,7 @@ async fn viewers_stage(s: &Sluice, master: &str, media: &str, rounds: u64, secon
         }
         for which in order {
             let (url, with) = match which {
-                0 => (media, None),
+                0 => (media, Some(plain_script.as_path())),
                 1 => (media, Some(script.as_path())),
                 _ => (part.as_str(), None),
             };

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 /// How long after its last request a session still counts.
 pub const ALIVE: Duration = Duration::from_secs(10);
@@ -42,10 +43,23 @@ const SHARDS: usize = 64;
 const ID_HEX: usize = 16;
 const MAC_BYTES: usize = 8;
 
-/// A session: the stream it watches and when it last asked (seconds since the table began).
+/// A session: the stream it watches, the MAC it was verified with, and when it last asked
+/// (seconds since the table began).
 struct Seen {
     stream: Arc<str>,
+    mac: [u8; MAC_BYTES],
     last: u32,
+}
+
+/// The id and MAC of a `vs` value.
+fn parse(vs: &str) -> Option<(u64, [u8; MAC_BYTES])> {
+    if vs.len() != ID_HEX + 2 * MAC_BYTES || !vs.is_ascii() {
+        return None;
+    }
+    let id = u64::from_str_radix(&vs[..ID_HEX], 16).ok()?;
+    let mut mac = [0u8; MAC_BYTES];
+    hex::decode_to_slice(&vs[ID_HEX..], &mut mac).ok()?;
+    Some((id, mac))
 }
 
 /// Views and watch time of one VOD, not written yet.
@@ -128,13 +142,7 @@ impl Viewers {
 
     /// The session id `vs` names, when this service minted it for `resource`.
     pub fn verify(&self, resource: &str, vs: &str) -> Option<u64> {
-        use subtle::ConstantTimeEq;
-        if vs.len() != ID_HEX + 2 * MAC_BYTES || !vs.is_ascii() {
-            return None;
-        }
-        let id = u64::from_str_radix(&vs[..ID_HEX], 16).ok()?;
-        let mut given = [0u8; MAC_BYTES];
-        hex::decode_to_slice(&vs[ID_HEX..], &mut given).ok()?;
+        let (id, given) = parse(vs)?;
         bool::from(self.mac(resource, id).ct_eq(&given)).then_some(id)
     }
 
@@ -143,17 +151,27 @@ impl Viewers {
     }
 
     /// A request of stream `stream`'s session `vs`: counted when the session is genuine and
-    /// there is room for it. False when it is not counted.
+    /// there is room for it. False when it is not counted. A session in the table is known by
+    /// its id and the MAC it was verified with, so a reload computes no HMAC; a new one is
+    /// verified outside the shard's lock.
     pub fn touch(&self, stream: &str, vs: &str) -> bool {
-        let resource = format!("stream:{stream}");
-        let Some(id) = self.verify(&resource, vs) else { return false };
+        let Some((id, given)) = parse(vs) else { return false };
         let now = self.now();
-        let mut shard = lock(&self.shards[(id % SHARDS as u64) as usize]);
-        if let Some(seen) = shard.get_mut(&id) {
+        let shard = &self.shards[(id % SHARDS as u64) as usize];
+        if let Some(seen) = lock(shard).get_mut(&id) {
             // A replayed id of another stream's session is not this stream's viewer.
-            if &*seen.stream != stream {
+            if &*seen.stream != stream || !bool::from(seen.mac.ct_eq(&given)) {
                 return false;
             }
+            seen.last = now;
+            return true;
+        }
+        if !bool::from(self.mac(&format!("stream:{stream}"), id).ct_eq(&given)) {
+            return false;
+        }
+        let mut shard = lock(shard);
+        if let Some(seen) = shard.get_mut(&id) {
+            // Its first requests raced: counted once.
             seen.last = now;
             return true;
         }
@@ -171,7 +189,7 @@ impl Viewers {
             key
         };
         self.total.fetch_add(1, Ordering::Relaxed);
-        shard.insert(id, Seen { stream, last: now });
+        shard.insert(id, Seen { stream, mac: given, last: now });
         true
     }
 
@@ -315,7 +333,7 @@ mod tests {
         assert!(!v.touch("b", &a), "minted for another stream");
         let mut forged = a.clone().into_bytes();
         forged[31] = if forged[31] == b'0' { b'1' } else { b'0' };
-        assert!(!v.touch("a", std::str::from_utf8(&forged).unwrap()));
+        assert!(!v.touch("a", std::str::from_utf8(&forged).unwrap()), "a known id with another MAC");
         assert!(!v.touch("a", "zz"));
         assert!(!v.touch("a", &"é".repeat(16)));
         let other = Viewers::new(&[8; 32]);
