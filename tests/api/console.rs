@@ -204,6 +204,9 @@ async fn the_console_drives_a_project_from_sign_in_to_a_live_preview() {
         (now > first + 1.0).then_some(())
     })
     .await;
+    // The preview is a viewer: the page shows it counted (each node reports every 2 s, the page
+    // re-reads the record every 5 s while live).
+    b.wait_shown(&testid("stream-viewers"), Duration::from_secs(15), |s| s.starts_with("1 now")).await;
     audit(&b, "live stream", &mut a11y).await;
     shot(&b, "stream-live-preview").await;
     drop(push);
