@@ -35,7 +35,8 @@ pub struct NodeSession {
 pub struct NodeLoad {
     /// Pushes held there.
     pub live_sessions: u64,
-    /// WHEP viewers connected there.
+    /// Viewers there as of its last viewer report (every 2 s): HLS playback sessions, WHEP
+    /// viewers and RTSP clients.
     pub viewers: u64,
     /// Playback requests it answered by relaying from another node, since it started.
     pub relayed_requests: u64,

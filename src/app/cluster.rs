@@ -123,7 +123,7 @@ impl App {
     fn load(&self, cpu: &mut CpuClock) -> Load {
         Load {
             live_sessions: self.streams.sessions.count() as u64,
-            viewers: self.whep.viewers.count() as u64,
+            viewers: self.last_viewers.total(),
             relayed: self.origin.relay.served.load(Ordering::Relaxed),
             cpu_percent: cpu.percent(),
             load1: load1(),

@@ -24,6 +24,11 @@ impl LastCounts {
     pub(super) fn of(&self, stream: &str) -> Counts {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).get(stream).copied().unwrap_or_default()
     }
+
+    /// Every protocol of every stream.
+    pub(super) fn total(&self) -> u64 {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).values().map(|c| u64::from(c.total())).sum()
+    }
 }
 
 impl App {

@@ -11,12 +11,13 @@ use poem::web::{Data, Path};
 use poem::{handler, Request, Response};
 
 use super::origin::{playlist, ranged, status, MEDIA_CACHE, PLAYLIST_TYPE};
-use super::{authorize, viewing, Origin, Resource};
+use super::rewrite::sign_playlist;
+use super::{authorize, viewing, Grant, Origin, Resource};
 use crate::storage::vod_prefix;
 
 /// Playlists may be cached briefly: archiving a VOD takes effect within this.
 const PLAYLIST_CACHE: &str = "public, max-age=60";
-/// Playlists naming one viewer's playback session.
+/// Playlists naming one viewer's playback session or token.
 const SESSION_CACHE: &str = "private, no-store";
 
 #[handler]
@@ -96,11 +97,16 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
         if let (Some(_), Some((rendition, _))) = (&vs, file.split_once('/')) {
             app.viewers.learn_durations(&format!("{id}/{rendition}"), viewing::segment_durations(&text));
         }
+        // The token first, then the session: `index.m3u8?token=…&vs=…`.
+        let text = match &grant.child_token {
+            Some(token) => sign_playlist(&text, token),
+            None => text,
+        };
         let text = match &vs {
             Some(vs) => viewing::with_session(&text, vs),
             None => text,
         };
-        return playlist(text, if vs.is_some() { SESSION_CACHE } else { PLAYLIST_CACHE }, &grant);
+        return playlist(text, SESSION_CACHE, &Grant { child_token: None });
     }
     let (content_type, cache) = if is_playlist {
         (PLAYLIST_TYPE, PLAYLIST_CACHE)
@@ -122,7 +128,8 @@ async fn watched(app: &Origin, req: &Request, id: &str, (rendition, segment): (&
         .get(poem::http::header::RANGE)
         .and_then(|r| r.to_str().ok())
         .is_none_or(|r| r.trim().starts_with("bytes=0-"));
-    if rendition == "audio" || !from_start {
+    // A session this service did not mint costs no playlist read.
+    if rendition == "audio" || !from_start || app.viewers.verify(&format!("vod:{id}"), vs).is_none() {
         return;
     }
     let key = format!("{id}/{rendition}");

@@ -43,7 +43,8 @@ pub struct Holder {
 pub struct Load {
     /// Pushes held here.
     pub live_sessions: u64,
-    /// WHEP viewers and RTSP clients here.
+    /// Viewers here as of its last viewer report: HLS playback sessions, WHEP viewers and RTSP
+    /// clients (docs/viewers.md).
     pub viewers: u64,
     /// Relayed requests answered from another node since start.
     pub relayed: u64,

@@ -1,7 +1,7 @@
 //! Viewer counts (CONTRACT: Viewers) on the real binary: 20 HLS playback sessions (hls.js in
 //! Chromium, ffmpeg, and plain playlist followers), 3 WHEP viewers and 2 RTSP clients of one
-//! live push are counted exactly through the API and `/metrics`; a forged or replayed `vs=`
-//! adds nothing; when all leave the count falls to 0; the peak stays on the stream and on its
+//! live push are counted exactly through the API and `/metrics`; a forged, replayed or invented
+//! `vs=` (2,000 of them at once) adds nothing; when all leave the count falls to 0; the peak stays on the stream and on its
 //! recording; the recording played twice counts two views and the time played.
 
 use std::process::{Command, Stdio};
@@ -144,6 +144,28 @@ async fn viewers_are_counted_per_protocol_and_the_peak_is_kept() {
     })
     .await;
     println!("all {all} viewers counted {:.1} s after the last joined", started.elapsed().as_secs_f64());
+    // A flood of 2,000 invented sessions (20 clients at once): each reload is served, none is
+    // counted (the count stays exact through the three reports below).
+    let floods: Vec<_> = (0..20u64)
+        .map(|worker| {
+            let (client, first) = (client.clone(), first.clone());
+            tokio::spawn(async move {
+                for i in 0..100u64 {
+                    let mut url = first.clone();
+                    let n = worker * 100 + i;
+                    url.set_query(Some(&format!(
+                        "vs={:016x}{n:016x}",
+                        n.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    )));
+                    let status = client.get(url).send().await.map(|r| r.status().as_u16()).unwrap_or(0);
+                    assert_eq!(status, 200, "an invented session is still served");
+                }
+            })
+        })
+        .collect();
+    for f in floods {
+        f.await.expect("flood");
+    }
     // Held for three reports more: the count stays exact.
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_secs(2)).await;
