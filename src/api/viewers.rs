@@ -24,24 +24,19 @@ pub struct ViewerCounts {
     pub rtsp: i64,
 }
 
-impl ViewerCounts {
-    pub fn total(&self) -> i64 {
-        self.hls + self.webrtc + self.rtsp
-    }
-}
-
-/// A record that shows a stream's viewers.
+/// A record that shows a stream's viewers: its id, and its `viewers`, `viewerCounts` and
+/// `peakViewers` to fill.
 pub(super) trait Watched {
     fn stream_id(&self) -> &str;
-    fn set_viewers(&mut self, now: ViewerCounts, peak: i64);
+    fn viewer_fields(&mut self) -> (&mut i64, &mut ViewerCounts, &mut i64);
 }
 
 impl Watched for Stream {
     fn stream_id(&self) -> &str {
         &self.id
     }
-    fn set_viewers(&mut self, now: ViewerCounts, peak: i64) {
-        (self.viewers, self.viewer_counts, self.peak_viewers) = (now.total(), now, peak.max(now.total()));
+    fn viewer_fields(&mut self) -> (&mut i64, &mut ViewerCounts, &mut i64) {
+        (&mut self.viewers, &mut self.viewer_counts, &mut self.peak_viewers)
     }
 }
 
@@ -49,8 +44,8 @@ impl Watched for StreamListItem {
     fn stream_id(&self) -> &str {
         &self.id
     }
-    fn set_viewers(&mut self, now: ViewerCounts, peak: i64) {
-        (self.viewers, self.viewer_counts, self.peak_viewers) = (now.total(), now, peak.max(now.total()));
+    fn viewer_fields(&mut self) -> (&mut i64, &mut ViewerCounts, &mut i64) {
+        (&mut self.viewers, &mut self.viewer_counts, &mut self.peak_viewers)
     }
 }
 
@@ -62,9 +57,10 @@ pub(super) async fn fill_streams<T: Watched>(app: &ApiState, records: &mut [T]) 
     let peaks = app.db.viewer_peaks(&ids).await?;
     for r in records.iter_mut() {
         let c = counts.get(r.stream_id()).copied().unwrap_or_default();
-        let now = ViewerCounts { hls: c.hls, webrtc: c.webrtc, rtsp: c.rtsp };
         let peak = peaks.get(r.stream_id()).copied().unwrap_or(0);
-        r.set_viewers(now, peak);
+        let (viewers, by, most) = r.viewer_fields();
+        (*viewers, *by, *most) =
+            (c.total(), ViewerCounts { hls: c.hls, webrtc: c.webrtc, rtsp: c.rtsp }, peak.max(c.total()));
     }
     Ok(())
 }

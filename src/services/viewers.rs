@@ -7,9 +7,10 @@
 //! and a MAC over it and the resource, so that only this service mints one and a session minted
 //! for one stream says nothing on another. A session counts while a request carrying it came in
 //! the last [`ALIVE`]. Touching one is a shard's lock held for a hash-map update (no IO, no
-//! await), so a blocking reload pays one HMAC and that; sessions are counted and dropped by the
-//! report's sweep, off the request path. The table is capped per node ([`MAX_SESSIONS`]) and per
-//! stream ([`MAX_SESSIONS_PER_STREAM`]): past a cap a new session is served but not counted.
+//! await); only a session's first request computes its HMAC, later ones are compared with the MAC
+//! kept. Sessions are counted and dropped by the report's sweep, off the request path. The table
+//! is capped per node ([`MAX_SESSIONS`]) and per stream ([`MAX_SESSIONS_PER_STREAM`]), VOD
+//! sessions per node ([`MAX_VOD_SESSIONS`]): past a cap a new session is served but not counted.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +31,8 @@ pub const REPORT_STALE: Duration = Duration::from_secs(12);
 pub const MAX_SESSIONS: usize = 200_000;
 /// Sessions one node counts at once for one stream.
 pub const MAX_SESSIONS_PER_STREAM: u32 = 50_000;
+/// VOD sessions one node tracks at once (each a bit per segment position: 2.3 KB for 10 h).
+pub const MAX_VOD_SESSIONS: usize = 50_000;
 /// VODs with views or watch time waiting to be written; past it a new VOD's are dropped.
 const MAX_PENDING_VODS: usize = 10_000;
 /// How long a VOD session is remembered after its last segment (a paused viewer resumes).
@@ -262,7 +265,7 @@ impl Viewers {
         let now = self.now();
         {
             let mut sessions = lock(&self.vod_sessions);
-            if sessions.len() >= MAX_SESSIONS && !sessions.contains_key(&id) {
+            if sessions.len() >= MAX_VOD_SESSIONS && !sessions.contains_key(&id) {
                 return false;
             }
             let seen = sessions.entry(id).or_insert_with(|| (now, Vec::new()));
