@@ -289,7 +289,7 @@ impl PerStream {
     pub fn render(
         &self,
         live: impl Fn(&str) -> bool,
-        viewers: impl Fn(&str) -> [(&'static str, u32); 3],
+        viewers: impl Fn(&str) -> [(&'static str, i64); 3],
     ) -> String {
         use std::fmt::Write;
         use std::sync::atomic::Ordering;

@@ -34,7 +34,7 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
         |id| app.streams.sessions.is_live(id),
         |id| {
             let c = app.last_viewers.of(id);
-            [("hls", c.hls), ("webrtc", app.whep.viewers.of_stream(id) as u32), ("rtsp", c.rtsp)]
+            [("hls", c.hls), ("webrtc", app.whep.viewers.of_stream(id) as i64), ("rtsp", c.rtsp)]
         },
     ));
     let deps = app.dependencies().await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::App;
 use crate::domain::time::now_ms;
-use crate::services::viewers::{Counts, REPORT_EVERY, REPORT_STALE};
+use crate::services::viewers::{REPORT_EVERY, REPORT_STALE};
 use crate::store::viewers::ViewerCounts;
 
 /// How long a report may wait on the database before it is given up (the next one writes the
@@ -18,16 +18,18 @@ const WRITE_DEADLINE: Duration = Duration::from_secs(2);
 
 /// This node's counts as of its last report, by stream, for `/metrics`.
 #[derive(Default)]
-pub(super) struct LastCounts(Mutex<BTreeMap<String, Counts>>);
+pub(super) struct LastCounts(Mutex<BTreeMap<String, ViewerCounts>>);
 
 impl LastCounts {
-    pub(super) fn of(&self, stream: &str) -> Counts {
+    pub(super) fn of(&self, stream: &str) -> ViewerCounts {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).get(stream).copied().unwrap_or_default()
     }
 
     /// Every protocol of every stream.
     pub(super) fn total(&self) -> u64 {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).values().map(|c| u64::from(c.total())).sum()
+        let total: i64 =
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).values().map(ViewerCounts::total).sum();
+        u64::try_from(total).unwrap_or(0)
     }
 }
 
@@ -47,29 +49,24 @@ impl App {
     }
 
     /// What this node counts now, by stream.
-    fn count_viewers(&self) -> BTreeMap<String, Counts> {
-        let mut counts: BTreeMap<String, Counts> = BTreeMap::new();
+    fn count_viewers(&self) -> BTreeMap<String, ViewerCounts> {
+        let mut counts: BTreeMap<String, ViewerCounts> = BTreeMap::new();
         for (stream, n) in self.origin.viewers.sweep() {
-            counts.entry(stream.to_string()).or_default().hls = n;
+            counts.entry(stream.to_string()).or_default().hls = n.into();
         }
         for (stream, n) in self.whep.viewers.per_stream() {
-            counts.entry(stream).or_default().webrtc = u32::try_from(n).unwrap_or(u32::MAX);
+            counts.entry(stream).or_default().webrtc = i64::try_from(n).unwrap_or(i64::MAX);
         }
         for (stream, n) in self.origin.viewers.rtsp() {
-            counts.entry(stream).or_default().rtsp = n;
+            counts.entry(stream).or_default().rtsp = n.into();
         }
         counts
     }
 
     async fn report_viewers(&self) {
         let counts = self.count_viewers();
-        *self.last_viewers.0.lock().unwrap_or_else(|p| p.into_inner()) = counts.clone();
-        let rows: Vec<(String, ViewerCounts)> = counts
-            .into_iter()
-            .map(|(s, c)| {
-                (s, ViewerCounts { hls: c.hls.into(), webrtc: c.webrtc.into(), rtsp: c.rtsp.into() })
-            })
-            .collect();
+        let rows: Vec<(String, ViewerCounts)> = counts.iter().map(|(s, c)| (s.clone(), *c)).collect();
+        *self.last_viewers.0.lock().unwrap_or_else(|p| p.into_inner()) = counts;
         let now = now_ms();
         let written = crate::store::within(WRITE_DEADLINE, self.db.report_viewers(&self.node_id, &rows, now));
         if let Err(e) = written.await {

@@ -128,10 +128,11 @@ async fn watched(app: &Origin, req: &Request, id: &str, (rendition, segment): (&
         .get(poem::http::header::RANGE)
         .and_then(|r| r.to_str().ok())
         .is_none_or(|r| r.trim().starts_with("bytes=0-"));
-    // A session this service did not mint costs no playlist read.
-    if rendition == "audio" || !from_start || app.viewers.verify(&format!("vod:{id}"), vs).is_none() {
+    if rendition == "audio" || !from_start {
         return;
     }
+    // A session this service did not mint costs no playlist read.
+    let Some(session) = app.viewers.vod_session(id, vs) else { return };
     let key = format!("{id}/{rendition}");
     let duration = match app.viewers.segment_duration(&key, segment) {
         Some(d) => d,
@@ -147,6 +148,6 @@ async fn watched(app: &Origin, req: &Request, id: &str, (rendition, segment): (&
     };
     let index = segment.strip_prefix('s').and_then(|s| s.strip_suffix(".m4s")).and_then(|n| n.parse().ok());
     if let (Some(d), Some(index)) = (duration, index) {
-        app.viewers.vod_watched(id, vs, index, d);
+        app.viewers.vod_watched(&session, index, d);
     }
 }

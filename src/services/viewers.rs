@@ -65,6 +65,12 @@ fn parse(vs: &str) -> Option<(u64, [u8; MAC_BYTES])> {
     Some((id, mac))
 }
 
+/// A VOD playback session this service minted ([`Viewers::vod_session`]).
+pub struct VodSession {
+    vod: String,
+    id: u64,
+}
+
 /// Views and watch time of one VOD, not written yet.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct VodTally {
@@ -86,20 +92,6 @@ pub struct Viewers {
     vod_sessions: Mutex<HashMap<u64, (u32, Vec<u64>)>>,
     /// Segment durations of VOD media playlists, by `<vod>/<rendition>` then file name.
     durations: Mutex<HashMap<String, Arc<HashMap<String, f64>>>>,
-}
-
-/// One node's counts of a stream.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Counts {
-    pub hls: u32,
-    pub webrtc: u32,
-    pub rtsp: u32,
-}
-
-impl Counts {
-    pub fn total(&self) -> u32 {
-        self.hls.saturating_add(self.webrtc).saturating_add(self.rtsp)
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -144,7 +136,7 @@ impl Viewers {
     }
 
     /// The session id `vs` names, when this service minted it for `resource`.
-    pub fn verify(&self, resource: &str, vs: &str) -> Option<u64> {
+    fn verify(&self, resource: &str, vs: &str) -> Option<u64> {
         let (id, given) = parse(vs)?;
         bool::from(self.mac(resource, id).ct_eq(&given)).then_some(id)
     }
@@ -254,11 +246,15 @@ impl Viewers {
         self.add_vod(vod, VodTally { views: 1, watch_seconds: 0.0 });
     }
 
-    /// Session `vs` of VOD `vod` fetched segment `index`, `seconds` long: its watch time grows
-    /// by it once per session and position (a player that probes or switches renditions fetches
-    /// a position more than once). False when nothing was added.
-    pub fn vod_watched(&self, vod: &str, vs: &str, index: u32, seconds: f64) -> bool {
-        let Some(id) = self.verify(&format!("vod:{vod}"), vs) else { return false };
+    /// The session `vs` names, when this service minted it for VOD `vod`.
+    pub fn vod_session(&self, vod: &str, vs: &str) -> Option<VodSession> {
+        let id = self.verify(&format!("vod:{vod}"), vs)?;
+        Some(VodSession { vod: vod.to_string(), id })
+    }
+
+    /// Session `session` fetched segment `index`, `seconds` long: the VOD's watch time grows
+    pub fn vod_watched(&self, session: &VodSession, index: u32, seconds: f64) -> bool {
+        let VodSession { ref vod, id } = *session;
         if !seconds.is_finite() || seconds <= 0.0 || index >= MAX_VOD_SEGMENTS {
             return false;
         }
@@ -370,14 +366,16 @@ mod tests {
         v.rtsp_left("s");
         assert!(v.rtsp().is_empty());
         v.vod_viewed("v");
-        let vs = v.mint("vod:v");
-        assert!(v.vod_watched("v", &vs, 0, 2.0));
-        assert!(!v.vod_watched("v", &vs, 0, 2.0), "the same position again (another rendition)");
-        assert!(v.vod_watched("v", &vs, 130, 1.5));
-        assert!(v.vod_watched("v", &v.mint("vod:v"), 0, 2.0), "another session");
-        assert!(!v.vod_watched("v", &v.mint("vod:w"), 1, 2.0));
-        assert!(!v.vod_watched("v", &vs, 1, f64::NAN));
-        assert!(!v.vod_watched("v", &vs, MAX_VOD_SEGMENTS, 2.0));
+        let s = v.vod_session("v", &v.mint("vod:v")).expect("a session this service minted");
+        assert!(v.vod_watched(&s, 0, 2.0));
+        assert!(!v.vod_watched(&s, 0, 2.0), "the same position again (another rendition)");
+        assert!(v.vod_watched(&s, 130, 1.5));
+        let other = v.vod_session("v", &v.mint("vod:v")).expect("another session");
+        assert!(v.vod_watched(&other, 0, 2.0), "another session");
+        assert!(v.vod_session("v", &v.mint("vod:w")).is_none(), "minted for another VOD");
+        assert!(v.vod_session("v", "0123456789abcdef0123456789abcdef").is_none(), "invented");
+        assert!(!v.vod_watched(&s, 1, f64::NAN));
+        assert!(!v.vod_watched(&s, MAX_VOD_SEGMENTS, 2.0));
         let taken = v.take_vods();
         assert_eq!(taken["v"], VodTally { views: 1, watch_seconds: 5.5 });
         assert!(v.take_vods().is_empty());

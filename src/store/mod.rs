@@ -268,6 +268,11 @@ pub async fn within<T>(
     }
 }
 
+/// `$from, $from+1, …` for `n` values: the placeholders of an `IN (…)` list.
+pub(crate) fn placeholders(from: usize, n: usize) -> String {
+    (from..from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
 /// Whether the error is a unique-constraint violation (→ 409 at the API).
 pub fn is_unique_violation(err: &DbError) -> bool {
     err.as_database_error().is_some_and(|e| e.is_unique_violation())

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{Db, DbError};
+use super::{placeholders, Db, DbError};
 
 /// One node's counts of one stream: HLS sessions, WHEP viewers, RTSP clients.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -17,11 +17,6 @@ impl ViewerCounts {
     pub fn total(&self) -> i64 {
         self.hls + self.webrtc + self.rtsp
     }
-}
-
-/// `$from, $from+1, …` for `n` values.
-fn placeholders(from: usize, n: usize) -> String {
-    (from..from + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
 }
 
 impl Db {
@@ -119,15 +114,6 @@ impl Db {
             q = q.bind(*s);
         }
         Ok(q.fetch_all(self.pool()).await?.into_iter().collect())
-    }
-
-    /// The peak of one live session (a recording's).
-    pub async fn session_viewer_peak(&self, stream: &str, session: &str) -> Result<Option<i64>, DbError> {
-        Ok(self
-            .session_viewer_peaks(&[(stream, session)])
-            .await?
-            .get(&(stream.into(), session.into()))
-            .copied())
     }
 
     /// The peaks of live sessions `(stream, session)` (recordings'), in one query.

@@ -307,7 +307,7 @@ impl Db {
                 4,
             ),
         };
-        let allowed = (0..from.len()).map(|i| format!("${}", binds + 1 + i)).collect::<Vec<_>>().join(", ");
+        let allowed = super::placeholders(binds + 1, from.len());
         let sql = format!(
             "UPDATE webhook_deliveries SET status = $1, {set} WHERE id = $2 AND {fence} AND status IN ({allowed})"
         );

@@ -188,8 +188,8 @@ async fn viewer_reports_sum_and_peaks_rise(backend: Backend) {
     assert_eq!(db.viewer_peaks(&["s"]).await.unwrap().get("s"), Some(&8));
     db.raise_viewer_peak("s", "two", 2, 3_000).await.unwrap();
     assert_eq!(db.viewer_peaks(&["s", "x"]).await.unwrap(), [("s".to_string(), 2)].into());
-    assert_eq!(db.session_viewer_peak("s", "one").await.unwrap(), Some(8));
-    assert_eq!(db.session_viewer_peak("s", "three").await.unwrap(), None);
+    let peaks = db.session_viewer_peaks(&[("s", "one"), ("s", "three"), ("t", "one")]).await.unwrap();
+    assert_eq!(peaks, [(("s".to_string(), "one".to_string()), 8)].into());
 }
 
 #[tokio::test]
