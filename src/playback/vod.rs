@@ -17,6 +17,8 @@ use crate::storage::vod_prefix;
 
 /// Playlists may be cached briefly: archiving a VOD takes effect within this.
 const PLAYLIST_CACHE: &str = "public, max-age=60";
+/// How long the read of a media playlist for a segment's duration may take (off the request).
+const PLAYLIST_READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 /// Playlists naming one viewer's playback session or token.
 const SESSION_CACHE: &str = "private, no-store";
 
@@ -86,7 +88,7 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
     };
     if let (Some(vs), Some((rendition, segment))) = (&vs, file.split_once('/')) {
         if segment.ends_with(".m4s") {
-            watched(app, req, id, (rendition, segment), vs).await;
+            watched(app, req, id, (rendition, segment), vs);
         }
     }
     // Only a session's playlist is rewritten; everything else is served as stored, ranges too.
@@ -122,7 +124,7 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
 /// session and position (`s<n>.m4s`: the renditions share their segments' times), for the
 /// video renditions only (the audio plays beside them) and from a fetch of the segment's start
 /// (a later byte range of it adds nothing).
-async fn watched(app: &Origin, req: &Request, id: &str, (rendition, segment): (&str, &str), vs: &str) {
+fn watched(app: &Origin, req: &Request, id: &str, (rendition, segment): (&str, &str), vs: &str) {
     let from_start = req
         .headers()
         .get(poem::http::header::RANGE)
@@ -133,21 +135,30 @@ async fn watched(app: &Origin, req: &Request, id: &str, (rendition, segment): (&
     }
     // A session this service did not mint costs no playlist read.
     let Some(session) = app.viewers.vod_session(id, vs) else { return };
-    let key = format!("{id}/{rendition}");
-    let duration = match app.viewers.segment_duration(&key, segment) {
-        Some(d) => d,
-        None => {
-            // Not learnt here (another node served the playlist, or this one restarted).
-            let path = format!("{}/{rendition}/index.m3u8", vod_prefix(id));
-            let Ok(Some(bytes)) = app.storage.get(&path, None).await else { return };
-            let durations = viewing::segment_durations(&String::from_utf8_lossy(&bytes));
-            let d = durations.iter().find(|(f, _)| f == segment).map(|(_, d)| *d);
-            app.viewers.learn_durations(&key, durations);
-            d
-        }
+    let Some(index) =
+        segment.strip_prefix('s').and_then(|s| s.strip_suffix(".m4s")).and_then(|n| n.parse().ok())
+    else {
+        return;
     };
-    let index = segment.strip_prefix('s').and_then(|s| s.strip_suffix(".m4s")).and_then(|n| n.parse().ok());
-    if let (Some(d), Some(index)) = (duration, index) {
-        app.viewers.vod_watched(&session, index, d);
+    let key = format!("{id}/{rendition}");
+    if let Some(duration) = app.viewers.segment_duration(&key, segment) {
+        if let Some(d) = duration {
+            app.viewers.vod_watched(&session, index, d);
+        }
+        return;
     }
+    // Not learnt here (another node served the playlist, or this one restarted): read in a task
+    // of its own with a deadline, so that the viewer's segment never waits on the store twice.
+    let (viewers, storage) = (app.viewers.clone(), app.storage.clone());
+    let (path, segment) = (format!("{}/{rendition}/index.m3u8", vod_prefix(id)), segment.to_string());
+    tokio::spawn(async move {
+        let read = tokio::time::timeout(PLAYLIST_READ_DEADLINE, storage.get(&path, None)).await;
+        let Ok(Ok(Some(bytes))) = read else { return };
+        let durations = viewing::segment_durations(&String::from_utf8_lossy(&bytes));
+        let d = durations.iter().find(|(f, _)| *f == segment).map(|(_, d)| *d);
+        viewers.learn_durations(&key, durations);
+        if let Some(d) = d {
+            viewers.vod_watched(&session, index, d);
+        }
+    });
 }
