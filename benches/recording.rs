@@ -82,9 +82,9 @@ use serde_json::{json, Value};
 use common::{cpu_seconds, load1, out_dir, parse_master, push, sample_file, Proc, Sluice};
 use support::receiver::Receiver;
 
-/// Sluice's reconnect grace (`RECONNECT_GRACE` in src/media/live_hls/channel.rs).
+/// Sluice's reconnect grace (`RECONNECT_GRACE` in src/media/live/channel.rs).
 const GRACE: Duration = Duration::from_secs(10);
-/// The most an ended push's pipeline waits for its last parts (`DRAIN`, live_hls/pipeline.rs).
+/// The most an ended push's pipeline waits for its last parts (`DRAIN`, live/pipeline.rs).
 const DRAIN: Duration = Duration::from_secs(2);
 /// How long pushes may take to be live with a part in every rendition.
 const LIVE_DEADLINE: Duration = Duration::from_secs(40);

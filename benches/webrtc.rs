@@ -68,7 +68,7 @@ impl Drop for Publisher {
 }
 
 fn publish(location: &str, user: &str, password: &str) -> Publisher {
-    sluice::media::ingest::init().expect("GStreamer");
+    sluice::media::gst::init().expect("GStreamer");
     let pipeline = gst::parse::launch(&format!(
         "appsrc name=src is-live=true format=time do-timestamp=true \
          caps=video/x-raw,format=I420,width={W},height={H},framerate={FPS}/1 \

@@ -18,13 +18,13 @@ use crate::config::{Mode, Settings};
 use crate::domain::content_key::MasterKey;
 use crate::events::sender::Sender;
 use crate::events::{Event, Outbox};
-use crate::media::live::LiveOutputs;
-use crate::media::live_hls::channel::Channels;
-use crate::media::recording::Recordings;
-use crate::media::taps::Taps;
+use crate::media::egress::whep::Whep;
+use crate::media::ingest::whip::Whip;
+use crate::media::live::channel::Channels;
+use crate::media::live::outputs::LiveOutputs;
+use crate::media::live::recording::Recordings;
+use crate::media::live::taps::Taps;
 use crate::media::vod::worker::Transcoder;
-use crate::media::webrtc::whep::Whep;
-use crate::media::webrtc::whip::Whip;
 use crate::media::webrtc::WebrtcConfig;
 use crate::metrics::Metrics;
 use crate::password_gate::PasswordGate;
@@ -93,9 +93,9 @@ pub struct App {
     pub whep: Arc<Whep>,
     pub whip: Arc<Whip>,
     /// RTSP playback, once started; stopped when the App goes.
-    rtsp: std::sync::Mutex<Option<crate::media::rtsp::RtspServer>>,
+    rtsp: std::sync::Mutex<Option<crate::media::egress::rtsp::RtspServer>>,
     /// SRT ingest's listener (closed when the app goes).
-    srt: std::sync::Mutex<Option<crate::media::srt::SrtServer>>,
+    srt: std::sync::Mutex<Option<crate::media::ingest::srt::SrtServer>>,
 }
 
 impl App {

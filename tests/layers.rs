@@ -39,6 +39,25 @@ const SAME_LAYER: &[(&str, &str)] = &[("playback", "media")];
 
 const MAX_LINES: usize = 600;
 
+/// The rooms of `src/media/` and their ranks, lowest first: a room may import only rooms of a
+/// lower rank (docs/architecture.md: Media's rooms). Inside a room, and across rooms, the graph
+/// of units (a room's direct modules: `live::channel`, `ingest::rtmp`; a room's own `mod.rs`)
+/// has no circle.
+const ROOMS: &[(&str, u8)] = &[
+    // GStreamer set-up and what every pipeline shares.
+    ("gst", 0),
+    // What media is made of: ISO-BMFF boxes, HLS playlists, WebRTC's SDP and peers.
+    ("cmaf", 1),
+    ("hls", 1),
+    ("webrtc", 1),
+    // The live session and its outputs.
+    ("live", 2),
+    // The protocol fronts that feed a session, the edges that play from it, VOD work.
+    ("ingest", 3),
+    ("egress", 3),
+    ("vod", 3),
+];
+
 fn layer(module: &str) -> Option<u8> {
     LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
 }
@@ -171,6 +190,242 @@ fn violations(src: &Path) -> Vec<String> {
         }
     }
     problems
+}
+
+/// The module path of a file of `src/media/` (below `media`): `live/channel.rs` and
+/// `live/channel/mod.rs` are `["live", "channel"]`; `media/mod.rs` is `[]`.
+fn media_module(media: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(media).expect("under media");
+    let mut segments: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if segments.last().is_some_and(|l| l == "mod") {
+        segments.pop();
+    }
+    segments
+}
+
+/// One path a `use` tree or an expression names, from `at` in `code` (just after `crate::media::`
+/// or the first `super::`): every path of a `{…}` group, each as its segments.
+fn expand_paths(code: &[char], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix;
+    loop {
+        while code.get(at).is_some_and(|c| c.is_whitespace()) {
+            at += 1;
+        }
+        if code.get(at) == Some(&'{') {
+            at += 1;
+            loop {
+                at = expand_paths(code, at, path.clone(), out);
+                while code.get(at).is_some_and(|c| c.is_whitespace() || *c == ',') {
+                    at += 1;
+                }
+                match code.get(at) {
+                    Some('}') => return at + 1,
+                    None => return at,
+                    _ => {}
+                }
+            }
+        }
+        let name: String = code[at..].iter().take_while(|c| c.is_alphanumeric() || **c == '_').collect();
+        if name.is_empty() {
+            out.push(path);
+            return at;
+        }
+        at += name.chars().count();
+        path.push(name);
+        if code.get(at) == Some(&':') && code.get(at + 1) == Some(&':') {
+            at += 2;
+        } else {
+            out.push(path);
+            return at;
+        }
+    }
+}
+
+/// Every module path below `media` that a file of `src/media/` at `module` names: through
+/// `crate::media::…`, and through `super::…` resolved from where it stands (inside an inline
+/// `mod x { … }`, `super` is the file's own module). `use super::*` is left out (tests).
+fn media_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    // Inline modules open at the brace depth they were opened at.
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    let starts = |i: usize, word: &str| {
+        chars[i..].starts_with(&word.chars().collect::<Vec<_>>())
+            && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_' || chars[i - 1] == ':'))
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '{' {
+            depth += 1;
+        } else if c == '}' {
+            depth = depth.saturating_sub(1);
+            while inline.last().is_some_and(|(_, d)| *d > depth) {
+                inline.pop();
+            }
+        } else if starts(i, "mod ") {
+            let rest: String = chars[i + 4..].iter().take_while(|c| **c != ';' && **c != '{').collect();
+            let at_brace = i + 4 + rest.chars().count();
+            if chars.get(at_brace) == Some(&'{') {
+                inline.push((rest.trim().to_string(), depth + 1));
+            }
+        } else if starts(i, "crate::media::") {
+            i = expand_paths(&chars, i + "crate::media::".len(), Vec::new(), &mut out);
+            continue;
+        } else if starts(i, "super::") {
+            let mut here: Vec<String> = module.to_vec();
+            here.extend(inline.iter().map(|(m, _)| m.clone()));
+            let mut at = i;
+            while chars[at..].starts_with(&['s', 'u', 'p', 'e', 'r', ':', ':']) {
+                here.pop();
+                at += "super::".len();
+            }
+            if chars.get(at) == Some(&'*') {
+                i = at + 1;
+                continue;
+            }
+            i = expand_paths(&chars, at, here, &mut out);
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The unit a module path below `media` belongs to: its room and, when that names a module of
+/// the room, the module (`live::channel::Channel` is in `live::channel`, `live::Outputs` in `live`).
+fn unit_of(media: &Path, path: &[String]) -> String {
+    match path {
+        [] => "media".to_string(),
+        [room] => room.clone(),
+        [room, sub, ..] => {
+            let dir = media.join(room);
+            if dir.join(format!("{sub}.rs")).is_file() || dir.join(sub).join("mod.rs").is_file() {
+                format!("{room}::{sub}")
+            } else {
+                room.clone()
+            }
+        }
+    }
+}
+
+/// The rooms of `src/media/` point one way and no unit's imports come back to it.
+fn media_violations(media: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(media, &mut files);
+    files.sort();
+    let mut problems = Vec::new();
+    let mut edges: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for file in &files {
+        let module = media_module(media, file);
+        let own = unit_of(media, &module);
+        let Some(room) = module.first() else {
+            if file.file_name().is_some_and(|f| f == "mod.rs") {
+                continue;
+            }
+            problems.push(format!("{}: a file at the top of media/ must be a room", file.display()));
+            continue;
+        };
+        let Some(rank) = ROOMS.iter().find(|(r, _)| r == room).map(|(_, k)| *k) else {
+            problems.push(format!("{}: room `{room}` has no rank in tests/layers.rs", file.display()));
+            continue;
+        };
+        let text = std::fs::read_to_string(file).expect("readable");
+        for path in media_paths(&code_of(&text), &module) {
+            let theirs = unit_of(media, &path);
+            if theirs == own {
+                continue;
+            }
+            match path.first() {
+                None => problems.push(format!("{}: names an item of media/mod.rs", file.display())),
+                Some(other) if other != room => {
+                    let allowed = ROOMS.iter().find(|(r, _)| r == other).is_some_and(|(_, k)| *k < rank);
+                    if !allowed {
+                        problems.push(format!("{}: room `{room}` imports room `{other}`", file.display()));
+                    }
+                }
+                Some(_) => {}
+            }
+            edges.entry(own.clone()).or_default().insert(theirs);
+        }
+    }
+    if let Some(circle) = a_circle(&edges) {
+        problems.push(format!("media/ has a circle: {}", circle.join(" -> ")));
+    }
+    problems
+}
+
+/// One circle of the graph, if it has any (depth-first, in name order).
+fn a_circle(edges: &std::collections::BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        edges: &std::collections::BTreeMap<String, BTreeSet<String>>,
+        done: &mut BTreeSet<String>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut circle = stack[at..].to_vec();
+            circle.push(node.to_string());
+            return Some(circle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, done, stack) {
+                return Some(c);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges.keys().find_map(|n| visit(n, edges, &mut done, &mut Vec::new()))
+}
+
+#[test]
+fn media_rooms_point_one_way_without_a_circle() {
+    let media = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/media");
+    let problems = media_violations(&media);
+    assert!(problems.is_empty(), "media problems:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_media_check_sees_a_circle_and_a_room_upward() {
+    let dir = std::env::temp_dir().join(format!("sluice-rooms-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for d in ["live/channel", "gst", "egress"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let write = |f: &str, text: &str| std::fs::write(dir.join(f), text).unwrap();
+    write("mod.rs", "pub mod gst;\npub mod live;\n");
+    write("live/mod.rs", "pub mod channel;\npub mod pipeline;\n");
+    // channel -> pipeline through `super` from inside the channel's folder, pipeline -> channel
+    // through a group; `super` in an inline test module is the file itself.
+    write("live/channel/mod.rs", "mod serve;\n");
+    write("live/channel/serve.rs", "use super::super::pipeline::Out;\n");
+    write(
+        "live/pipeline.rs",
+        "use crate::media::{gst::init, live::{channel::Channel}};\nmod tests { use super::Out; }\n",
+    );
+    write("gst/mod.rs", "fn f() { crate::media::vod::x(); }\n");
+    write(
+        "egress/whep.rs",
+        "// crate::media::vod::x in a comment\nuse crate::media::live::channel::Channel;\n",
+    );
+    let problems = media_violations(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let circle = "media/ has a circle: live::channel -> live::pipeline -> live::channel";
+    assert!(problems.iter().any(|p| p == circle), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("room `gst` imports room `vod`")), "{problems:?}");
+    assert!(!problems.iter().any(|p| p.contains("whep.rs")), "{problems:?}");
+    assert_eq!(problems.len(), 2, "{problems:?}");
 }
 
 #[test]

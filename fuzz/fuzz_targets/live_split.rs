@@ -1,4 +1,4 @@
-//! The live packager's cut planning (`media::live_hls::split`), fed what a push controls: the
+//! The live packager's cut planning (`media::live::split`), fed what a push controls: the
 //! frame rate its video caps claim (any number), its AAC sample rate (any 24-bit value or worse),
 //! and every frame's timestamps and keyframe flag, which reach the splitter from the network on a
 //! streaming thread. Settings are drawn from what the configuration accepts (parts of 200–1000
@@ -8,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice::media::live_hls::split::{self, Plan, Split, Splitter};
+use sluice::media::live::split::{self, Plan, Split, Splitter};
 
 /// Checks a plan's layout, when it has one, against the bounds `split::layout` promises.
 fn check(plan: Plan) {

@@ -7,8 +7,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use rml_rtmp::handshake::{Handshake, HandshakeProcessResult, PeerType};
-use sluice::media::rtmp::auth;
-use sluice::media::rtmp::session::{Action, IngestSession};
+use sluice::media::ingest::rtmp::auth;
+use sluice::media::ingest::rtmp::session::{Action, IngestSession};
 
 fuzz_target!(|data: &[u8]| {
     let (Some(&mode), Some(&cut)) = (data.first(), data.get(1)) else { return };

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::config::Settings;
 use crate::domain::content_key::MasterKey;
 use crate::events::Outbox;
-use crate::media::live_hls::channel::Channels;
+use crate::media::live::channel::Channels;
 use crate::password_gate::PasswordGate;
 use crate::ratelimit::{Limiter, Lockout};
 use crate::services::endpoints::Endpoints;

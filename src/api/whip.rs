@@ -13,7 +13,7 @@ use poem::http::{header, StatusCode};
 use poem::web::{Data, Path};
 use poem::{handler, patch, post, Body, EndpointExt, Request, Response, Route};
 
-use crate::media::webrtc::whip::{Whip, WhipError};
+use crate::media::ingest::whip::{Whip, WhipError};
 use crate::media::webrtc::WebrtcError;
 use crate::playback::whep::{media_type, read_bounded};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use super::App;
-use crate::media::rtmp::server::Ingest;
+use crate::media::ingest::rtmp::server::Ingest;
 
 impl App {
     /// Binds RTMP (RTMPS too when `tls` is given), SRT and RTSP. RTMP, RTMPS and SRT share one
@@ -15,7 +15,8 @@ impl App {
         self: &Arc<Self>,
         tls: Option<crate::tls::Tls>,
     ) -> anyhow::Result<()> {
-        let limits = Arc::new(crate::media::limits::Limits::new(self.settings.rtmp_max_per_ip as usize));
+        let limits =
+            Arc::new(crate::media::ingest::limits::Limits::new(self.settings.rtmp_max_per_ip as usize));
         let ingest = Arc::new(Ingest {
             limits: limits.clone(),
             db: self.db.clone(),
@@ -24,13 +25,13 @@ impl App {
             outputs: self.outputs.clone(),
             challenges: Default::default(),
         });
-        let rtmp = crate::media::rtmp::server::start(ingest.clone(), self.settings.rtmp_addr, None)
+        let rtmp = crate::media::ingest::rtmp::server::start(ingest.clone(), self.settings.rtmp_addr, None)
             .await
             .with_context(|| format!("binding RTMP on {}", self.settings.rtmp_addr))?;
         self.endpoints.rtmp_bound(rtmp);
         if let Some(tls) = tls {
             let addr = self.settings.rtmps_addr;
-            let rtmps = crate::media::rtmp::server::start(ingest, addr, Some(tls))
+            let rtmps = crate::media::ingest::rtmp::server::start(ingest, addr, Some(tls))
                 .await
                 .with_context(|| format!("binding RTMPS on {addr}"))?;
             self.endpoints.rtmps_bound(rtmps);
@@ -41,8 +42,11 @@ impl App {
     }
 
     /// Starts SRT ingest on `SLUICE_SRT_ADDR`, under the same connection caps as RTMP.
-    async fn start_srt(self: &Arc<Self>, limits: Arc<crate::media::limits::Limits>) -> anyhow::Result<()> {
-        let srt = Arc::new(crate::media::srt::Srt::new(
+    async fn start_srt(
+        self: &Arc<Self>,
+        limits: Arc<crate::media::ingest::limits::Limits>,
+    ) -> anyhow::Result<()> {
+        let srt = Arc::new(crate::media::ingest::srt::Srt::new(
             self.db.clone(),
             self.master_key.clone(),
             self.streams.clone(),
@@ -50,9 +54,10 @@ impl App {
             limits,
         ));
         let (addr, runtime) = (self.settings.srt_addr, tokio::runtime::Handle::current());
-        let server = tokio::task::spawn_blocking(move || crate::media::srt::start(srt, addr, runtime))
-            .await?
-            .with_context(|| format!("binding SRT on {addr}"))?;
+        let server =
+            tokio::task::spawn_blocking(move || crate::media::ingest::srt::start(srt, addr, runtime))
+                .await?
+                .with_context(|| format!("binding SRT on {addr}"))?;
         self.endpoints.srt_bound(server.addr);
         *self.srt.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
         Ok(())
@@ -65,7 +70,7 @@ impl App {
         let runtime = tokio::runtime::Handle::current();
         let viewers = self.origin.viewers.clone();
         let server = tokio::task::spawn_blocking(move || {
-            crate::media::rtsp::start(addr, taps, authorize, viewers, runtime)
+            crate::media::egress::rtsp::start(addr, taps, authorize, viewers, runtime)
         })
         .await?
         .map_err(|e| anyhow::anyhow!(e))

@@ -25,7 +25,7 @@ pub use crate::services::policy::{Policies, Resource};
 pub use origin::routes;
 
 use crate::client_ip;
-use crate::media::live_hls::channel::Channels;
+use crate::media::live::channel::Channels;
 use crate::storage::Storage;
 use crate::store::keys::SigningKeys;
 use origin::Refused;
@@ -40,7 +40,7 @@ pub struct Origin {
     /// VOD outputs.
     pub storage: Storage,
     /// WHEP viewers.
-    pub whep: Arc<crate::media::webrtc::whep::Whep>,
+    pub whep: Arc<crate::media::egress::whep::Whep>,
     /// Per-stream byte counters: what the origin serves of each live stream.
     pub per_stream: Arc<crate::metrics::PerStream>,
     /// Live streams held by another node are relayed from it.
@@ -70,8 +70,8 @@ pub(crate) fn viewer_ip(app: &Origin, req: &Request) -> Option<std::net::IpAddr>
 }
 
 /// The check RTSP playback runs on DESCRIBE and SETUP: the same as every HLS request.
-pub fn rtsp_authorize(origin: Arc<Origin>) -> crate::media::rtsp::Authorize {
-    use crate::media::rtsp::Verdict;
+pub fn rtsp_authorize(origin: Arc<Origin>) -> crate::media::egress::rtsp::Authorize {
+    use crate::media::egress::rtsp::Verdict;
     Arc::new(move |stream: String, token: Option<String>, client: Option<std::net::IpAddr>| {
         let origin = origin.clone();
         Box::pin(async move {

@@ -24,7 +24,7 @@ use poem::{get, handler, patch, post, Body, IntoResponse, Request, Response, Rou
 use super::relay::Kind;
 use super::rewrite::{sign_playlist, sign_rendered, tokened_master};
 use super::{authorize_carried, is_relayed, viewing, Grant, Origin, Resource};
-use crate::media::live_hls::channel::{Channel, Miss, PlaylistQuery, Rendered};
+use crate::media::live::channel::{Channel, Miss, PlaylistQuery, Rendered};
 use crate::services::nodes::Holder;
 use crate::services::policy::KeyError;
 

@@ -11,8 +11,8 @@ use poem::web::{Data, Path};
 use poem::{handler, Body, Request, Response};
 
 use super::{authorize, is_relayed, viewer_ip, Origin, Resource};
+use crate::media::egress::whep::WhepError;
 use crate::media::webrtc::sdp::MAX_SDP_BYTES;
-use crate::media::webrtc::whep::WhepError;
 use crate::media::webrtc::{TrickleError, WebrtcError};
 use crate::services::nodes::{Holder, CLIENT_HEADER};
 

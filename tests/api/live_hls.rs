@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use sluice::media::live_hls::moof;
+use sluice::media::cmaf;
 
 use crate::support::player::{played, Player, Report};
 use crate::support::{eventually, ffmpeg_push, spawn_app, spawn_app_with, Backend, Killed, TestApp};
@@ -399,8 +399,8 @@ async fn times_across_the_discontinuity(t: &TestApp, playlist_url: &str, playlis
         .find_map(|l| l.strip_prefix("#EXT-X-PART:"))
         .and_then(|a| attr(a, "URI"))
         .expect("a part");
-    let timescale = f64::from(moof::timescale(&get(init).await).expect("the init section's timescale"));
-    let decode_time = |chunk: &[u8]| moof::decode_time(chunk).expect("a tfdt") as f64 / timescale;
+    let timescale = f64::from(cmaf::timescale(&get(init).await).expect("the init section's timescale"));
+    let decode_time = |chunk: &[u8]| cmaf::decode_time(chunk).expect("a tfdt") as f64 / timescale;
     (decode_time(&get(segment).await) + extinf, decode_time(&get(part).await))
 }
 

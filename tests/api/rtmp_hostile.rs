@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use rml_rtmp::handshake::{Handshake, HandshakeProcessResult, PeerType};
 use serde_json::{json, Value};
-use sluice::media::ingest::flv_tags;
+use sluice::media::ingest::flv::flv_tags;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 

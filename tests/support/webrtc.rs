@@ -160,7 +160,7 @@ impl WhepViewer {
     }
 
     async fn start(url: &str, decoding: bool) -> Result<WhepViewer, Refused> {
-        sluice::media::ingest::init().expect("GStreamer");
+        sluice::media::gst::init().expect("GStreamer");
         let received = Arc::new(Mutex::new(Received::default()));
         let r = received.clone();
         let (pipeline, webrtc, offer) = tokio::task::spawn_blocking(move || {
@@ -340,7 +340,7 @@ impl WhipPublisher {
     }
 
     pub async fn try_publish(url: &str, bearer: Option<&str>) -> Result<WhipPublisher, Refused> {
-        sluice::media::ingest::init().expect("GStreamer");
+        sluice::media::gst::init().expect("GStreamer");
         let (pipeline, webrtc, offer) = tokio::task::spawn_blocking(|| {
             let pipeline = gst::parse::launch(
                 "webrtcbin name=w bundle-policy=max-bundle \

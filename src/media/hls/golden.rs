@@ -3,9 +3,9 @@
 
 use chrono::{TimeZone, Utc};
 
+use crate::media::hls::live::{Config, MediaPlaylist, Part, RenditionReport, Window};
 use crate::media::hls::master::{render_master, AudioRendition, Variant};
-use crate::media::live_hls::playlist::{Config, MediaPlaylist, Part, RenditionReport, Window};
-use crate::media::vod::hls::{media_playlist, Segment, KEY_URI};
+use crate::media::hls::vod::{transcoded_playlist, Segment, KEY_URI};
 
 fn vod_segments() -> Vec<Segment> {
     vec![
@@ -65,9 +65,9 @@ fn variants() -> Vec<Variant> {
 fn texts() -> Vec<(&'static str, String)> {
     let audio = AudioRendition { uri: "audio/index.m3u8".into(), codec: "mp4a.40.2".into(), channels: 2 };
     vec![
-        ("vod.m3u8", media_playlist("init.mp4", &vod_segments(), None)),
-        ("vod-key.m3u8", media_playlist("init.mp4", &vod_segments(), Some(KEY_URI))),
-        ("vod-empty.m3u8", media_playlist("init.mp4", &[], None)),
+        ("vod.m3u8", transcoded_playlist("init.mp4", &vod_segments(), None)),
+        ("vod-key.m3u8", transcoded_playlist("init.mp4", &vod_segments(), Some(KEY_URI))),
+        ("vod-empty.m3u8", transcoded_playlist("init.mp4", &[], None)),
         ("live.m3u8", live(Window::Segments(8), false, false).render(false, &reports())),
         ("live-key-skip.m3u8", live(Window::Segments(8), true, false).render(true, &reports())),
         ("live-dvr-key-ended.m3u8", live(Window::Seconds(60.0), true, true).render(false, &[])),

@@ -1,11 +1,13 @@
-//! HLS text shared by live and VOD: the master playlist (`master`) and the media playlist tags
-//! both write the same way (`tags`). The live LL-HLS media playlist model is
-//! [`crate::media::live_hls::playlist`]; the VOD one, a fixed list of segments, is
-//! [`crate::media::vod::hls`]. `golden` pins every byte they serve.
+//! HLS text, live and VOD: the master playlist (`master`), the live LL-HLS media playlist model
+//! (`live`), the one writer of VOD media playlists for transcodes and recordings (`vod`), the
+//! tags both write the same way (`tags`) and the URIs in playlists (`uris`). `golden` pins every
+//! byte they serve.
 
+pub mod live;
 pub mod master;
 pub mod tags;
 pub mod uris;
+pub mod vod;
 
 #[cfg(test)]
 mod golden;

@@ -1,7 +1,7 @@
 //! The deadlines of pushes whose front is not RTMP (the RTMP session keeps its own): no media,
 //! no keyframe, and the input bitrate, read from the pipeline's counters.
 
-use super::IngestPipeline;
+use crate::media::ingest::pipeline::IngestPipeline;
 
 /// A push that receives no media for this long ends (CONTRACT: Auto-stop).
 pub const NO_MEDIA: std::time::Duration = std::time::Duration::from_secs(10);

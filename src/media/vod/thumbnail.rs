@@ -7,8 +7,6 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-use super::transcode::Failure;
-
 /// The thumbnail's frame: a quarter in, at most 5 s (past fades from black), or the first.
 fn thumbnail_at(duration: Option<f64>) -> gst::ClockTime {
     let at = duration.map_or(0.0, |d| (d / 4.0).min(5.0));
@@ -21,11 +19,11 @@ pub(super) fn thumbnail(
     work: &Path,
     duration: Option<f64>,
     written: Arc<Mutex<bool>>,
-) -> Result<(), Failure> {
+) -> Result<(), String> {
     let (Some(queue), Some(sink)) =
         (bin.by_name("thumbq"), bin.by_name("thumb").and_then(|e| e.downcast::<gst_app::AppSink>().ok()))
     else {
-        return Err(Failure::Media("no thumbnail branch".into()));
+        return Err("no thumbnail branch".into());
     };
     let at = thumbnail_at(duration);
     let passed = std::sync::atomic::AtomicBool::new(false);

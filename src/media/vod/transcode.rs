@@ -26,12 +26,11 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use tokio::sync::watch;
 
-use super::hls::Segment;
 use super::probe::SourceInfo;
 use super::thumbnail::thumbnail;
 use crate::domain::vod::PlannedRung;
-use crate::media::live_hls::ladder;
-use crate::media::StopOnDrop;
+use crate::media::gst::StopOnDrop;
+use crate::media::hls::vod::Segment;
 
 const RUNG: &str = include_str!("../../../pipelines/vod-rung.txt");
 const AUDIO: &str = include_str!("../../../pipelines/vod-audio.txt");
@@ -50,7 +49,7 @@ pub struct Descriptions {
 
 impl Descriptions {
     pub fn load(dir: Option<&Path>) -> Descriptions {
-        let read = |name: &str, builtin: &str| crate::media::description(dir, name, builtin);
+        let read = |name: &str, builtin: &str| crate::media::gst::description(dir, name, builtin);
         Descriptions { rung: read("vod-rung.txt", RUNG), audio: read("vod-audio.txt", AUDIO) }
     }
 }
@@ -226,10 +225,10 @@ fn collect(bin: &gst::Bin, name: &str, dir: PathBuf, audio: bool, out: Shared) -
         let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
         let mut r = lock(&codec_out);
         if audio {
-            r.codec = ladder::mp4a_codec(bytes);
+            r.codec = crate::media::cmaf::mp4a_codec(bytes);
             r.channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
         } else {
-            r.codec = ladder::avc1_codec(bytes);
+            r.codec = crate::media::cmaf::avc1_codec(bytes);
         }
         gst::PadProbeReturn::Ok
     });
@@ -286,7 +285,7 @@ struct Built {
 /// Builds the pipeline of `job` (blocking: see the module's documentation).
 fn build(job: &Job) -> Result<Built, Failure> {
     gst::init().map_err(|e| Failure::Media(format!("GStreamer: {e}")))?;
-    crate::media::live_hls::pipeline::register_fmp4().map_err(Failure::Media)?;
+    crate::media::gst::register_fmp4().map_err(Failure::Media)?;
     if job.rungs.is_empty() {
         return Err(Failure::Media("no rendition to produce".into()));
     }
@@ -311,7 +310,7 @@ fn build(job: &Job) -> Result<Built, Failure> {
         video_out.push(shared);
     }
     let thumb_written = Arc::new(Mutex::new(false));
-    thumbnail(&video, &job.work_dir, job.source.duration, thumb_written.clone())?;
+    thumbnail(&video, &job.work_dir, job.source.duration, thumb_written.clone()).map_err(Failure::Media)?;
 
     let audio = if job.source.has_audio {
         let audio = bin(&audio_description(job), "ain")?;
@@ -328,7 +327,7 @@ fn build(job: &Job) -> Result<Built, Failure> {
 }
 
 /// Gives each rung's scaled video the colorimetry of the decoded source
-/// ([`crate::media::colorimetry_of`]: left open, a 1080p source's 360p rung would be converted
+/// ([`crate::media::gst::colorimetry_of`]: left open, a 1080p source's 360p rung would be converted
 /// to BT.601 on every frame).
 fn keep_colorimetry(bin: &gst::Bin, rungs: &[PlannedRung]) -> Result<(), Failure> {
     let tee =
@@ -338,7 +337,7 @@ fn keep_colorimetry(bin: &gst::Bin, rungs: &[PlannedRung]) -> Result<(), Failure
     tee.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
         let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
         let gst::EventView::Caps(c) = ev.view() else { return gst::PadProbeReturn::Ok };
-        let Some(colorimetry) = crate::media::colorimetry_of(c.caps()) else {
+        let Some(colorimetry) = crate::media::gst::colorimetry_of(c.caps()) else {
             return gst::PadProbeReturn::Ok;
         };
         for filter in &filters {

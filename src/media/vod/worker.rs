@@ -23,12 +23,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::watch;
 
-use super::hls;
 use super::probe::{probe, SourceInfo};
 use super::transcode::{self, Failure, Output};
 use crate::domain::time::now_ms;
 use crate::domain::vod::{self, ProducedRendition, VodMove};
 use crate::media::hls::master::{render_master, AudioRendition, Variant};
+use crate::media::hls::vod as hls;
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::services::vods::{VodError, Vods};
 use crate::storage::spool::PUT_DEADLINE;
@@ -398,7 +398,7 @@ async fn publish(
     };
     let audio = match &out.audio {
         Some(a) => {
-            put_dir(a.name.clone(), hls::media_playlist("init.mp4", &a.segments, key_uri)).await?;
+            put_dir(a.name.clone(), hls::transcoded_playlist("init.mp4", &a.segments, key_uri)).await?;
             Some((hls::bitrates(&a.segments).0, a))
         }
         None => None,
@@ -406,7 +406,7 @@ async fn publish(
     let mut produced = Vec::new();
     let mut variants = Vec::new();
     for r in &out.video {
-        put_dir(r.name.clone(), hls::media_playlist("init.mp4", &r.segments, key_uri)).await?;
+        put_dir(r.name.clone(), hls::transcoded_playlist("init.mp4", &r.segments, key_uri)).await?;
         let (peak, average) = hls::bitrates(&r.segments);
         let uri = format!("{}/index.m3u8", r.name);
         variants.push(Variant {

@@ -8,8 +8,6 @@
 //! the same port; STUN and TURN servers come from `SLUICE_ICE_SERVERS`.
 
 pub mod sdp;
-pub mod whep;
-pub mod whip;
 
 use std::net::IpAddr;
 use std::sync::mpsc;
@@ -191,11 +189,11 @@ pub struct Peer {
     /// The `ETag` of the 201; a trickle PATCH must send it as `If-Match`.
     pub etag: String,
     webrtc: gst::Element,
-    end: tokio::sync::Notify,
+    pub(crate) end: tokio::sync::Notify,
 }
 
 impl Peer {
-    fn new(stream_id: &str, ip: Option<std::net::IpAddr>, webrtc: gst::Element) -> Peer {
+    pub(crate) fn new(stream_id: &str, ip: Option<std::net::IpAddr>, webrtc: gst::Element) -> Peer {
         let id = crate::domain::new_id();
         Peer {
             ip,
@@ -223,7 +221,7 @@ impl Peer {
 
     /// Resolves when the session's ICE fails or closes, or when it has not connected within
     /// [`CONNECT_DEADLINE`].
-    async fn lost(&self) {
+    pub(crate) async fn lost(&self) {
         let (tx, mut rx) = tokio::sync::watch::channel(
             self.webrtc.property::<gst_webrtc::WebRTCICEConnectionState>("ice-connection-state"),
         );
@@ -356,11 +354,11 @@ impl Peers {
         out
     }
 
-    fn insert(&self, peer: Arc<Peer>) {
+    pub(crate) fn insert(&self, peer: Arc<Peer>) {
         self.lock().insert(peer.id.clone(), peer);
     }
 
-    fn remove(&self, id: &str) {
+    pub(crate) fn remove(&self, id: &str) {
         self.lock().remove(id);
     }
 }

@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn finds_constrained_baseline_h264_and_opus() {
-        crate::media::ingest::init().expect("GStreamer");
+        crate::media::gst::init().expect("GStreamer");
         let sdp = parse_offer(OFFER.as_bytes()).expect("parses");
         let (video, audio) = codecs(&sdp, false);
         let video = video.expect("H.264");
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_an_offer() {
-        crate::media::ingest::init().expect("GStreamer");
+        crate::media::gst::init().expect("GStreamer");
         assert!(parse_offer(b"hello").is_err());
         assert!(parse_offer(&[0xff, 0xfe]).is_err());
         assert!(parse_offer(b"v=0\r\n").is_err(), "no media");

@@ -1,0 +1,112 @@
+//! The one writer of VOD media playlists (RFC 8216bis 4.4.3, 4.4.4), for transcoded VODs and for
+//! recordings: fMP4 segments after an `EXT-X-MAP`, `EXT-X-PLAYLIST-TYPE:VOD`, `EXT-X-ENDLIST`;
+//! an `EXT-X-DISCONTINUITY` and a new map where the initialization section changes (a
+//! recording's reconnect), and `EXT-X-GAP` for a segment whose media is missing. The tags are
+//! written as live writes them ([`crate::media::hls::tags`]); the master playlist is the live
+//! one's ([`crate::media::hls::master`]).
+
+use crate::media::hls::tags::{write_map, write_segment};
+
+/// One segment of a rendition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    pub uri: String,
+    /// Seconds.
+    pub duration: f64,
+    pub bytes: u64,
+}
+
+/// Where a VOD media playlist (`/vod/<id>/<rendition>/index.m3u8`) finds the VOD's key.
+pub const KEY_URI: &str = "../key";
+
+/// One line of a VOD media playlist: the segment's initialization section, URI and length, and
+/// whether it is a gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<'a> {
+    pub init: &'a str,
+    pub uri: &'a str,
+    pub duration: f64,
+    pub gap: bool,
+}
+
+/// The media playlist of a rendition. TARGETDURATION is the longest segment rounded to the
+/// nearest second, as 4.4.3.1 asks (EXTINF rounded to an integer must not exceed it). With
+/// `key_uri` the segments are AES-128 encrypted (IV: the sequence number); the `EXT-X-KEY`
+/// follows each `EXT-X-MAP`, so the initialization sections are clear. `map` is written first
+/// even when there are no segments (a transcoded rendition's one initialization section).
+pub fn media_playlist<'a>(map: Option<&'a str>, segments: &[Listed<'a>], key_uri: Option<&str>) -> String {
+    let target = segments.iter().map(|s| s.duration.round() as u64).max().unwrap_or(1).max(1);
+    let mut out = format!(
+        "#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:{target}\n#EXT-X-MEDIA-SEQUENCE:0\n\
+         #EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-INDEPENDENT-SEGMENTS\n"
+    );
+    let mut current = None;
+    if let Some(map) = map {
+        write_map(&mut out, &mut current, map, key_uri);
+    }
+    for (i, s) in segments.iter().enumerate() {
+        if i > 0 && segments[i - 1].init != s.init {
+            out.push_str("#EXT-X-DISCONTINUITY\n");
+        }
+        write_map(&mut out, &mut current, s.init, key_uri);
+        if s.gap {
+            out.push_str("#EXT-X-GAP\n");
+        }
+        write_segment(&mut out, s.duration, s.uri);
+    }
+    out.push_str("#EXT-X-ENDLIST\n");
+    out
+}
+
+/// The media playlist of a transcoded rendition: every segment after the one `init_uri`.
+pub fn transcoded_playlist(init_uri: &str, segments: &[Segment], key_uri: Option<&str>) -> String {
+    let listed: Vec<Listed> = segments
+        .iter()
+        .map(|s| Listed { init: init_uri, uri: &s.uri, duration: s.duration, gap: false })
+        .collect();
+    media_playlist(Some(init_uri), &listed, key_uri)
+}
+
+/// (peak, average) bits per second over the segments (BANDWIDTH and AVERAGE-BANDWIDTH,
+/// RFC 8216bis 4.4.6.2).
+pub fn bitrates(segments: &[Segment]) -> (u64, u64) {
+    bitrates_of(segments.iter().map(|s| (s.duration, s.bytes)))
+}
+
+/// [`bitrates`] over (seconds, bytes) of each segment.
+pub fn bitrates_of(segments: impl Iterator<Item = (f64, u64)> + Clone) -> (u64, u64) {
+    let peak = segments
+        .clone()
+        .filter(|(duration, _)| *duration > 0.0)
+        .map(|(duration, bytes)| (bytes as f64 * 8.0 / duration) as u64)
+        .max()
+        .unwrap_or(0);
+    let (seconds, bytes) = segments.fold((0.0, 0u64), |(s, b), (duration, bytes)| (s + duration, b + bytes));
+    let average = if seconds > 0.0 { (bytes as f64 * 8.0 / seconds) as u64 } else { 0 };
+    (peak, average)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_playlist_is_a_vod_playlist_within_its_target() {
+        let segs = vec![
+            Segment { uri: "s0.m4s".into(), duration: 4.0, bytes: 1000 },
+            Segment { uri: "s1.m4s".into(), duration: 4.4, bytes: 3000 },
+            Segment { uri: "s2.m4s".into(), duration: 1.2, bytes: 100 },
+        ];
+        let text = transcoded_playlist("init.mp4", &segs, None);
+        assert!(!text.contains("EXT-X-KEY"));
+        let encrypted = transcoded_playlist("init.mp4", &segs, Some(KEY_URI));
+        assert!(encrypted.contains("#EXT-X-MAP:URI=\"init.mp4\"\n#EXT-X-KEY:METHOD=AES-128,URI=\"../key\"\n"));
+        assert!(text.contains("#EXT-X-TARGETDURATION:4\n"));
+        assert!(text.contains("#EXT-X-PLAYLIST-TYPE:VOD\n"));
+        assert!(text.contains("#EXT-X-MAP:URI=\"init.mp4\"\n"));
+        assert!(text.ends_with("#EXTINF:1.20000,\ns2.m4s\n#EXT-X-ENDLIST\n"));
+        let (peak, avg) = bitrates(&segs);
+        assert_eq!(peak, (3000.0 * 8.0 / 4.4) as u64);
+        assert_eq!(avg, (4100.0 * 8.0 / 9.6) as u64);
+    }
+}

@@ -1,0 +1,14 @@
+//! The protocol fronts of live ingest: each turns a publisher's connection into a push of the
+//! stream's live session. `rtmp` (RTMP and RTMPS), `srt` and `whip` take the connection and its
+//! credentials; `pipeline` is the GStreamer front their media enters (FLV through `flvdemux`,
+//! MPEG-TS through `tsdemux`, WebRTC through `webrtcbin`) and hands to the session's outputs;
+//! `flv` frames RTMP's tags; `liveness` watches a push for media and keyframes; `limits` bounds
+//! pushes per address and in all.
+
+pub mod flv;
+pub mod limits;
+pub mod liveness;
+pub mod pipeline;
+pub mod rtmp;
+pub mod srt;
+pub mod whip;

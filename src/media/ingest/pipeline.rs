@@ -1,0 +1,544 @@
+//! The ingest pipeline of a push session: the accepted H.264/AAC, re-framed as FLV, is chained
+//! into `flvdemux` on the thread that read it; `flvdemux` restores timestamps;
+//! `h264parse`/`aacparse` normalise the streams into the `video` and `audio` tees that later
+//! stages (ladder, packaging, recording) attach to. The description lives in
+//! `pipelines/ingest.txt` so operators can read it.
+//!
+//! The network side never waits long on GStreamer: what a tag goes through on the reading thread
+//! (demuxer, parsers, the passthrough muxers' input) holds nothing up but a muxer's own task,
+//! and every slow branch (the ladder's decoder, the taps) has a bounded leaky queue of its own.
+//! Callbacks only `try_send` on bounded channels.
+
+use std::sync::{Arc, Condvar, Mutex};
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use tokio::sync::mpsc;
+
+use crate::media::gst::{init, StopOnDrop};
+use crate::media::ingest::flv::{flv_header, flv_tag, Tag};
+use crate::media::live;
+use crate::media::live::channel::{Channel, RECONNECT_GRACE};
+use crate::media::live::outputs::Outputs;
+use crate::media::live::pipeline::{WallBase, DRAIN};
+use crate::media::live::taps::TapGuard;
+
+const DESCRIPTION: &str = include_str!("../../../pipelines/ingest.txt");
+/// The MPEG-TS front (SRT): `tsdemux`'s streams are linked to the `vq`/`aq` queues as they appear.
+const TS_DESCRIPTION: &str = include_str!("../../../pipelines/srt.txt");
+
+/// What the caps of the parsed streams say about the input.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InputFormat {
+    pub video_codec: Option<String>,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    pub frame_rate: Option<f64>,
+    pub audio_codec: Option<String>,
+    pub audio_sample_rate: Option<i32>,
+    pub audio_channels: Option<i32>,
+}
+
+/// Reports from the pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PipelineReport {
+    Video {
+        codec: String,
+        width: i32,
+        height: i32,
+        frame_rate: Option<f64>,
+    },
+    Audio {
+        codec: String,
+        sample_rate: i32,
+        channels: i32,
+    },
+    /// An element failed; the push should end.
+    Error(String),
+}
+
+/// Where a push's media enters its pipeline.
+pub(crate) enum Front {
+    /// RTMP: FLV tags chained straight into `flvdemux`'s sink pad by [`IngestPipeline::push`],
+    /// on the thread that read them.
+    Flv(gst::Pad),
+    /// SRT: MPEG-TS through an `appsrc`, fed from SRT's receive thread ([`Feeder`]).
+    Ts(gst_app::AppSrc),
+    /// WHIP: `webrtcbin` is the source.
+    Webrtc,
+}
+
+pub struct IngestPipeline {
+    pipeline: StopOnDrop,
+    front: Front,
+    dropped: u64,
+    /// What WHEP viewers and RTSP sessions take from this push; closed when it stops.
+    tap: Option<TapGuard>,
+    /// Media bytes that reached the tees (the no-media watchdog and the input bitrate).
+    pub media_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// Video keyframes that reached the `video` tee (the no-keyframe watchdog).
+    pub keyframes: Arc<std::sync::atomic::AtomicU64>,
+    /// The LL-HLS channel this push feeds, if any.
+    live: Option<(Arc<Channel>, u32)>,
+    /// Set once the ladder is planned with a rung to encode.
+    transcodes: Arc<std::sync::atomic::AtomicBool>,
+    /// Wall-clock time of media timestamp zero (set by the first media).
+    wall: WallBase,
+    /// Set when the pipeline has drained (EOS reached every sink).
+    drained: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl IngestPipeline {
+    /// Builds and starts the pipeline, with LL-HLS packaging when `live` is given; reports
+    /// arrive on the returned channel. The work runs on a blocking thread: the first
+    /// `gst::init` scans the plugin registry, building loads plugins, and going to PLAYING waits
+    /// on the elements' state changes.
+    pub async fn start(
+        stream_id: &str,
+        outputs: Outputs,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+        let stream_id = stream_id.to_string();
+        tokio::task::spawn_blocking(move || IngestPipeline::start_blocking(&stream_id, outputs))
+            .await
+            .map_err(|e| format!("ingest pipeline: {e}"))?
+    }
+
+    fn start_blocking(
+        stream_id: &str,
+        outputs: Outputs,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+        init()?;
+        let pipeline = gst::parse::launch(DESCRIPTION)
+            .map_err(|e| format!("ingest pipeline: {e}"))?
+            .downcast::<gst::Pipeline>()
+            .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
+        pipeline.set_property("name", format!("ingest-{stream_id}"));
+        let demux = pipeline
+            .by_name("demux")
+            .and_then(|e| e.static_pad("sink"))
+            .ok_or("ingest pipeline has no flvdemux named demux")?;
+        let (mut p, reports) = IngestPipeline::assemble(pipeline, Front::Flv(demux.clone()), outputs, false)?;
+        // What an upstream element would have sent before its first buffer.
+        let segment = gst::FormattedSegment::<gst::format::Bytes>::new();
+        let caps = gst::Caps::builder("video/x-flv").build();
+        let started = demux.send_event(gst::event::StreamStart::new(&format!("ingest-{stream_id}")))
+            && demux.send_event(gst::event::Caps::new(&caps))
+            && demux.send_event(gst::event::Segment::new(&segment));
+        if !started || p.chain(flv_header()).is_err() {
+            // Ends the push on its channel too, as a failed start does in `assemble`.
+            p.stop();
+            return Err("ingest pipeline did not take the FLV header".into());
+        }
+        Ok((p, reports))
+    }
+
+    /// Builds and starts the MPEG-TS front (`pipelines/srt.txt`): bytes fed through
+    /// [`IngestPipeline::feeder`] are demuxed, H.264 and AAC go to the tees. The wall-clock base
+    /// is taken at the first media buffer (TS timestamps start anywhere). Off the async workers,
+    /// as [`IngestPipeline::start`].
+    pub async fn start_ts(
+        stream_id: &str,
+        outputs: Outputs,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+        let stream_id = stream_id.to_string();
+        tokio::task::spawn_blocking(move || {
+            init()?;
+            let pipeline = gst::parse::launch(TS_DESCRIPTION)
+                .map_err(|e| format!("ingest pipeline: {e}"))?
+                .downcast::<gst::Pipeline>()
+                .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
+            pipeline.set_property("name", format!("ingest-ts-{stream_id}"));
+            let src = pipeline
+                .by_name("src")
+                .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
+                .ok_or("ingest pipeline has no appsrc named src")?;
+            link_ts_streams(&pipeline)?;
+            IngestPipeline::assemble(pipeline, Front::Ts(src), outputs, true)
+        })
+        .await
+        .map_err(|e| format!("ingest pipeline: {e}"))?
+    }
+
+    /// What feeds a byte-stream front from another thread (SRT's receive thread).
+    pub fn feeder(&self) -> Option<Feeder> {
+        match &self.front {
+            Front::Ts(src) => Some(Feeder { src: src.clone(), dropped: 0 }),
+            Front::Flv(_) | Front::Webrtc => None,
+        }
+    }
+
+    /// Attaches the outputs to a pipeline whose front (FLV or WHIP) feeds the `video` and
+    /// `audio` tees, and starts it. `wall_from_first`: the front's timestamps are running times
+    /// (WHIP), so the wall-clock base is taken at the first media buffer; the FLV front sets it
+    /// from RTMP timestamps in [`IngestPipeline::push`]. Blocking.
+    pub(crate) fn assemble(
+        pipeline: gst::Pipeline,
+        front: Front,
+        outputs: Outputs,
+        wall_from_first: bool,
+    ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
+        let (tx, rx) = mpsc::channel(16);
+        probe_caps(&pipeline, "video", tx.clone(), video_report)?;
+        probe_caps(&pipeline, "audio", tx.clone(), audio_report)?;
+        let media_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let keyframes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        count_media(&pipeline, &media_bytes, outputs.counters.clone(), &keyframes)?;
+        let drained = Arc::new((Mutex::new(false), Condvar::new()));
+        watch_bus(&pipeline, tx, drained.clone())?;
+        let wall = WallBase::default();
+        if wall_from_first {
+            wall_at_first_buffer(&pipeline, wall.clone())?;
+        }
+        let Outputs { live, tap, .. } = outputs;
+        let channel = live.as_ref().map(|l| (l.channel.clone(), l.generation));
+        let transcodes = live.as_ref().map(|l| l.transcodes.clone()).unwrap_or_default();
+        let started = match live {
+            Some(live) => live::pipeline::attach(&pipeline, live, wall.clone()),
+            None => Ok(()),
+        }
+        .and_then(|()| match &tap {
+            Some(t) => live::taps::attach(&pipeline, t.tap.clone()),
+            None => Ok(()),
+        })
+        .and_then(|()| {
+            pipeline
+                .set_state(gst::State::Playing)
+                .map(|_| ())
+                .map_err(|e| format!("ingest pipeline cannot play: {e}"))
+        });
+        if let Err(e) = started {
+            let _ = pipeline.set_state(gst::State::Null);
+            if let Some((channel, generation)) = &channel {
+                channel.push_ended(*generation);
+                channel.finish(*generation);
+            }
+            return Err(e);
+        }
+        let p = IngestPipeline {
+            pipeline: StopOnDrop(pipeline),
+            front,
+            dropped: 0,
+            tap,
+            media_bytes,
+            keyframes,
+            live: channel,
+            transcodes,
+            wall,
+            drained,
+        };
+        Ok((p, rx))
+    }
+
+    /// Whether the push only passes through to LL-HLS: no ladder rung is encoded (known from
+    /// the first video caps on), no WebRTC rung is encoded and no RTSP source is offered. Only
+    /// such a push has its reads merged ([`crate::media::ingest::rtmp::server::MERGED_READ`]): there
+    /// they save about a quarter of its CPU. Beside an encoder they save under a hundredth, and
+    /// the wait they add showed on hls.js's screen (73 ms with the ladder); RTSP and WebRTC
+    /// viewers are the ones who watch closest to live.
+    pub fn passthrough_only(&self) -> bool {
+        let realtime = self.tap.as_ref().is_some_and(|t| t.tap.webrtc || t.tap.rtsp);
+        !realtime && !self.transcodes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Chains FLV bytes into the demuxer on this thread; they pass the parsers and tees into the
+    /// passthrough muxers, which queue them for their own tasks. Counts what is not taken.
+    fn chain(&mut self, bytes: Vec<u8>) -> Result<gst::FlowSuccess, gst::FlowError> {
+        let Front::Flv(demux) = &self.front else { return Err(gst::FlowError::NotSupported) };
+        let flow = demux.chain(gst::Buffer::from_mut_slice(bytes));
+        if flow.is_err() {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(pipeline = %self.pipeline.0.name(), dropped = self.dropped, flow = ?flow, "ingest pipeline does not take input; dropping it");
+            }
+        }
+        flow
+    }
+
+    /// Feeds one RTMP audio or video payload, on the calling thread. Until the first keyframe
+    /// has reached the `video` tee, a video tag may build the ladder (its caps do: bins are
+    /// built and started, which blocks); on a multi-threaded runtime those tags run in
+    /// `block_in_place`, so the worker's other tasks move on meanwhile.
+    ///
+    /// Errs with why the push must end when the pipeline can take no more of it: an element
+    /// refused the media for good (`not-negotiated`, `error`, `not-supported`: a publisher that
+    /// switched codecs mid-push, a muxer that failed). Such a failure posts nothing on the bus
+    /// when it reaches `flvdemux` through its chain function, so without this the push would
+    /// stay `live` with every later tag dropped.
+    pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) -> Result<(), String> {
+        if !matches!(self.front, Front::Flv(_)) {
+            return Ok(());
+        }
+        if self.wall.get().is_none() {
+            let base = chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(timestamp_ms));
+            let _ = self.wall.set(base);
+        }
+        let bytes = flv_tag(tag, timestamp_ms, data);
+        let setting_up = tag == Tag::Video && self.keyframes.load(std::sync::atomic::Ordering::Relaxed) == 0;
+        // Asked only while setting up: every later tag goes straight to `chain`.
+        let threaded = || {
+            tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+        };
+        let flow = if setting_up && threaded() {
+            tokio::task::block_in_place(|| self.chain(bytes))
+        } else {
+            self.chain(bytes)
+        };
+        match flow {
+            Err(
+                e @ (gst::FlowError::NotNegotiated | gst::FlowError::Error | gst::FlowError::NotSupported),
+            ) => {
+                let what = if tag == Tag::Video { "video" } else { "audio" };
+                Err(format!("ingest pipeline failed: it refused the {what} ({e:?})"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends the stream and releases the pipeline (off the async runtime: state changes may
+    /// block). The muxers get up to [`DRAIN`] to flush their last parts; then the channel's open
+    /// segments close, and its playlists end unless a push continues them within
+    /// [`RECONNECT_GRACE`].
+    pub fn stop(self) {
+        // Viewers and RTSP sessions end now, not after the drain.
+        drop(self.tap);
+        let (pipeline, live, drained, front) = (self.pipeline, self.live, self.drained, self.front);
+        let rt = tokio::runtime::Handle::try_current().ok();
+        let timers = rt.clone();
+        let release = move || {
+            // The EOS passes the muxers' inputs as media does, so it is sent off the runtime.
+            match front {
+                Front::Flv(demux) => drop(demux.send_event(gst::event::Eos::new())),
+                Front::Ts(src) => drop(src.end_of_stream()),
+                Front::Webrtc => drop(pipeline.0.send_event(gst::event::Eos::new())),
+            }
+            if live.is_some() {
+                let (lock, cvar) = &*drained;
+                let done = lock.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = cvar.wait_timeout_while(done, DRAIN, |d| !*d);
+            }
+            drop(pipeline);
+            if let Some((channel, generation)) = live {
+                channel.push_ended(generation);
+                if let Some(rt) = timers {
+                    rt.spawn(async move {
+                        tokio::time::sleep(RECONNECT_GRACE).await;
+                        channel.finish(generation);
+                    });
+                } else {
+                    channel.finish(generation);
+                }
+            }
+        };
+        match rt {
+            Some(rt) => drop(rt.spawn_blocking(release)),
+            None => release(),
+        }
+    }
+}
+
+/// Feeds bytes into a front's `appsrc` without blocking: a full source drops them (the demuxer
+/// resynchronises on the next packet) and says so now and then.
+pub struct Feeder {
+    src: gst_app::AppSrc,
+    dropped: u64,
+}
+
+impl Feeder {
+    /// Pushes `bytes`; false once the pipeline no longer takes anything (stopped or failed).
+    pub fn feed(&mut self, bytes: &[u8]) -> bool {
+        if self.src.current_level_bytes() >= self.src.max_bytes() {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(dropped = self.dropped, "ingest pipeline is behind; dropping input");
+            }
+            return true;
+        }
+        self.src.push_buffer(gst::Buffer::from_slice(bytes.to_vec())).is_ok()
+    }
+}
+
+/// Links each stream `tsdemux` finds: the first H.264 to `vq`, the first AAC to `aq`, anything
+/// else (other codecs, a second program) to a sink of its own, so that it is read and dropped
+/// and never stalls the demuxer.
+fn link_ts_streams(pipeline: &gst::Pipeline) -> Result<(), String> {
+    let demux = pipeline.by_name("demux").ok_or("ingest pipeline has no tsdemux named demux")?;
+    let weak = pipeline.downgrade();
+    demux.connect_pad_added(move |_, pad| {
+        let Some(pipeline) = weak.upgrade() else { return };
+        let caps = pad.current_caps().unwrap_or_else(|| pad.query_caps(None));
+        let name = caps.structure(0).map(|s| s.name().to_string()).unwrap_or_default();
+        let queue = match name.as_str() {
+            "video/x-h264" => "vq",
+            "audio/mpeg" => "aq",
+            _ => "",
+        };
+        let sink = pipeline.by_name(queue).and_then(|q| q.static_pad("sink")).filter(|p| !p.is_linked());
+        let linked = match sink {
+            Some(sink) => pad.link(&sink).map_err(|e| e.to_string()),
+            None => drop_stream(&pipeline, pad),
+        };
+        match linked {
+            Ok(_) if queue.is_empty() => {
+                tracing::info!(pipeline = %pipeline.name(), caps = %name, "ingest: a stream that is not H.264 or AAC is dropped")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(pipeline = %pipeline.name(), error = %e, "ingest: a demuxed stream is not used"),
+        }
+    });
+    Ok(())
+}
+
+/// Sends a demuxed stream to a sink of its own.
+fn drop_stream(pipeline: &gst::Pipeline, pad: &gst::Pad) -> Result<gst::PadLinkSuccess, String> {
+    let sink = gst::ElementFactory::make("fakesink")
+        .property("sync", false)
+        .property("async", false)
+        .build()
+        .map_err(|e| e.to_string())?;
+    pipeline.add(&sink).map_err(|e| e.to_string())?;
+    sink.sync_state_with_parent().map_err(|e| e.to_string())?;
+    pad.link(&sink.static_pad("sink").ok_or("fakesink has no pad")?).map_err(|e| e.to_string())
+}
+
+fn probe_caps(
+    pipeline: &gst::Pipeline,
+    element: &str,
+    tx: mpsc::Sender<PipelineReport>,
+    report: fn(&gst::StructureRef) -> Option<PipelineReport>,
+) -> Result<(), String> {
+    let pad = pipeline
+        .by_name(element)
+        .and_then(|e| e.static_pad("sink"))
+        .ok_or_else(|| format!("ingest pipeline has no {element} tee"))?;
+    pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
+        if let Some(gst::PadProbeData::Event(ev)) = &info.data {
+            if let gst::EventView::Caps(c) = ev.view() {
+                if let Some(r) = c.caps().structure(0).and_then(report) {
+                    let _ = tx.try_send(r);
+                }
+            }
+        }
+        gst::PadProbeReturn::Ok
+    });
+    Ok(())
+}
+
+fn video_report(s: &gst::StructureRef) -> Option<PipelineReport> {
+    let codec = match s.name().as_str() {
+        "video/x-h264" => "h264".to_string(),
+        other => other.to_string(),
+    };
+    Some(PipelineReport::Video {
+        codec,
+        width: s.get::<i32>("width").ok()?,
+        height: s.get::<i32>("height").ok()?,
+        frame_rate: crate::media::gst::frame_rate_of(s),
+    })
+}
+
+fn audio_report(s: &gst::StructureRef) -> Option<PipelineReport> {
+    let codec = match s.name().as_str() {
+        "audio/mpeg" => "aac".to_string(),
+        other => other.to_string(),
+    };
+    Some(PipelineReport::Audio {
+        codec,
+        sample_rate: s.get::<i32>("rate").ok()?,
+        channels: s.get::<i32>("channels").ok()?,
+    })
+}
+
+/// Counts the media bytes reaching the tees (and into the stream's counters), and the keyframes
+/// reaching the `video` tee: one probe a tee, as each probe is called on every frame.
+fn count_media(
+    pipeline: &gst::Pipeline,
+    bytes: &Arc<std::sync::atomic::AtomicU64>,
+    stream: Option<Arc<crate::metrics::StreamCounters>>,
+    keyframes: &Arc<std::sync::atomic::AtomicU64>,
+) -> Result<(), String> {
+    use std::sync::atomic::Ordering::Relaxed;
+    for tee in ["video", "audio"] {
+        let pad = pipeline
+            .by_name(tee)
+            .and_then(|e| e.static_pad("sink"))
+            .ok_or_else(|| format!("ingest pipeline has no {tee} tee"))?;
+        let (bytes, stream) = (bytes.clone(), stream.clone());
+        let keyframes = (tee == "video").then(|| keyframes.clone());
+        pad.add_probe(gst::PadProbeType::BUFFER, move |_, info| {
+            if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
+                bytes.fetch_add(b.size() as u64, Relaxed);
+                if let Some(s) = &stream {
+                    s.bytes_in.fetch_add(b.size() as u64, Relaxed);
+                }
+                if let Some(k) = &keyframes {
+                    if !b.flags().contains(gst::BufferFlags::DELTA_UNIT) {
+                        k.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            gst::PadProbeReturn::Ok
+        });
+    }
+    Ok(())
+}
+
+/// Sets the wall-clock base at the first media buffer: now, less its running time.
+fn wall_at_first_buffer(pipeline: &gst::Pipeline, wall: WallBase) -> Result<(), String> {
+    for tee in ["video", "audio"] {
+        let pad = pipeline
+            .by_name(tee)
+            .and_then(|e| e.static_pad("sink"))
+            .ok_or_else(|| format!("ingest pipeline has no {tee} tee"))?;
+        let wall = wall.clone();
+        pad.add_probe(gst::PadProbeType::BUFFER, move |pad, info| {
+            if wall.get().is_some() {
+                return gst::PadProbeReturn::Remove;
+            }
+            if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
+                let running = b.pts().and_then(|pts| {
+                    pad.sticky_event::<gst::event::Segment>(0).and_then(|s| {
+                        s.segment().downcast_ref::<gst::ClockTime>().and_then(|s| s.to_running_time(pts))
+                    })
+                });
+                if let Some(running) = running {
+                    let base = chrono::Utc::now() - chrono::Duration::nanoseconds(running.nseconds() as i64);
+                    let _ = wall.set(base);
+                }
+            }
+            gst::PadProbeReturn::Ok
+        });
+    }
+    Ok(())
+}
+
+/// Turns bus errors into reports naming the element, notes the end of the drain and schedules
+/// the muxers' threads ([`live::threads::schedule_muxer_thread`]).
+fn watch_bus(
+    pipeline: &gst::Pipeline,
+    tx: mpsc::Sender<PipelineReport>,
+    drained: Arc<(Mutex<bool>, Condvar)>,
+) -> Result<(), String> {
+    let bus = pipeline.bus().ok_or("ingest pipeline has no bus")?;
+    bus.set_sync_handler(move |_, msg| {
+        match msg.view() {
+            gst::MessageView::Error(err) => {
+                let element = err.src().map(|s| s.path_string().to_string()).unwrap_or_default();
+                let _ = tx.try_send(PipelineReport::Error(format!("{element}: {}", err.error())));
+            }
+            gst::MessageView::StreamStatus(status) => live::threads::schedule_muxer_thread(status),
+            gst::MessageView::Eos(_) => {
+                let (lock, cvar) = &*drained;
+                *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+                cvar.notify_all();
+            }
+            _ => {}
+        }
+        gst::BusSyncReply::Drop
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

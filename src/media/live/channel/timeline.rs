@@ -1,0 +1,154 @@
+//! One media timeline per channel, across reconnects. Each push's muxers start their decode
+//! times (`tfdt`) near zero; a later push of the same playlists is moved so that its media time
+//! is, as the first push's is, the wall-clock time since the session's media began: the time
+//! its `EXT-X-PROGRAM-DATE-TIME`s say (never earlier than where the media so far ended). Players
+//! still get the discontinuity (and a new initialization section where it differs), but one
+//! that keeps its timestamp offset across it, or places segments by their dates, or maps one
+//! rendition's new times by another's, finds the new push's media where the playlist says
+//! (docs/live-hls.md, "The end of a push, reconnects and DVR").
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+
+use crate::media::cmaf;
+
+#[derive(Debug, Default)]
+pub(super) struct Timeline {
+    /// The wall-clock time of media time zero: the first push's first part's date less its
+    /// decode time.
+    origin: Option<DateTime<Utc>>,
+    /// Where the session's media ends so far (seconds on the moved timeline): the latest end of
+    /// any rendition's part.
+    end: f64,
+    /// How far the current push is moved (seconds); decided by its first part, of whichever
+    /// rendition, so that every rendition moves alike and keeps its sync.
+    shift: Option<f64>,
+}
+
+impl Timeline {
+    /// A new push begins: its shift is decided by its first part.
+    pub(super) fn next_push(&mut self) {
+        self.shift = None;
+    }
+
+    /// The part `data`, dated `pdt` and lasting `duration` seconds, of a rendition whose timescale
+    /// is `scale`, moved onto the timeline. A part that is not a chunk this can read is kept as
+    /// it is.
+    pub(super) fn place(
+        &mut self,
+        scale: u32,
+        pdt: Option<DateTime<Utc>>,
+        duration: f64,
+        data: Bytes,
+    ) -> Bytes {
+        let Some(start) = cmaf::decode_time(&data).filter(|_| scale > 0) else { return data };
+        let seconds = |ticks: u64| ticks as f64 / f64::from(scale);
+        let at = |date: DateTime<Utc>| date - chrono::Duration::nanoseconds((seconds(start) * 1e9) as i64);
+        if self.origin.is_none() {
+            self.origin = pdt.map(at);
+        }
+        let (origin, end) = (self.origin, self.end);
+        let shift = *self.shift.get_or_insert_with(|| {
+            let after_end = end - seconds(start);
+            let by_clock = origin.zip(pdt).and_then(|(o, p)| (at(p) - o).num_nanoseconds());
+            by_clock.map_or(after_end, |ns| ns as f64 / 1e9).max(after_end).max(0.0)
+        });
+        let ticks = (shift * f64::from(scale)).round() as u64;
+        let placed = match ticks {
+            0 => data,
+            _ => match cmaf::with_decode_time_shifted(&data, ticks) {
+                Some(moved) => Bytes::from(moved),
+                None => return data,
+            },
+        };
+        self.end = self.end.max(seconds(start + ticks) + duration);
+        placed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::media::cmaf::tests::boxed;
+
+    /// A chunk of `samples` samples of `each` ticks from decode time `at`.
+    fn chunk(at: u32, samples: u32, each: u32) -> Bytes {
+        let mut trun = [&[0, 0, 0x01, 0x00][..], &samples.to_be_bytes()].concat();
+        for _ in 0..samples {
+            trun.extend_from_slice(&each.to_be_bytes());
+        }
+        let tfdt = [&[0, 0, 0, 0][..], &at.to_be_bytes()].concat();
+        let traf = [boxed(b"tfhd", &[0, 0, 0, 0, 0, 0, 0, 1]), boxed(b"tfdt", &tfdt), boxed(b"trun", &trun)]
+            .concat();
+        Bytes::from([boxed(b"moof", &boxed(b"traf", &traf)), boxed(b"mdat", &[0])].concat())
+    }
+
+    /// `t.place` of a chunk of `samples` samples of `each` ticks from decode time `at`.
+    fn place(
+        t: &mut Timeline,
+        scale: u32,
+        pdt: Option<DateTime<Utc>>,
+        at: u32,
+        samples: u32,
+        each: u32,
+    ) -> Bytes {
+        let duration = f64::from(samples * each) / f64::from(scale);
+        t.place(scale, pdt, duration, chunk(at, samples, each))
+    }
+
+    #[test]
+    fn without_dates_a_later_push_continues_where_the_media_ended() {
+        let mut t = Timeline::default();
+        // First push: video (90 kHz) 0–2.0 s, audio (48 kHz) 0.021–2.069 s: nothing moves.
+        assert_eq!(cmaf::decode_time(&place(&mut t, 90_000, None, 0, 60, 3000)), Some(0));
+        assert_eq!(cmaf::decode_time(&place(&mut t, 48_000, None, 1008, 96, 1024)), Some(1008));
+        // The next push starts near zero again; its first part (audio here) decides the shift
+        // for both renditions: the media's end, 2.069 s.
+        t.next_push();
+        let audio = place(&mut t, 48_000, None, 0, 10, 1024);
+        assert_eq!(cmaf::decode_time(&audio), Some(1008 + 96 * 1024));
+        let video = place(&mut t, 90_000, None, 1890, 6, 3000);
+        let end = (1008.0 + 96.0 * 1024.0) / 48_000.0;
+        assert_eq!(cmaf::decode_time(&video), Some(((end * 90_000.0) as u64) + 1890));
+        // A third push moves past the second's end.
+        t.next_push();
+        let third = place(&mut t, 90_000, None, 0, 1, 3000);
+        assert!(cmaf::decode_time(&third).unwrap() as f64 / 90_000.0 >= end + 0.2);
+    }
+
+    #[test]
+    fn a_later_push_is_placed_by_its_dates() {
+        let d0 = DateTime::parse_from_rfc3339("2026-11-29T18:00:00Z").unwrap().with_timezone(&Utc);
+        let at = |s: f64| Some(d0 + chrono::Duration::milliseconds((s * 1000.0) as i64));
+        let mut t = Timeline::default();
+        // First push: video from decode time 0 at d0, audio 21 ms later; 2 s of media.
+        place(&mut t, 90_000, at(0.0), 0, 60, 3000);
+        place(&mut t, 48_000, at(0.021), 1008, 94, 1024);
+        // The publisher is away 1.4 s; the new push's audio (decode time 0) is dated 3.4 s
+        // after d0, its video 21 ms later: each lands at its date's time since d0.
+        t.next_push();
+        let audio = place(&mut t, 48_000, at(3.4), 0, 10, 1024);
+        assert_eq!(cmaf::decode_time(&audio), Some(163_200));
+        let video = place(&mut t, 90_000, at(3.421), 1890, 6, 3000);
+        assert_eq!(cmaf::decode_time(&video), Some(307_890));
+        // A push dated before the media so far ends (a publisher that sent faster than real
+        // time) goes after that end, never over it.
+        t.next_push();
+        let early = place(&mut t, 90_000, at(3.5), 0, 1, 3000);
+        let end = (307_890.0 + 18_000.0) / 90_000.0;
+        assert_eq!(cmaf::decode_time(&early), Some((end * 90_000.0_f64).round() as u64));
+    }
+
+    #[test]
+    fn what_is_not_a_chunk_passes_as_it_is() {
+        let mut t = Timeline::default();
+        place(&mut t, 90_000, None, 0, 60, 3000);
+        t.next_push();
+        let bytes = Bytes::from_static(b"not a chunk");
+        assert_eq!(t.place(90_000, None, 0.1, bytes.clone()), bytes);
+        // No timescale known: kept.
+        let c = chunk(0, 1, 3000);
+        assert_eq!(t.place(0, None, 0.1, c.clone()), c);
+    }
+}

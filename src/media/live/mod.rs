@@ -1,0 +1,20 @@
+//! A live stream's session and its outputs. `outputs` opens what a push feeds (the LL-HLS
+//! channel, the recorder, the tap); `pipeline` attaches the ladder's transcode and packaging
+//! branches to a push's tees and feeds the channel, `cut` telling each muxer where to cut and
+//! `split` where the `source` variant's segments and parts begin; `ladder` plans the rungs;
+//! `channel` is the live edge in memory that the origin serves, with its media playlist model
+//! (`crate::media::hls::live`) and DVR writer (`dvr`); `segments` is what it hands the outputs
+//! that take its segments, such as `recording`, which stores a `vodEnabled` session as a VOD;
+//! `taps` feeds WHEP viewers and RTSP clients; `threads` schedules the muxers' threads.
+
+pub mod channel;
+mod cut;
+pub mod dvr;
+pub mod ladder;
+pub mod outputs;
+pub mod pipeline;
+pub mod recording;
+pub mod segments;
+pub mod split;
+pub mod taps;
+pub mod threads;
