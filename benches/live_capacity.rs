@@ -83,8 +83,8 @@ use std::time::{Duration, Instant, SystemTime};
 use chrono::{DateTime, Utc};
 
 use common::{
-    connections_to, cpu_seconds, free_port, listening, out_dir, push, sample_file, settle, Nginx, NginxHls,
-    Proc, Sluice,
+    connections_to, cpu_seconds, free_port, listening, out_dir, part_samples, push, sample_file, settle,
+    Nginx, NginxHls, Proc, Sluice,
 };
 
 const WARMUP: Duration = Duration::from_secs(6);
@@ -206,41 +206,6 @@ fn parse_master(text: &str) -> Vec<(String, String)> {
     out
 }
 
-/// Samples in a CMAF chunk: the `sample_count`s of the `trun` boxes of its `moof`.
-fn moof_samples(data: &[u8]) -> Option<u64> {
-    fn boxes(mut data: &[u8]) -> Vec<([u8; 4], &[u8])> {
-        let mut out = Vec::new();
-        while data.len() >= 8 {
-            let size = u32::from_be_bytes(data[0..4].try_into().unwrap()) as usize;
-            let kind: [u8; 4] = data[4..8].try_into().unwrap();
-            let (header, size) = match size {
-                1 if data.len() >= 16 => (16, u64::from_be_bytes(data[8..16].try_into().unwrap()) as usize),
-                0 => (8, data.len()),
-                s => (8, s),
-            };
-            if size < header {
-                break;
-            }
-            // A box cut by the range keeps what arrived of it.
-            out.push((kind, &data[header..size.min(data.len())]));
-            if size > data.len() {
-                break;
-            }
-            data = &data[size..];
-        }
-        out
-    }
-    let (_, moof) = boxes(data).into_iter().find(|(k, _)| k == b"moof")?;
-    let mut total = None;
-    for (_, traf) in boxes(moof).into_iter().filter(|(k, _)| k == b"traf") {
-        for (_, trun) in boxes(traf).into_iter().filter(|(k, _)| k == b"trun") {
-            let count = u32::from_be_bytes(trun.get(4..8)?.try_into().ok()?);
-            *total.get_or_insert(0) += u64::from(count);
-        }
-    }
-    total
-}
-
 // ---------------------------------------------------------------------------------------------
 // Sluice
 
@@ -326,14 +291,6 @@ async fn fetch_master(
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Err(format!("master: {last}"))
-}
-
-async fn part_samples(client: &reqwest::Client, url: &str) -> Option<u64> {
-    let r = client.get(url).header("Range", "bytes=0-8191").send().await.ok()?;
-    if !r.status().is_success() {
-        return None;
-    }
-    moof_samples(&r.bytes().await.ok()?)
 }
 
 /// Polls one media playlist from now until `end` (see the criteria in the file's comment).

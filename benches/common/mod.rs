@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use sluice::media::cmaf;
 
 /// CPU seconds (user + system) a process has used so far.
 pub fn cpu_seconds(pid: u32) -> f64 {
@@ -422,44 +423,8 @@ pub fn parse_master(text: &str) -> Vec<(String, String)> {
     out
 }
 
-/// The boxes in `data` (ISO/IEC 14496-12 4.2): (type, body). A box cut short (a range read)
-/// keeps what arrived of it.
-fn boxes(mut data: &[u8]) -> Vec<([u8; 4], &[u8])> {
-    let mut out = Vec::new();
-    while data.len() >= 8 {
-        let size = u32::from_be_bytes([data[0], data[1], data[2], data[3]]) as usize;
-        let kind = [data[4], data[5], data[6], data[7]];
-        let (header, size) = match size {
-            1 if data.len() >= 16 => (16, be_u64(&data[8..16]).unwrap_or(0) as usize),
-            0 => (8, data.len()),
-            s => (8, s),
-        };
-        if size < header {
-            break;
-        }
-        out.push((kind, &data[header..size.min(data.len())]));
-        if size > data.len() {
-            break;
-        }
-        data = &data[size..];
-    }
-    out
-}
-
-fn be_u32(b: &[u8]) -> Option<u32> {
-    Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?))
-}
-
-fn be_u64(b: &[u8]) -> Option<u64> {
-    Some(u64::from_be_bytes(b.get(..8)?.try_into().ok()?))
-}
-
-/// The first box of type `kind` in `data`.
-fn child<'a>(data: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
-    boxes(data).into_iter().find(|(k, _)| k == kind).map(|(_, b)| b)
-}
-
-/// What the `moof` of a CMAF chunk says about its samples (one track, as a Sluice part).
+/// What the `moof` of a CMAF chunk says about its samples (one track, as a Sluice part), read
+/// with Sluice's own box reader (`sluice::media::cmaf`).
 #[derive(Clone, Debug, Default)]
 pub struct Moof {
     /// `sample_count`s of its `trun`s, summed.
@@ -474,63 +439,21 @@ pub struct Moof {
 /// Reads the `moof` at the start of a CMAF chunk (ISO/IEC 14496-12 8.8); `data` may be the
 /// chunk's first bytes only.
 pub fn parse_moof(data: &[u8]) -> Option<Moof> {
-    let moof = child(data, b"moof")?;
-    let mut out = Moof::default();
-    for (i, (_, traf)) in boxes(moof).into_iter().filter(|(k, _)| k == b"traf").enumerate() {
-        // tfhd (8.8.7): flags 0x01 base-data-offset, 0x02 sample-description-index, 0x08
-        // default-sample-duration.
-        let default_duration = child(traf, b"tfhd").and_then(|t| {
-            let flags = be_u32(t)? & 0xff_ffff;
-            if flags & 0x08 == 0 {
-                return None;
-            }
-            let at = 8 + if flags & 0x01 != 0 { 8 } else { 0 } + if flags & 0x02 != 0 { 4 } else { 0 };
-            be_u32(t.get(at..)?)
-        });
-        if i == 0 {
-            // tfdt (8.8.12): version 1 has a 64-bit time.
-            out.decode_time = child(traf, b"tfdt").and_then(|t| match t.first()? {
-                1 => be_u64(t.get(4..)?),
-                _ => be_u32(t.get(4..)?).map(u64::from),
-            });
-        }
-        for (_, trun) in boxes(traf).into_iter().filter(|(k, _)| k == b"trun") {
-            // trun (8.8.8): optional data-offset (0x01) and first-sample-flags (0x04), then per
-            // sample duration (0x100), size (0x200), flags (0x400), composition offset (0x800).
-            let flags = be_u32(trun)? & 0xff_ffff;
-            let count = be_u32(trun.get(4..)?)?;
-            out.samples += u64::from(count);
-            if i != 0 {
-                continue;
-            }
-            let mut at = 8 + if flags & 0x01 != 0 { 4 } else { 0 } + if flags & 0x04 != 0 { 4 } else { 0 };
-            let per_sample = [0x100, 0x200, 0x400, 0x800].iter().filter(|f| flags & **f != 0).count() * 4;
-            for _ in 0..count {
-                let duration =
-                    if flags & 0x100 != 0 { trun.get(at..).and_then(be_u32) } else { default_duration };
-                match duration {
-                    Some(d) => out.durations.push(d),
-                    None => break,
-                }
-                at += per_sample;
-            }
-        }
-    }
-    Some(out)
+    Some(Moof {
+        samples: cmaf::samples(data)?,
+        decode_time: cmaf::decode_time(data),
+        durations: cmaf::sample_durations(data, 10_000).unwrap_or_default(),
+    })
 }
 
 /// Samples in a CMAF chunk: the `sample_count`s of the `trun` boxes of its `moof`.
 pub fn moof_samples(data: &[u8]) -> Option<u64> {
-    parse_moof(data).map(|m| m.samples)
+    cmaf::samples(data)
 }
 
 /// The timescale of the first track of an init segment (`moov`/`trak`/`mdia`/`mdhd`, 8.4.2).
 pub fn init_timescale(data: &[u8]) -> Option<u32> {
-    let mdhd = child(child(child(child(data, b"moov")?, b"trak")?, b"mdia")?, b"mdhd")?;
-    match mdhd.first()? {
-        1 => be_u32(mdhd.get(20..)?),
-        _ => be_u32(mdhd.get(12..)?),
-    }
+    cmaf::timescale(data)
 }
 
 /// The `moof` of the part at `url`, read from its first 8 KiB (an HTTP range, so reading costs

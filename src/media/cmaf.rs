@@ -41,6 +41,41 @@ pub fn duration_ticks(data: &[u8]) -> Option<u64> {
     Some(total)
 }
 
+/// The duration of each sample of the chunk `data`'s first track fragment, in decode order
+/// (each sample's own in the `trun`, else the `tfhd` default), at most `max` of them; `None`
+/// when `data` is not such a chunk or states neither. `data` may end after its `moof`.
+pub fn sample_durations(data: &[u8], max: usize) -> Option<Vec<u32>> {
+    let traf = first_traf(data)?;
+    let default = tfhd_field(child(traf, b"tfhd")?, 0x08)?;
+    let trun = child(traf, b"trun")?;
+    let (flags, count, mut at) = trun_header(trun)?;
+    let count = usize::try_from(count).ok()?.min(max);
+    if flags & 0x100 == 0 {
+        return Some(vec![default?; count]);
+    }
+    let entry = [0x100, 0x200, 0x400, 0x800].iter().filter(|&&bit| flags & bit != 0).count() * 4;
+    let mut out = Vec::with_capacity(count.min(trun.len() / entry));
+    for _ in 0..count {
+        out.push(be_u32(trun.get(at..)?)?);
+        at += entry;
+    }
+    Some(out)
+}
+
+/// How many samples the chunk `data` holds: the `sample_count`s of every `trun` of every track
+/// fragment of its `moof`. `data` may end after its `moof`.
+pub fn samples(data: &[u8]) -> Option<u64> {
+    let moof = child(data, b"moof")?;
+    let mut total = 0u64;
+    for traf in boxes(moof).map_while(|b| b).filter(|b| &b.name == b"traf") {
+        let traf = &moof[traf.body()];
+        for trun in boxes(traf).map_while(|b| b).filter(|b| &b.name == b"trun") {
+            total += u64::from(trun_header(&traf[trun.body()])?.1);
+        }
+    }
+    Some(total)
+}
+
 /// The timescale of the first track of the init section `init` (`moov`/`trak`/`mdia`/`mdhd`).
 pub fn timescale(init: &[u8]) -> Option<u32> {
     let mdhd = child(child(child(child(init, b"moov")?, b"trak")?, b"mdia")?, b"mdhd")?;
@@ -328,6 +363,42 @@ pub(crate) mod tests {
         let tfhd = |d: [u8; 4]| [&[0, 0x02, 0, 0x22][..], &[0, 0, 0, 1], &[0, 0, 0, 1], &d].concat();
         assert_eq!(starts_with_sync_sample(&chunk(&tfhd(SYNC), &trun)), Some(true));
         assert_eq!(starts_with_sync_sample(&chunk(&tfhd(DELTA), &trun)), Some(false));
+    }
+
+    #[test]
+    fn samples_and_their_durations_are_read_from_a_chunk_cut_after_its_moof() {
+        // Per-sample durations (0x100) and sizes (0x200), and a second traf of 2 samples.
+        let trun = [
+            &[0, 0, 0x03, 0][..],
+            &3u32.to_be_bytes(),
+            &[0, 0, 0, 100, 0, 0, 0, 9],
+            &[0, 0, 0, 50, 0, 0, 0, 9],
+        ]
+        .concat();
+        let trun = [trun, vec![0, 0, 0, 25, 0, 0, 0, 9]].concat();
+        let first =
+            boxed(b"traf", &[boxed(b"tfhd", &[0, 0, 0, 0, 0, 0, 0, 1]), boxed(b"trun", &trun)].concat());
+        let second = boxed(
+            b"traf",
+            &[boxed(b"tfhd", &[0, 0, 0, 0, 0, 0, 0, 2]), boxed(b"trun", &[0, 0, 0, 0, 0, 0, 0, 2])].concat(),
+        );
+        let mut chunk = [boxed(b"moof", &[first, second].concat()), boxed(b"mdat", &[0; 64])].concat();
+        chunk.truncate(chunk.len() - 40);
+        assert_eq!(samples(&chunk), Some(5));
+        assert_eq!(sample_durations(&chunk, 100), Some(vec![100, 50, 25]));
+        assert_eq!(sample_durations(&chunk, 2), Some(vec![100, 50]), "at most max");
+        // The tfhd default (0x08) when the trun has no durations.
+        let traf = boxed(
+            b"traf",
+            &[
+                boxed(b"tfhd", &[0, 0, 0, 0x08, 0, 0, 0, 1, 0, 0, 0x0b, 0xb8]),
+                boxed(b"trun", &[0, 0, 0, 0, 0, 0, 0, 4]),
+            ]
+            .concat(),
+        );
+        assert_eq!(sample_durations(&boxed(b"moof", &traf), 100), Some(vec![3000; 4]));
+        assert_eq!(samples(&[0xff; 64]), None);
+        assert_eq!(sample_durations(&[0xff; 64], 100), None);
     }
 
     #[test]

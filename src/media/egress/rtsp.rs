@@ -27,6 +27,7 @@ use gstreamer_rtsp_server::subclass::prelude::*;
 
 use crate::media::live::taps::{consumer_src, Tap, Taps};
 use crate::services::viewers::Viewers;
+use crate::slots::Slots;
 
 /// RTSP clients served at once, and per client IP.
 pub const MAX_CLIENTS: usize = 256;
@@ -95,7 +96,7 @@ pub fn start(
 
     let context = glib::MainContext::new();
     let main_loop = glib::MainLoop::new(Some(&context), false);
-    let per_ip: Arc<Mutex<HashMap<IpAddr, usize>>> = Arc::default();
+    let per_ip: Arc<Slots<IpAddr>> = Slots::capped(MAX_CLIENTS_PER_IP, MAX_CLIENTS);
     let (ctx, clients) = (context.clone(), per_ip.clone());
     let handler = server.connect_client_connected(move |_, client| {
         admit(client, &clients, (&taps, &mounts, &viewers), &authorize, &runtime, &ctx);
@@ -150,7 +151,7 @@ pub fn start(
 /// and SETUP requests authorised.
 fn admit(
     client: &rtsp::RTSPClient,
-    per_ip: &Arc<Mutex<HashMap<IpAddr, usize>>>,
+    per_ip: &Arc<Slots<IpAddr>>,
     (taps, mounts, viewers): (&Arc<Taps>, &Arc<Mounts>, &Arc<Viewers>),
     authorize: &Authorize,
     runtime: &tokio::runtime::Handle,
@@ -158,23 +159,13 @@ fn admit(
 ) {
     let ip = peer_ip(client);
     let key = ip.unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    let admitted = {
-        let mut counts = per_ip.lock().unwrap_or_else(|p| p.into_inner());
-        let total: usize = counts.values().sum();
-        let mine = counts.entry(key).or_insert(0);
-        if total >= MAX_CLIENTS || *mine >= MAX_CLIENTS_PER_IP {
-            false
-        } else {
-            *mine += 1;
-            true
-        }
-    };
-    if !admitted {
+    let Some(place) = per_ip.take(key) else {
         tracing::info!(peer = ?ip, "RTSP client refused: too many connections");
         client.close();
         return;
-    }
-    let counts = per_ip.clone();
+    };
+    // Given back when the client is gone.
+    let place = Mutex::new(Some(place));
     // The streams this client's requests were authorised for: a SETUP whose URL lost the
     // token (players build it from the base URL and the control path) is the DESCRIBE's. Each
     // counts the client as its viewer until it is gone.
@@ -187,13 +178,7 @@ fn admit(
         for stream in watched.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
             left.rtsp_left(&stream);
         }
-        let mut counts = counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = counts.get_mut(&key) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                counts.remove(&key);
-            }
-        }
+        drop(place.lock().unwrap_or_else(|p| p.into_inner()).take());
     });
     // The `Location` of the redirect this client's DESCRIBE is answered with, if any.
     let redirect: Arc<Mutex<Option<String>>> = Arc::default();

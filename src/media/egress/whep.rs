@@ -13,7 +13,7 @@ use gstreamer_webrtc as gst_webrtc;
 use crate::media::gst::StopOnDrop;
 use crate::media::live::taps::{consumer_src, Tap, Taps, CONSUMER_MAX_BYTES};
 use crate::media::webrtc::sdp::{self, Offered};
-use crate::media::webrtc::{Peer, Peers, Refusal, WebrtcConfig, WebrtcError};
+use crate::media::webrtc::{Peer, Peers, Refused, WebrtcConfig, WebrtcError};
 
 /// Most WHEP viewers this process serves at once (beyond: 503).
 pub const MAX_VIEWERS: usize = 500;
@@ -45,7 +45,8 @@ pub struct Admitted {
 
 impl Whep {
     pub fn new(taps: Arc<Taps>, config: WebrtcConfig) -> Whep {
-        Whep { taps, config, viewers: Peers::default() }
+        let viewers = Peers::capped(MAX_VIEWERS, config.max_per_ip);
+        Whep { taps, config, viewers }
     }
 
     /// Admits a viewer of `stream_id` from `ip` with its SDP offer.
@@ -63,9 +64,9 @@ impl Whep {
         let tap =
             self.taps.get(stream_id).filter(|t| t.webrtc && !t.is_closed()).ok_or(WhepError::NotLive)?;
         // Held until the viewer is inserted (or the setup fails): concurrent offers count.
-        let _place = self.viewers.reserve(ip, MAX_VIEWERS, self.config.max_per_ip).map_err(|r| match r {
-            Refusal::Full => WhepError::Full,
-            Refusal::PerIp => WhepError::TooManyFromHere,
+        let place = self.viewers.reserve(ip).map_err(|r| match r {
+            Refused::Full => WhepError::Full,
+            Refused::Holder => WhepError::TooManyFromHere,
         })?;
         crate::media::gst::init().map_err(WebrtcError::Media)?;
         let mut offer = sdp::parse_offer(offer).map_err(WebrtcError::BadOffer)?;
@@ -93,7 +94,7 @@ impl Whep {
             viewer.audio.as_ref().map(|a| tap.webrtc_audio.add(a.clone())),
         );
         tap.request_keyframe();
-        self.viewers.insert(peer.clone());
+        self.viewers.insert(peer.clone(), Some(place));
         tracing::info!(stream = %stream_id, viewer = %peer.id, viewers = self.viewers.count(), "WHEP viewer joined");
         let this = self.clone();
         let watched = peer.clone();

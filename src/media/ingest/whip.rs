@@ -138,7 +138,7 @@ impl Whip {
             }
         };
         let peer = Arc::new(Peer::new(&stream.id, None, webrtc));
-        self.publishers.insert(peer.clone());
+        self.publishers.insert(peer.clone(), None);
         tracing::info!(stream = %stream.id, session = %peer.id, "WHIP push started");
         let this = self.clone();
         let session = peer.clone();

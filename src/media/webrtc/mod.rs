@@ -19,6 +19,9 @@ use gstreamer::prelude::*;
 use gstreamer_sdp as gst_sdp;
 use gstreamer_webrtc as gst_webrtc;
 
+pub use crate::slots::Refused;
+use crate::slots::{Slot, Slots};
+
 /// How long gathering may take before the answer goes out with the candidates found so far.
 const GATHERING: Duration = Duration::from_secs(3);
 /// How long a promise of `webrtcbin` (set a description, create the answer) may take.
@@ -267,73 +270,46 @@ pub enum TrickleError {
     Bad(String),
 }
 
-/// The open sessions of one kind, by id.
-#[derive(Default)]
+/// The open sessions of one kind, by id, and their places against the caps.
 pub struct Peers {
-    peers: Mutex<std::collections::HashMap<String, Arc<Peer>>>,
-    /// Places held by sessions being set up, per client address: counted against the caps
-    /// from the moment a request is admitted, so concurrent offers cannot all pass the check.
-    pending: Mutex<std::collections::HashMap<Option<std::net::IpAddr>, usize>>,
+    peers: Mutex<Open>,
+    /// Places per client address, held from the moment a request is admitted (so concurrent
+    /// offers cannot all pass the check) until the session is removed.
+    places: Arc<Slots<Option<std::net::IpAddr>>>,
 }
 
-/// Why [`Peers::reserve`] refused.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
-    /// `max_total` sessions (open and being set up) already.
-    Full,
-    /// `max_per_ip` sessions from this address already.
-    PerIp,
-}
+/// A session's place against the caps of its [`Peers`]; given back on drop.
+pub type Place = Slot<Option<std::net::IpAddr>>;
 
-/// A place held for a session being set up; given back on drop (the session, once inserted,
-/// counts for itself).
-pub struct Reservation<'a> {
-    peers: &'a Peers,
-    ip: Option<std::net::IpAddr>,
-}
+/// The open sessions by id, each with its place (if it was admitted with one).
+type Open = std::collections::HashMap<String, (Arc<Peer>, Option<Place>)>;
 
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        let mut pending = self.peers.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = pending.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                pending.remove(&self.ip);
-            }
-        }
+impl Default for Peers {
+    /// Sessions with no cap (they are bounded before they get here, as WHIP publishers are by
+    /// the ingest limits).
+    fn default() -> Peers {
+        Peers::capped(usize::MAX, usize::MAX)
     }
 }
 
 impl Peers {
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Arc<Peer>>> {
+    /// At most `max_total` sessions (open and being set up) and `max_per_ip` from one address.
+    pub fn capped(max_total: usize, max_per_ip: usize) -> Peers {
+        Peers { peers: Mutex::default(), places: Slots::capped(max_per_ip, max_total) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
         self.peers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Holds a place for a new session from `ip` unless that would pass `max_total` sessions in
-    /// all or `max_per_ip` from that address (sessions open and being set up both count).
-    pub fn reserve(
-        &self,
-        ip: Option<std::net::IpAddr>,
-        max_total: usize,
-        max_per_ip: usize,
-    ) -> Result<Reservation<'_>, Refusal> {
-        let peers = self.lock();
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if peers.len() + pending.values().sum::<usize>() >= max_total {
-            return Err(Refusal::Full);
-        }
-        if let Some(addr) = ip {
-            let open = peers.values().filter(|p| p.ip == Some(addr)).count();
-            if open + pending.get(&ip).copied().unwrap_or(0) >= max_per_ip {
-                return Err(Refusal::PerIp);
-            }
-        }
-        *pending.entry(ip).or_default() += 1;
-        Ok(Reservation { peers: self, ip })
+    /// Holds a place for a new session from `ip`, or says which cap refused it; the place goes
+    /// to [`Peers::insert`] with the session.
+    pub fn reserve(&self, ip: Option<std::net::IpAddr>) -> Result<Place, Refused> {
+        self.places.try_take(ip)
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<Peer>> {
-        self.lock().get(id).cloned()
+        self.lock().get(id).map(|(p, _)| p.clone())
     }
 
     pub fn count(&self) -> usize {
@@ -342,24 +318,27 @@ impl Peers {
 
     /// The sessions of one stream.
     pub fn of_stream(&self, stream_id: &str) -> usize {
-        self.lock().values().filter(|p| p.stream_id == stream_id).count()
+        self.lock().values().filter(|(p, _)| p.stream_id == stream_id).count()
     }
 
     /// The sessions of each stream that has any.
     pub fn per_stream(&self) -> std::collections::HashMap<String, usize> {
         let mut out = std::collections::HashMap::new();
-        for p in self.lock().values() {
+        for (p, _) in self.lock().values() {
             *out.entry(p.stream_id.clone()).or_insert(0) += 1;
         }
         out
     }
 
-    pub(crate) fn insert(&self, peer: Arc<Peer>) {
-        self.lock().insert(peer.id.clone(), peer);
+    /// Adds an open session, with the place it was admitted with (if it needed one).
+    pub(crate) fn insert(&self, peer: Arc<Peer>, place: Option<Place>) {
+        self.lock().insert(peer.id.clone(), (peer, place));
     }
 
+    /// Removes a session; its place is given back.
     pub(crate) fn remove(&self, id: &str) {
-        self.lock().remove(id);
+        let gone = self.lock().remove(id);
+        drop(gone);
     }
 }
 
@@ -369,17 +348,17 @@ mod tests {
 
     #[test]
     fn reservations_count_against_the_caps_until_dropped() {
-        let peers = Peers::default();
+        let peers = Peers::capped(3, 2);
         let (a, b): (std::net::IpAddr, std::net::IpAddr) =
             ("192.0.2.1".parse().expect("ip"), "192.0.2.2".parse().expect("ip"));
         // Offers being set up at once from one address: the third is refused before any work.
-        let first = peers.reserve(Some(a), 3, 2).expect("first");
-        let _second = peers.reserve(Some(a), 3, 2).expect("second");
-        assert_eq!(peers.reserve(Some(a), 3, 2).err(), Some(Refusal::PerIp));
-        let _other = peers.reserve(Some(b), 3, 2).expect("another address");
-        assert_eq!(peers.reserve(Some(b), 3, 2).err(), Some(Refusal::Full));
-        assert_eq!(peers.reserve(None, 3, 2).err(), Some(Refusal::Full));
+        let first = peers.reserve(Some(a)).expect("first");
+        let _second = peers.reserve(Some(a)).expect("second");
+        assert_eq!(peers.reserve(Some(a)).err(), Some(Refused::Holder));
+        let _other = peers.reserve(Some(b)).expect("another address");
+        assert_eq!(peers.reserve(Some(b)).err(), Some(Refused::Full));
+        assert_eq!(peers.reserve(None).err(), Some(Refused::Full));
         drop(first);
-        assert!(peers.reserve(Some(a), 3, 2).is_ok(), "a place given back is free again");
+        assert!(peers.reserve(Some(a)).is_ok(), "a place given back is free again");
     }
 }

@@ -8,8 +8,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::slots::{Slot, Slots};
 
 pub const MAX_PENDING: usize = 10_000;
 pub const PER_IP: usize = 32;
@@ -17,28 +19,27 @@ pub const TTL: Duration = Duration::from_secs(60);
 
 struct Pending {
     user: String,
-    ip: IpAddr,
     until: Instant,
+    /// The asking address's place; given back when the challenge is taken or dropped.
+    _place: Slot<IpAddr>,
 }
 
-#[derive(Default)]
 struct Table {
     by_opaque: HashMap<String, Pending>,
     /// Opaques in the order they were made; some may have been taken already.
     order: VecDeque<String>,
-    per_ip: HashMap<IpAddr, usize>,
+    per_ip: Arc<Slots<IpAddr>>,
+}
+
+impl Default for Table {
+    fn default() -> Table {
+        Table { by_opaque: HashMap::new(), order: VecDeque::new(), per_ip: Slots::new(PER_IP) }
+    }
 }
 
 impl Table {
     fn forget(&mut self, opaque: &str) -> Option<Pending> {
-        let p = self.by_opaque.remove(opaque)?;
-        if let Some(n) = self.per_ip.get_mut(&p.ip) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_ip.remove(&p.ip);
-            }
-        }
-        Some(p)
+        self.by_opaque.remove(opaque)
     }
 
     /// Drops expired challenges, and the oldest while more than `keep` are pending.
@@ -65,12 +66,10 @@ impl Challenges {
     pub fn remember(&self, opaque: &str, user: &str, ip: IpAddr, now: Instant) -> bool {
         let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
         t.prune(now, MAX_PENDING - 1);
-        if t.per_ip.get(&ip).copied().unwrap_or(0) >= PER_IP {
-            return false;
-        }
-        *t.per_ip.entry(ip).or_default() += 1;
+        let Some(place) = t.per_ip.take(ip) else { return false };
         t.order.push_back(opaque.to_string());
-        t.by_opaque.insert(opaque.to_string(), Pending { user: user.to_string(), ip, until: now + TTL });
+        t.by_opaque
+            .insert(opaque.to_string(), Pending { user: user.to_string(), until: now + TTL, _place: place });
         true
     }
 
