@@ -21,8 +21,8 @@ use crate::events::{Event, Outbox};
 use crate::media::egress::whep::Whep;
 use crate::media::ingest::whip::Whip;
 use crate::media::live::channel::Channels;
-use crate::media::live::outputs::LiveOutputs;
 use crate::media::live::recording::Recordings;
+use crate::media::live::session::LiveSessions;
 use crate::media::live::taps::Taps;
 use crate::media::vod::worker::Transcoder;
 use crate::media::webrtc::WebrtcConfig;
@@ -85,7 +85,7 @@ pub struct App {
     /// The transcode workers hold it weakly: they stop when the App goes (tests run many).
     transcoder: Arc<Transcoder>,
     /// Live outputs of pushes (RTMP and WHIP): LL-HLS channels and the taps of WHEP and RTSP.
-    outputs: Arc<LiveOutputs>,
+    outputs: Arc<LiveSessions>,
     /// Per-stream counters of `/metrics`.
     per_stream: Arc<crate::metrics::PerStream>,
     /// This node's viewer counts as of its last report (`/metrics`).
@@ -139,7 +139,7 @@ impl App {
             max_per_ip: settings.webrtc_max_per_ip as usize,
         };
         let whep = Arc::new(Whep::new(taps.clone(), webrtc.clone()));
-        let outputs = Arc::new(LiveOutputs {
+        let outputs = Arc::new(LiveSessions {
             channels: channels.clone(),
             taps,
             policies: policies.clone(),
@@ -149,6 +149,7 @@ impl App {
             pipelines_dir: settings.pipelines_dir.clone(),
             recordings: recordings.clone(),
             per_stream: per_stream.clone(),
+            sessions: Default::default(),
         });
         let whip = Arc::new(Whip {
             db: db.clone(),

@@ -18,6 +18,7 @@ mod lifecycle;
 mod lifecycle_nodes;
 mod live_hls;
 mod live_ladder;
+mod live_session;
 mod live_shutdown;
 mod live_threads;
 mod login_flood;

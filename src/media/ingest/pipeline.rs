@@ -19,10 +19,10 @@ use tokio::sync::mpsc;
 use crate::media::gst::{init, StopOnDrop};
 use crate::media::ingest::flv::{flv_header, flv_tag, Tag};
 use crate::media::live;
-use crate::media::live::channel::{Channel, RECONNECT_GRACE};
-use crate::media::live::outputs::Outputs;
+use crate::media::live::channel::Channel;
 use crate::media::live::pipeline::{WallBase, DRAIN};
-use crate::media::live::taps::TapGuard;
+use crate::media::live::session::{Outputs, PushEnd, SessionPush};
+use crate::media::live::taps::Tap;
 
 const DESCRIPTION: &str = include_str!("../../../pipelines/ingest.txt");
 /// The MPEG-TS front (SRT): `tsdemux`'s streams are linked to the `vq`/`aq` queues as they appear.
@@ -73,8 +73,10 @@ pub struct IngestPipeline {
     pipeline: StopOnDrop,
     front: Front,
     dropped: u64,
-    /// What WHEP viewers and RTSP sessions take from this push; closed when it stops.
-    tap: Option<TapGuard>,
+    /// What WHEP viewers and RTSP sessions take from this push (the live session's tap).
+    tap: Option<Arc<Tap>>,
+    /// The push's place in its live session, told when it stops.
+    push: Option<SessionPush>,
     /// Media bytes that reached the tees (the no-media watchdog and the input bitrate).
     pub media_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// Video keyframes that reached the `video` tee (the no-keyframe watchdog).
@@ -127,7 +129,7 @@ impl IngestPipeline {
             && demux.send_event(gst::event::Segment::new(&segment));
         if !started || p.chain(flv_header()).is_err() {
             // Ends the push on its channel too, as a failed start does in `assemble`.
-            p.stop();
+            p.stop(PushEnd::Reconnectable);
             return Err("ingest pipeline did not take the FLV header".into());
         }
         Ok((p, reports))
@@ -190,7 +192,7 @@ impl IngestPipeline {
         if wall_from_first {
             wall_at_first_buffer(&pipeline, wall.clone())?;
         }
-        let Outputs { live, tap, .. } = outputs;
+        let Outputs { live, tap, push, .. } = outputs;
         let channel = live.as_ref().map(|l| (l.channel.clone(), l.generation));
         let transcodes = live.as_ref().map(|l| l.transcodes.clone()).unwrap_or_default();
         let started = match live {
@@ -198,7 +200,7 @@ impl IngestPipeline {
             None => Ok(()),
         }
         .and_then(|()| match &tap {
-            Some(t) => live::taps::attach(&pipeline, t.tap.clone()),
+            Some(t) => live::taps::attach(&pipeline, t.clone()),
             None => Ok(()),
         })
         .and_then(|()| {
@@ -213,6 +215,9 @@ impl IngestPipeline {
                 channel.push_ended(*generation);
                 channel.finish(*generation);
             }
+            if let Some(push) = push {
+                push.ended(PushEnd::Reconnectable);
+            }
             return Err(e);
         }
         let p = IngestPipeline {
@@ -220,6 +225,7 @@ impl IngestPipeline {
             front,
             dropped: 0,
             tap,
+            push,
             media_bytes,
             keyframes,
             live: channel,
@@ -237,7 +243,7 @@ impl IngestPipeline {
     /// the wait they add showed on hls.js's screen (73 ms with the ladder); RTSP and WebRTC
     /// viewers are the ones who watch closest to live.
     pub fn passthrough_only(&self) -> bool {
-        let realtime = self.tap.as_ref().is_some_and(|t| t.tap.webrtc || t.tap.rtsp);
+        let realtime = self.tap.as_ref().is_some_and(|t| t.webrtc || t.rtsp);
         !realtime && !self.transcodes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -298,14 +304,16 @@ impl IngestPipeline {
 
     /// Ends the stream and releases the pipeline (off the async runtime: state changes may
     /// block). The muxers get up to [`DRAIN`] to flush their last parts; then the channel's open
-    /// segments close, and its playlists end unless a push continues them within
-    /// [`RECONNECT_GRACE`].
-    pub fn stop(self) {
-        // Viewers and RTSP sessions end now, not after the drain.
-        drop(self.tap);
-        let (pipeline, live, drained, front) = (self.pipeline, self.live, self.drained, self.front);
+    /// segments close, and the live session is told (`end`): it ends now, or unless a push
+    /// continues it within the reconnect window ([`crate::media::live::session`]).
+    pub fn stop(self, end: PushEnd) {
+        // Viewers of a push the API ended go now, not after the drain.
+        if let (PushEnd::Final, Some(push)) = (end, &self.push) {
+            push.let_viewers_go();
+        }
+        let (pipeline, live, drained, front, push) =
+            (self.pipeline, self.live, self.drained, self.front, self.push);
         let rt = tokio::runtime::Handle::try_current().ok();
-        let timers = rt.clone();
         let release = move || {
             // The EOS passes the muxers' inputs as media does, so it is sent off the runtime.
             match front {
@@ -321,14 +329,9 @@ impl IngestPipeline {
             drop(pipeline);
             if let Some((channel, generation)) = live {
                 channel.push_ended(generation);
-                if let Some(rt) = timers {
-                    rt.spawn(async move {
-                        tokio::time::sleep(RECONNECT_GRACE).await;
-                        channel.finish(generation);
-                    });
-                } else {
-                    channel.finish(generation);
-                }
+            }
+            if let Some(push) = push {
+                push.ended(end);
             }
         };
         match rt {

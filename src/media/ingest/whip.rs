@@ -17,7 +17,7 @@ use crate::domain::content_key::MasterKey;
 use crate::domain::stream::InputInfo;
 use crate::media::ingest::liveness::Liveness;
 use crate::media::ingest::pipeline::{Front, IngestPipeline, PipelineReport};
-use crate::media::live::outputs::{LiveOutputs, Outputs};
+use crate::media::live::session::{LiveSessions, Outputs, PushEnd, ENDED_BY_API};
 use crate::media::webrtc::sdp;
 use crate::media::webrtc::{Peer, Peers, WebrtcConfig, WebrtcError};
 use crate::services::streams::{StreamError, Streams};
@@ -48,7 +48,7 @@ pub struct Whip {
     pub db: Db,
     pub master_key: MasterKey,
     pub streams: Arc<Streams>,
-    pub outputs: Arc<LiveOutputs>,
+    pub outputs: Arc<LiveSessions>,
     pub config: WebrtcConfig,
     pub publishers: Peers,
 }
@@ -145,7 +145,7 @@ impl Whip {
         tokio::spawn(async move {
             let why = this.run(&session, &stream, &pipeline, reports, &kill).await;
             this.publishers.remove(&session.id);
-            pipeline.stop();
+            pipeline.stop(PushEnd::of(&why));
             this.streams.end_push(&stream.id, &stream.project_id, &why).await;
         });
         Ok(Published { peer, answer })
@@ -167,7 +167,7 @@ impl Whip {
         let mut liveness = Liveness::new(false);
         loop {
             tokio::select! {
-                _ = kill.notified() => return "ended by the API".into(),
+                _ = kill.notified() => return ENDED_BY_API.into(),
                 _ = peer.end.notified() => return "the publisher ended the session".into(),
                 _ = &mut lost => return "the WebRTC connection was lost".into(),
                 report = reports.recv() => match report {
@@ -229,7 +229,7 @@ fn build(
     match crate::media::webrtc::answer(&webrtc, offer, config) {
         Ok(answer) => Ok((ingest, reports, webrtc, answer)),
         Err(e) => {
-            ingest.stop();
+            ingest.stop(PushEnd::Reconnectable);
             Err(media(e))
         }
     }

@@ -39,7 +39,8 @@ pub struct Taps {
 }
 
 impl Taps {
-    /// Opens the stream's tap for a new push; a tap left by an earlier push is closed first.
+    /// Opens a new tap for the stream's live session; a tap left by an earlier session is
+    /// closed first.
     pub fn open(&self, stream_id: &str, webrtc: bool, rtsp: bool) -> Arc<Tap> {
         let tap = Arc::new(Tap::new(stream_id, webrtc, rtsp));
         if let Some(old) = lock(&self.taps).insert(stream_id.to_string(), tap.clone()) {
@@ -64,19 +65,8 @@ impl Taps {
     }
 }
 
-/// A push's hold on its tap: dropping it closes the tap (its consumers end).
-pub struct TapGuard {
-    pub taps: Arc<Taps>,
-    pub tap: Arc<Tap>,
-}
-
-impl Drop for TapGuard {
-    fn drop(&mut self) {
-        self.taps.close(&self.tap);
-    }
-}
-
-/// One push's tap.
+/// One live session's tap: fed by each push of the session in turn, closed when the session
+/// ends ([`crate::media::live::session`]).
 pub struct Tap {
     pub stream_id: String,
     /// The stream lists `webrtc`: the WebRTC rung is encoded.
@@ -104,6 +94,14 @@ impl Tap {
             source_audio: Feed::new(false),
             encoder_out: Mutex::new(None),
             closed: watch::channel(false).0,
+        }
+    }
+
+    /// A new push of the session feeds the tap: every consumer waits for its first keyframe and
+    /// takes its timestamps from there on, after what it already played.
+    pub fn next_push(&self) {
+        for feed in [&self.webrtc_video, &self.webrtc_audio, &self.source_video, &self.source_audio] {
+            feed.rebase();
         }
     }
 
@@ -185,6 +183,15 @@ impl Feed {
 
     pub fn consumers(&self) -> usize {
         lock(&self.consumers).len()
+    }
+
+    /// The next buffers are a new push's: each consumer starts again at a keyframe, with the
+    /// timestamps put on its running time anew (a new push's start near zero).
+    fn rebase(&self) {
+        for c in lock(&self.consumers).iter_mut() {
+            c.offset = None;
+            c.waiting = true;
+        }
     }
 
     fn end(&self) {

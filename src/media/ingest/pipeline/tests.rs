@@ -8,7 +8,7 @@ async fn the_pipeline_description_builds() {
     let (p, _rx) = IngestPipeline::start("test", Outputs::default())
         .await
         .expect("GStreamer plugins of scripts/deps.sh are installed");
-    p.stop();
+    p.stop(PushEnd::Reconnectable);
 }
 
 #[tokio::test]
@@ -18,7 +18,7 @@ async fn the_ts_pipeline_description_builds() {
         .expect("GStreamer plugins of scripts/deps.sh are installed");
     let mut feeder = p.feeder().expect("the TS front has a source");
     assert!(feeder.feed(&[0x47; 188]), "a TS packet is taken");
-    p.stop();
+    p.stop(PushEnd::Reconnectable);
 }
 
 #[tokio::test]
@@ -83,15 +83,15 @@ async fn passthrough_only(qualities: &[&str], rtsp: bool) -> (bool, bool) {
         transcodes: Default::default(),
     };
     let taps = Arc::new(Taps::default());
-    let tap = rtsp.then(|| TapGuard { tap: taps.open("st", false, true), taps: taps.clone() });
-    let outputs = Outputs { live: Some(live), tap, counters: None };
+    let tap = rtsp.then(|| taps.open("st", false, true));
+    let outputs = Outputs { live: Some(live), tap, ..Default::default() };
     let (mut p, _rx) = IngestPipeline::start("st", outputs).await.expect("GStreamer plugins are installed");
     let before = p.passthrough_only();
     for (tag, timestamp, body) in h264_tags() {
         p.push(tag, timestamp, &body).expect("the pipeline takes the push");
     }
     let after = p.passthrough_only();
-    p.stop();
+    p.stop(PushEnd::Reconnectable);
     (before, after)
 }
 

@@ -24,7 +24,7 @@ use crate::media::ingest::flv::Tag;
 use crate::media::ingest::limits::Limits;
 use crate::media::ingest::pipeline::{IngestPipeline, PipelineReport};
 use crate::media::ingest::rtmp::challenges::Challenges;
-use crate::media::live::outputs::LiveOutputs;
+use crate::media::live::session::{LiveSessions, PushEnd, ENDED_BY_API};
 use crate::services::streams::{StreamError, Streams};
 use crate::store::Db;
 use crate::tls::Tls;
@@ -81,7 +81,7 @@ pub struct Ingest {
     /// Opens the sealed push verifiers.
     pub master_key: MasterKey,
     pub streams: Arc<Streams>,
-    pub outputs: Arc<LiveOutputs>,
+    pub outputs: Arc<LiveSessions>,
     /// Adobe RTMP challenges handed out and not yet answered.
     pub challenges: Challenges,
 }
@@ -199,7 +199,7 @@ impl Connection {
                 Ok(why) => why.clone(),
                 Err(e) => format!("connection error: {e}"),
             };
-            push.pipeline.stop();
+            push.pipeline.stop(PushEnd::of(&why));
             self.app.streams.end_push(&push.stream_id, &push.project_id, &why).await;
         }
         result.map(|_| ())
@@ -255,7 +255,7 @@ impl Connection {
                     }
                     self.measure_rate();
                 }
-                Wake::Killed => return Ok("ended by the API".into()),
+                Wake::Killed => return Ok(ENDED_BY_API.into()),
                 Wake::Report(Some(PipelineReport::Error(e))) => {
                     return Ok(format!("ingest pipeline failed: {e}"))
                 }

@@ -34,7 +34,7 @@ use crate::domain::stream::{InputInfo, StreamStatus};
 use crate::media::ingest::limits::{Admitted, Limits};
 use crate::media::ingest::liveness::Liveness;
 use crate::media::ingest::pipeline::{Feeder, IngestPipeline, PipelineReport};
-use crate::media::live::outputs::LiveOutputs;
+use crate::media::live::session::{LiveSessions, PushEnd, ENDED_BY_API};
 use crate::ratelimit::{per_second, Limiter};
 use crate::services::streams::Streams;
 use crate::store::streams::StreamRow;
@@ -59,7 +59,7 @@ pub struct Srt {
     /// Opens the sealed push passwords (the passphrases).
     pub master_key: MasterKey,
     pub streams: Arc<Streams>,
-    pub outputs: Arc<LiveOutputs>,
+    pub outputs: Arc<LiveSessions>,
     /// Shared with RTMP and RTMPS.
     pub limits: Arc<Limits>,
     handshakes: Limiter<IpAddr>,
@@ -72,7 +72,7 @@ impl Srt {
         db: Db,
         master_key: MasterKey,
         streams: Arc<Streams>,
-        outputs: Arc<LiveOutputs>,
+        outputs: Arc<LiveSessions>,
         limits: Arc<Limits>,
     ) -> Srt {
         let handshakes = Limiter::new(per_second(HANDSHAKES_PER_SEC, HANDSHAKE_BURST));
@@ -309,7 +309,7 @@ async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted:
             };
             // Wakes the receive thread, which ends with the socket.
             socket.close();
-            pipeline.stop();
+            pipeline.stop(PushEnd::of(&why));
             why
         }
         Err(why) => why,
@@ -347,7 +347,7 @@ async fn open(srt: &Srt, stream: &StreamRow) -> Result<Opened, String> {
     match pipeline.feeder() {
         Some(feeder) => Ok((pipeline, reports, feeder)),
         None => {
-            pipeline.stop();
+            pipeline.stop(PushEnd::Reconnectable);
             Err("ingest pipeline has no source".into())
         }
     }
@@ -391,7 +391,7 @@ async fn watch(
     let mut tick = tokio::time::interval(TICK);
     loop {
         tokio::select! {
-            _ = kill.notified() => return "ended by the API".into(),
+            _ = kill.notified() => return ENDED_BY_API.into(),
             why = &mut done => return why.unwrap_or_else(|_| "the receive thread ended".into()),
             report = reports.recv() => match report {
                 Some(PipelineReport::Error(e)) => return format!("ingest pipeline failed: {e}"),

@@ -1,0 +1,186 @@
+//! A stream's live session outlives a push by the reconnect window: a publisher that drops and
+//! comes back (over RTMP, or over SRT after RTMP) keeps the same session. A WHEP viewer and an
+//! RTSP client connected before the drop are still receiving after it, the LL-HLS playlist
+//! continues with one discontinuity, and the session is recorded as one VOD.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use gstreamer as gst;
+use gstreamer::prelude::*;
+use gstreamer_app as gst_app;
+use serde_json::{json, Value};
+
+use crate::live_hls::get_text;
+use crate::support::webrtc::WhepViewer;
+use crate::support::{eventually, ffmpeg_push, ffmpeg_push_ts, spawn_app, Backend, Killed, TestApp};
+
+const VIDEO: &str = "testsrc2=size=640x360:rate=30";
+
+/// An RTSP client over TCP that counts the H.264 access units it receives.
+struct RtspViewer {
+    pipeline: gst::Pipeline,
+    frames: Arc<AtomicU64>,
+}
+
+impl RtspViewer {
+    fn play(url: &str) -> RtspViewer {
+        gst::init().expect("GStreamer");
+        let description = format!(
+            "rtspsrc name=src location={url} protocols=tcp latency=100 src. ! rtph264depay \
+             ! video/x-h264,alignment=au ! appsink name=out sync=false"
+        );
+        let pipeline = gst::parse::launch(&description)
+            .expect("an RTSP client pipeline")
+            .downcast::<gst::Pipeline>()
+            .expect("a pipeline");
+        let frames = Arc::new(AtomicU64::new(0));
+        let counted = frames.clone();
+        let sink =
+            pipeline.by_name("out").and_then(|e| e.downcast::<gst_app::AppSink>().ok()).expect("appsink");
+        sink.set_callbacks(
+            gst_app::AppSinkCallbacks::builder()
+                .new_sample(move |sink| {
+                    sink.pull_sample().map_err(|_| gst::FlowError::Eos)?;
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    Ok(gst::FlowSuccess::Ok)
+                })
+                .build(),
+        );
+        pipeline.set_state(gst::State::Playing).expect("the RTSP client plays");
+        RtspViewer { pipeline, frames }
+    }
+
+    fn frames(&self) -> u64 {
+        self.frames.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RtspViewer {
+    fn drop(&mut self) {
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+async fn create(t: &TestApp, body: Value) -> Value {
+    let resp = t.post_json_with(&t.project_url("/streams"), &t.key, &body).await;
+    assert_eq!(resp.status(), 201);
+    resp.json().await.expect("json")
+}
+
+async fn status_of(t: &TestApp, id: &str) -> String {
+    let v: Value =
+        t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json");
+    v["status"].as_str().unwrap_or_default().to_string()
+}
+
+async fn whep_viewers(t: &TestApp) -> Option<u64> {
+    let text = t.client.get(t.url("/metrics")).send().await.ok()?.text().await.ok()?;
+    text.lines().find_map(|l| l.strip_prefix("sluice_whep_viewers ")).and_then(|v| v.trim().parse().ok())
+}
+
+/// The first media playlist the master at `master` lists, as an absolute URL.
+async fn first_playlist(t: &TestApp, master: &str) -> String {
+    let text = eventually("the master playlist", Duration::from_secs(30), || async {
+        let (status, text) = get_text(t, master).await;
+        (status == 200 && text.contains("#EXT-X-STREAM-INF")).then_some(text)
+    })
+    .await;
+    let uri = text.lines().find(|l| !l.is_empty() && !l.starts_with('#')).expect("a variant");
+    let base = &master[..master.rfind('/').expect("a path") + 1];
+    format!("{base}{uri}")
+}
+
+/// How the second push of the session is made.
+#[derive(Clone, Copy)]
+enum Second {
+    Rtmp,
+    Srt,
+}
+
+async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
+    let t = spawn_app(Backend::Sqlite).await;
+    let stream = create(
+        &t,
+        json!({"name": "reconnect", "protocols": ["llhls", "webrtc", "rtsp"], "vodEnabled": true}),
+    )
+    .await;
+    let id = stream["_id"].as_str().expect("id").to_string();
+    let rtmp = stream["ingestUrl"].as_str().expect("ingestUrl").to_string();
+    let first = ffmpeg_push(&rtmp, VIDEO, 30, &["-b:v", "800k"]);
+
+    let whep = stream["playbackUrls"]["webrtc"].as_str().expect("a WHEP URL").to_string();
+    let viewer = eventually("a WHEP viewer", Duration::from_secs(30), || async {
+        WhepViewer::try_play(&whep).await.ok()
+    })
+    .await;
+    viewer.wait_for("WHEP frames", Duration::from_secs(30), |r| r.video_frames >= 30).await;
+    let rtsp = RtspViewer::play(stream["playbackUrls"]["rtsp"].as_str().expect("an RTSP URL"));
+    eventually("RTSP frames", Duration::from_secs(30), || async { (rtsp.frames() >= 30).then_some(()) })
+        .await;
+    let playlist = first_playlist(&t, stream["playbackUrls"]["hls"].as_str().expect("hls")).await;
+
+    // The publisher drops; the push ends.
+    drop::<Killed>(first);
+    eventually("the push to end", Duration::from_secs(15), || async {
+        (status_of(&t, &id).await == "idle").then_some(())
+    })
+    .await;
+    let (whep_before, rtsp_before) = (viewer.received().video_frames, rtsp.frames());
+
+    // It comes back within the window.
+    let _second = match second {
+        Second::Rtmp => ffmpeg_push(&rtmp, VIDEO, 30, &["-b:v", "800k"]),
+        Second::Srt => {
+            ffmpeg_push_ts(stream["srtUrl"].as_str().expect("srtUrl"), VIDEO, 30, &["-b:v", "800k"])
+        }
+    };
+    eventually("the stream live again", Duration::from_secs(15), || async {
+        (status_of(&t, &id).await == "live").then_some(())
+    })
+    .await;
+    let r = viewer
+        .wait_for("the WHEP viewer to receive the new push", Duration::from_secs(30), |r| {
+            r.video_frames >= whep_before + 60
+        })
+        .await;
+    eprintln!("WHEP frames: {whep_before} before the reconnect, {} after", r.video_frames);
+    eventually("the RTSP client to receive the new push", Duration::from_secs(30), || async {
+        (rtsp.frames() >= rtsp_before + 60).then_some(())
+    })
+    .await;
+    assert_eq!(whep_viewers(&t).await, Some(1), "the same WHEP session, not a new one");
+
+    let continued = eventually("the playlist to continue", Duration::from_secs(30), || async {
+        let (status, text) = get_text(&t, &playlist).await;
+        let after = text.split("#EXT-X-DISCONTINUITY\n").nth(1)?;
+        (status == 200 && after.matches("#EXTINF:").count() >= 1).then_some(text)
+    })
+    .await;
+    assert_eq!(continued.matches("#EXT-X-DISCONTINUITY\n").count(), 1, "one discontinuity:\n{continued}");
+    assert!(!continued.contains("#EXT-X-ENDLIST"), "{continued}");
+
+    // The session ends after the window; it is one recording.
+    drop(_second);
+    let vods = eventually("the recording", Duration::from_secs(60), || async {
+        let v: Value =
+            t.get_with(&t.project_url(&format!("/vod?streamId={id}")), &t.key).await.json().await.ok()?;
+        let items = v["items"].as_array().cloned().unwrap_or_default();
+        items.iter().all(|i| i["status"] == "complete").then_some(items).filter(|i| !i.is_empty())
+    })
+    .await;
+    assert_eq!(vods.len(), 1, "one recording of the session: {vods:?}");
+    drop(rtsp);
+    drop(viewer);
+}
+
+#[tokio::test]
+async fn an_rtmp_publisher_that_reconnects_keeps_its_viewers_playlist_and_recording() {
+    a_dropped_publisher_comes_back_to_the_same_session(Second::Rtmp).await;
+}
+
+#[tokio::test]
+async fn a_publisher_that_drops_rtmp_and_comes_back_over_srt_keeps_the_session() {
+    a_dropped_publisher_comes_back_to_the_same_session(Second::Srt).await;
+}
