@@ -9,6 +9,7 @@ pub mod flv;
 pub mod limits;
 pub mod liveness;
 pub mod pipeline;
+pub mod push;
 pub mod rtmp;
 pub mod srt;
 pub mod whip;

@@ -7,17 +7,15 @@
 //! when no media came for [`crate::media::ingest::liveness::NO_MEDIA`].
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
 use tokio::sync::{mpsc, Notify};
 
 use crate::domain::content_key::MasterKey;
-use crate::domain::stream::InputInfo;
-use crate::media::ingest::liveness::Liveness;
 use crate::media::ingest::pipeline::{Front, IngestPipeline, PipelineReport};
-use crate::media::live::session::{LiveSessions, Outputs, PushEnd, ENDED_BY_API};
+use crate::media::ingest::push::{self, NotStarted, Publisher, Refused};
+use crate::media::live::session::{LiveSessions, Outputs, PushEnd};
 use crate::media::webrtc::sdp;
 use crate::media::webrtc::{Peer, Peers, WebrtcConfig, WebrtcError};
 use crate::services::streams::{StreamError, Streams};
@@ -25,7 +23,6 @@ use crate::store::streams::StreamRow;
 use crate::store::Db;
 
 const DESCRIPTION: &str = include_str!("../../../pipelines/whip.txt");
-const TICK: Duration = Duration::from_secs(1);
 
 /// Why a publish was refused (CONTRACT: WHIP).
 #[derive(Debug, thiserror::Error)]
@@ -87,18 +84,13 @@ impl Whip {
             return Err(WebrtcError::BadOffer("the offer has no H.264".into()).into());
         };
         sdp::keep_only(&mut offer, &[Some(&video), audio.as_ref()].into_iter().flatten().collect::<Vec<_>>());
-        let kill = match self.streams.begin_push(&stream.id, &stream.project_id).await {
+        let kill = match push::begin(&self.streams, &stream).await {
             Ok(kill) => kill,
-            Err(StreamError::NotFound) => return Err(WhipError::UnknownKey),
+            Err(Refused::State(StreamError::NotFound)) => return Err(WhipError::UnknownKey),
             // 409 for no credits too, as for any state that refuses a push now; 402 is kept
             // "for future use" by RFC 9110 and WHIP clients give it no meaning.
-            Err(e @ (StreamError::Refused(_) | StreamError::LiveAlready | StreamError::NoCredits)) => {
-                return Err(WhipError::Refused(e.to_string()))
-            }
-            Err(e @ StreamError::Db(_)) => {
-                tracing::error!(stream = %stream.id, error = %e, "whip: opening the push session");
-                return Err(WhipError::Unavailable);
-            }
+            Err(Refused::State(e)) => return Err(WhipError::Refused(e.to_string())),
+            Err(Refused::Unavailable) => return Err(WhipError::Unavailable),
         };
         // The push session is open: the rest runs on its own task, so a client that hangs up
         // mid-setup (this request's future dropped) cannot leave the stream live for good.
@@ -116,84 +108,38 @@ impl Whip {
         offer: gstreamer_sdp::SDPMessage,
         kill: Arc<Notify>,
     ) -> Result<Published, WhipError> {
-        let outputs = match self.outputs.start(&stream).await {
-            Ok(outputs) => outputs,
-            Err(e) => {
-                tracing::error!(stream = %stream.id, error = %e, "whip: preparing the live output");
-                self.streams.end_push(&stream.id, &stream.project_id, "live output failed to start").await;
-                return Err(WhipError::Unavailable);
-            }
-        };
         let (id, config) = (stream.id.clone(), self.config.clone());
-        let built = tokio::task::spawn_blocking(move || build(&id, offer, outputs, &config))
-            .await
-            .map_err(|e| WebrtcError::Media(e.to_string()))
-            .and_then(|r| r);
-        let (pipeline, reports, webrtc, answer) = match built {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(stream = %stream.id, error = %e, "whip: the session could not be set up");
-                self.streams.end_push(&stream.id, &stream.project_id, "WHIP negotiation failed").await;
-                return Err(e.into());
-            }
+        let front = |outputs| async move {
+            tokio::task::spawn_blocking(move || build(&id, offer, outputs, &config))
+                .await
+                .map_err(|e| WebrtcError::Media(e.to_string()))
+                .and_then(|r| r)
         };
+        let (pipeline, reports, webrtc, answer) =
+            match push::start(&self.streams, &self.outputs, &stream, front).await {
+                Ok(started) => started,
+                Err(NotStarted::Outputs) => return Err(WhipError::Unavailable),
+                Err(NotStarted::Front(e)) => return Err(e.into()),
+            };
         let peer = Arc::new(Peer::new(&stream.id, None, webrtc));
         self.publishers.insert(peer.clone(), None);
         tracing::info!(stream = %stream.id, session = %peer.id, "WHIP push started");
         let this = self.clone();
         let session = peer.clone();
         tokio::spawn(async move {
-            let why = this.run(&session, &stream, &pipeline, reports, &kill).await;
+            let publisher = Publisher { audio_codec: Some("opus"), sends_keyframes: false };
+            let lost = session.lost();
+            let ended = async {
+                tokio::select! {
+                    _ = session.end.notified() => "the publisher ended the session".to_string(),
+                    _ = lost => "the WebRTC connection was lost".to_string(),
+                }
+            };
+            let why = push::watch(&this.streams, &stream, &pipeline, reports, &kill, publisher, ended).await;
             this.publishers.remove(&session.id);
-            pipeline.stop(PushEnd::of(&why));
-            this.streams.end_push(&stream.id, &stream.project_id, &why).await;
+            push::end(&this.streams, &stream.id, &stream.project_id, pipeline, &why).await;
         });
         Ok(Published { peer, answer })
-    }
-
-    /// Watches a session until it ends; returns why.
-    async fn run(
-        &self,
-        peer: &Peer,
-        stream: &StreamRow,
-        pipeline: &IngestPipeline,
-        mut reports: mpsc::Receiver<PipelineReport>,
-        kill: &Notify,
-    ) -> String {
-        let mut input = InputInfo::default();
-        let mut tick = tokio::time::interval(TICK);
-        let lost = peer.lost();
-        tokio::pin!(lost);
-        let mut liveness = Liveness::new(false);
-        loop {
-            tokio::select! {
-                _ = kill.notified() => return ENDED_BY_API.into(),
-                _ = peer.end.notified() => return "the publisher ended the session".into(),
-                _ = &mut lost => return "the WebRTC connection was lost".into(),
-                report = reports.recv() => match report {
-                    Some(PipelineReport::Error(e)) => return format!("ingest pipeline failed: {e}"),
-                    Some(PipelineReport::Video { codec, width, height, frame_rate }) => {
-                        (input.video_codec, input.width, input.height) = (Some(codec), Some(width), Some(height));
-                        input.frame_rate = frame_rate;
-                        self.streams.record_input(&stream.id, &input);
-                    }
-                    Some(PipelineReport::Audio { sample_rate, channels, .. }) => {
-                        input.audio_codec = Some("opus".into());
-                        (input.audio_sample_rate, input.audio_channels) = (Some(sample_rate), Some(channels));
-                        self.streams.record_input(&stream.id, &input);
-                    }
-                    None => return "ingest pipeline stopped".into(),
-                },
-                _ = tick.tick() => match liveness.tick(pipeline) {
-                    Err(why) => return why,
-                    Ok(Some(kbps)) => {
-                        input.bitrate_kbps = Some(kbps);
-                        self.streams.record_input(&stream.id, &input);
-                    }
-                    Ok(None) => {}
-                },
-            }
-        }
     }
 }
 

@@ -23,9 +23,10 @@ use crate::domain::stream::InputInfo;
 use crate::media::ingest::flv::Tag;
 use crate::media::ingest::limits::Limits;
 use crate::media::ingest::pipeline::{IngestPipeline, PipelineReport};
+use crate::media::ingest::push::{self, Refused};
 use crate::media::ingest::rtmp::challenges::Challenges;
-use crate::media::live::session::{LiveSessions, PushEnd, ENDED_BY_API};
-use crate::services::streams::{StreamError, Streams};
+use crate::media::live::session::{LiveSessions, ENDED_BY_API};
+use crate::services::streams::Streams;
 use crate::store::Db;
 use crate::tls::Tls;
 
@@ -199,8 +200,7 @@ impl Connection {
                 Ok(why) => why.clone(),
                 Err(e) => format!("connection error: {e}"),
             };
-            push.pipeline.stop(PushEnd::of(&why));
-            self.app.streams.end_push(&push.stream_id, &push.project_id, &why).await;
+            push::end(&self.app.streams, &push.stream_id, &push.project_id, push.pipeline, &why).await;
         }
         result.map(|_| ())
     }
@@ -448,40 +448,15 @@ impl Connection {
         }
         // The session first: it admits one push per stream, and the channel relies on that.
         // Only the refusals of the stream's state reach the client, never a database error.
-        let kill = match self.app.streams.begin_push(&stream.id, &stream.project_id).await {
+        let kill = match push::begin(&self.app.streams, &stream).await {
             Ok(kill) => kill,
-            Err(
-                e @ (StreamError::Refused(_)
-                | StreamError::LiveAlready
-                | StreamError::NotFound
-                | StreamError::NoCredits),
-            ) => return Err(e.to_string()),
-            Err(e @ StreamError::Db(_)) => {
-                tracing::error!(stream = %stream.id, error = %e, "opening the push session");
-                return Err("ingest is unavailable".into());
-            }
+            Err(Refused::State(e)) => return Err(e.to_string()),
+            Err(Refused::Unavailable) => return Err("ingest is unavailable".into()),
         };
-        let outputs = match self.app.outputs.start(&stream).await {
-            Ok(outputs) => outputs,
-            Err(e) => {
-                tracing::error!(stream = %stream.id, error = %e, "preparing the live output (content key)");
-                self.app
-                    .streams
-                    .end_push(&stream.id, &stream.project_id, "live output failed to start")
-                    .await;
-                return Err("ingest is unavailable".to_string());
-            }
-        };
-        let (pipeline, reports) = match IngestPipeline::start(&stream.id, outputs).await {
-            Ok(started) => started,
-            Err(e) => {
-                tracing::error!(stream = %stream.id, error = %e, "starting the ingest pipeline");
-                self.app
-                    .streams
-                    .end_push(&stream.id, &stream.project_id, "ingest pipeline failed to start")
-                    .await;
-                return Err("ingest is unavailable".to_string());
-            }
+        let front = |outputs| IngestPipeline::start(&stream.id, outputs);
+        let Ok((pipeline, reports)) = push::start(&self.app.streams, &self.app.outputs, &stream, front).await
+        else {
+            return Err("ingest is unavailable".to_string());
         };
         tracing::info!(stream = %stream.id, peer = %self.peer, "push started");
         self.push = Some(Push {

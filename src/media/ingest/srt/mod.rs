@@ -26,15 +26,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::oneshot;
 
 use self::ffi::{Opt, Reject, Socket, SrtError, SrtSocket};
 use crate::domain::content_key::MasterKey;
-use crate::domain::stream::{InputInfo, StreamStatus};
+use crate::domain::stream::StreamStatus;
 use crate::media::ingest::limits::{Admitted, Limits};
-use crate::media::ingest::liveness::Liveness;
-use crate::media::ingest::pipeline::{Feeder, IngestPipeline, PipelineReport};
-use crate::media::live::session::{LiveSessions, PushEnd, ENDED_BY_API};
+use crate::media::ingest::pipeline::{Feeder, IngestPipeline};
+use crate::media::ingest::push::{self, Publisher};
+use crate::media::live::session::LiveSessions;
 use crate::ratelimit::{per_second, Limiter};
 use crate::services::streams::Streams;
 use crate::store::streams::StreamRow;
@@ -51,7 +51,6 @@ const HANDSHAKE_BURST: u32 = 20;
 const BACKLOG: i32 = 64;
 /// Largest SRT payload (live mode sends 1316 bytes: seven TS packets).
 const MESSAGE: usize = 1500;
-const TICK: Duration = Duration::from_secs(1);
 
 /// What SRT ingest decides pushes with, and where their media goes.
 pub struct Srt {
@@ -283,39 +282,48 @@ fn decide(
     Ok(())
 }
 
-/// An accepted caller's push, from opening its session to its end.
+/// An accepted caller's push, from opening its session to its end ([`push`]).
 async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted: Admitted) {
     let _admitted = admitted;
     let Some(stream) = accepted_stream(&srt, &socket).await else { return };
-    let kill = match srt.streams.begin_push(&stream.id, &stream.project_id).await {
+    let kill = match push::begin(&srt.streams, &stream).await {
         Ok(kill) => kill,
         Err(e) => {
-            tracing::info!(stream = %stream.id, %peer, error = %e, "srt push refused");
+            tracing::info!(stream = %stream.id, %peer, error = ?e, "srt push refused");
             return;
         }
     };
     srt.live.fetch_add(1, Ordering::Relaxed);
-    let why = match open(&srt, &stream).await {
-        Ok((pipeline, reports, feeder)) => {
-            tracing::info!(stream = %stream.id, %peer, "SRT push started");
-            let (done_tx, done) = oneshot::channel();
-            let receiving = socket.clone();
-            let started = std::thread::Builder::new()
-                .name("srt-recv".into())
-                .spawn(move || receive(&receiving, feeder, done_tx));
-            let why = match started {
-                Ok(_) => watch(&srt, &stream, &pipeline, reports, &kill, done).await,
-                Err(e) => format!("starting the receive thread: {e}"),
-            };
-            // Wakes the receive thread, which ends with the socket.
-            socket.close();
-            pipeline.stop(PushEnd::of(&why));
-            why
-        }
-        Err(why) => why,
-    };
-    tracing::info!(stream = %stream.id, %peer, why, "SRT push ended");
-    srt.streams.end_push(&stream.id, &stream.project_id, &why).await;
+    let started = push::start(&srt.streams, &srt.outputs, &stream, |outputs| {
+        IngestPipeline::start_ts(&stream.id, outputs)
+    })
+    .await;
+    if let Ok((pipeline, reports)) = started {
+        tracing::info!(stream = %stream.id, %peer, "SRT push started");
+        let why = match pipeline.feeder() {
+            Some(feeder) => {
+                let (done_tx, done) = oneshot::channel();
+                let receiving = socket.clone();
+                let started = std::thread::Builder::new()
+                    .name("srt-recv".into())
+                    .spawn(move || receive(&receiving, feeder, done_tx));
+                match started {
+                    Ok(_) => {
+                        let publisher = Publisher { audio_codec: None, sends_keyframes: true };
+                        let ended =
+                            async { done.await.unwrap_or_else(|_| "the receive thread ended".into()) };
+                        push::watch(&srt.streams, &stream, &pipeline, reports, &kill, publisher, ended).await
+                    }
+                    Err(e) => format!("starting the receive thread: {e}"),
+                }
+            }
+            None => "ingest pipeline has no source".into(),
+        };
+        // Wakes the receive thread, which ends with the socket.
+        socket.close();
+        tracing::info!(stream = %stream.id, %peer, why, "SRT push ended");
+        push::end(&srt.streams, &stream.id, &stream.project_id, pipeline, &why).await;
+    }
     srt.live.fetch_sub(1, Ordering::Relaxed);
 }
 
@@ -328,27 +336,6 @@ async fn accepted_stream(srt: &Srt, socket: &Socket) -> Option<StreamRow> {
         Err(e) => {
             tracing::error!(error = %e, "srt: loading stream");
             None
-        }
-    }
-}
-
-type Opened = (IngestPipeline, mpsc::Receiver<PipelineReport>, Feeder);
-
-/// The push's outputs and its MPEG-TS pipeline; `Err(why)` to end the push with.
-async fn open(srt: &Srt, stream: &StreamRow) -> Result<Opened, String> {
-    let outputs = srt.outputs.start(stream).await.map_err(|e| {
-        tracing::error!(stream = %stream.id, error = %e, "srt: preparing the live output");
-        "live output failed to start".to_string()
-    })?;
-    let (pipeline, reports) = IngestPipeline::start_ts(&stream.id, outputs).await.map_err(|e| {
-        tracing::error!(stream = %stream.id, error = %e, "srt: starting the ingest pipeline");
-        "ingest pipeline failed to start".to_string()
-    })?;
-    match pipeline.feeder() {
-        Some(feeder) => Ok((pipeline, reports, feeder)),
-        None => {
-            pipeline.stop(PushEnd::Reconnectable);
-            Err("ingest pipeline has no source".into())
         }
     }
 }
@@ -375,48 +362,6 @@ fn receive(socket: &Socket, mut feeder: Feeder, done: oneshot::Sender<String>) {
         }
     };
     let _ = done.send(why);
-}
-
-/// Watches a session until it ends; returns why.
-async fn watch(
-    srt: &Srt,
-    stream: &StreamRow,
-    pipeline: &IngestPipeline,
-    mut reports: mpsc::Receiver<PipelineReport>,
-    kill: &Notify,
-    mut done: oneshot::Receiver<String>,
-) -> String {
-    let mut input = InputInfo::default();
-    let mut liveness = Liveness::new(true);
-    let mut tick = tokio::time::interval(TICK);
-    loop {
-        tokio::select! {
-            _ = kill.notified() => return ENDED_BY_API.into(),
-            why = &mut done => return why.unwrap_or_else(|_| "the receive thread ended".into()),
-            report = reports.recv() => match report {
-                Some(PipelineReport::Error(e)) => return format!("ingest pipeline failed: {e}"),
-                Some(PipelineReport::Video { codec, width, height, frame_rate }) => {
-                    (input.video_codec, input.width, input.height) = (Some(codec), Some(width), Some(height));
-                    input.frame_rate = frame_rate;
-                    srt.streams.record_input(&stream.id, &input);
-                }
-                Some(PipelineReport::Audio { codec, sample_rate, channels }) => {
-                    input.audio_codec = Some(codec);
-                    (input.audio_sample_rate, input.audio_channels) = (Some(sample_rate), Some(channels));
-                    srt.streams.record_input(&stream.id, &input);
-                }
-                None => return "ingest pipeline stopped".into(),
-            },
-            _ = tick.tick() => match liveness.tick(pipeline) {
-                Err(why) => return why,
-                Ok(Some(kbps)) => {
-                    input.bitrate_kbps = Some(kbps);
-                    srt.streams.record_input(&stream.id, &input);
-                }
-                Ok(None) => {}
-            },
-        }
-    }
 }
 
 #[cfg(test)]
