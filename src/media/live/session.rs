@@ -271,3 +271,54 @@ impl LiveSessions {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session with a tap, as `LiveSessions::start` leaves it.
+    fn joined(sessions: &Arc<SessionMap>, taps: &Arc<Taps>) -> SessionPush {
+        let (session, push) = sessions.join("st");
+        let mut held = session.lock();
+        if held.tap.is_none() {
+            held.tap = Some((taps.clone(), taps.open("st", true, false)));
+        }
+        drop(held);
+        SessionPush { sessions: sessions.clone(), session, push }
+    }
+
+    #[test]
+    fn a_push_ends_its_session_only_when_no_later_push_joined_it() {
+        let (sessions, taps) = (Arc::new(SessionMap::default()), Arc::new(Taps::default()));
+        let first = joined(&sessions, &taps);
+        let tap = taps.get("st").expect("a tap");
+        let second = joined(&sessions, &taps);
+        assert!(Arc::ptr_eq(&first.session, &second.session), "the same session");
+        // The first push's window passes after the second joined: nothing ends.
+        first.ended(PushEnd::Reconnectable);
+        assert!(!tap.is_closed());
+        assert!(sessions.get("st").is_some());
+        // The latest push's end (here without a runtime: at once) ends the session.
+        second.ended(PushEnd::Reconnectable);
+        assert!(tap.is_closed(), "its viewers are let go");
+        assert!(sessions.get("st").is_none());
+        // A later push opens a new session with a new tap.
+        let third = joined(&sessions, &taps);
+        assert_eq!(third.push, 1);
+        assert!(!taps.get("st").expect("a new tap").is_closed());
+    }
+
+    #[test]
+    fn the_api_ending_a_push_lets_the_viewers_go_at_once() {
+        let (sessions, taps) = (Arc::new(SessionMap::default()), Arc::new(Taps::default()));
+        let push = joined(&sessions, &taps);
+        let tap = taps.get("st").expect("a tap");
+        push.let_viewers_go();
+        assert!(tap.is_closed());
+        assert!(sessions.get("st").is_some(), "the session itself ends when the push has drained");
+        push.ended(PushEnd::Final);
+        assert!(sessions.get("st").is_none());
+        assert_eq!(PushEnd::of(ENDED_BY_API), PushEnd::Final);
+        assert_eq!(PushEnd::of("client disconnected"), PushEnd::Reconnectable);
+    }
+}
