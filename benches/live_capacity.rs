@@ -68,7 +68,17 @@
 //! Knobs: `BENCH_LADDER_STEPS` (default "1,2,3,4,5,6"), `BENCH_FFMPEG_STEPS` (default: the
 //! ladder steps), `BENCH_PASS_STEPS` (default "4,8,16,32,48,64"),
 //! `BENCH_NGINX_STEPS` (default: the passthrough steps), `BENCH_WINDOW` seconds (default 20).
-//! Logs: `benches/out/live_capacity-sluice.log`, `benches/out/live_capacity-nginx.log`.
+//!
+//! - `BENCH_IDLE=1`: the servers' own cost with nothing polling them: nginx on one worker, and
+//!   each Sluice rendition's playlist read once at the window's start and once at its end (no
+//!   part is read, so the frame check is not made; parts that scrolled out between the two
+//!   reads count at the mean part duration, as `unseen`). Compare passthrough with nginx here.
+//! - `BENCH_BASE_BIN=<path>`: also run the ladder and passthrough ramps on that `sluice` binary
+//!   (a release build of the base commit: `git worktree add /tmp/base <rev> && cargo build
+//!   --release --manifest-path /tmp/base/Cargo.toml`), its steps alternating with this build's
+//!   and the peers', and print this build's CPU per push against the base's.
+//!
+//! Logs: `benches/out/live_capacity-sluice.log` (`-base.log`), `benches/out/live_capacity-nginx.log`.
 
 #[path = "common/mod.rs"]
 mod common;
@@ -89,6 +99,13 @@ use common::{
 
 const WARMUP: Duration = Duration::from_secs(6);
 const POLL: Duration = Duration::from_secs(1);
+
+/// `BENCH_IDLE`: nothing polls the servers during the window.
+static IDLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+fn idle() -> bool {
+    IDLE.get().copied().unwrap_or(false)
+}
 /// How long the master playlists may take to answer after the pushes start.
 const MASTER_DEADLINE: Duration = Duration::from_secs(25);
 /// Media published per wall time, and frames per expected frame, at least.
@@ -311,7 +328,8 @@ async fn track(client: reqwest::Client, url: String, name: String, end: Instant)
     let mut last: Option<(MediaPlaylist, Instant, DateTime<Utc>)> = None;
     let mut last_error: Option<String>;
     loop {
-        next += POLL;
+        // Idle: one more read, at the window's end.
+        next = if idle() { end } else { next + POLL };
         let done = next >= end;
         tokio::time::sleep_until(next.min(end).into()).await;
         match get_text(&client, &url).await {
@@ -321,7 +339,7 @@ async fn track(client: reqwest::Client, url: String, name: String, end: Instant)
                 for &(n, d) in pl.parts.iter().filter(|p| p.0 > base) {
                     seen.insert(n, d);
                 }
-                if video {
+                if video && !idle() {
                     let new: Vec<(u64, f64)> = pl.parts.iter().copied().filter(|p| p.0 > counted).collect();
                     for (n, d) in new {
                         counted = n;
@@ -711,7 +729,8 @@ async fn poll_playlists(dir: &Path, names: &[String], end: Instant) -> Vec<Nginx
     }
     let mut next = Instant::now();
     loop {
-        next += POLL;
+        // Idle: one more read, at the window's end.
+        next = if idle() { end } else { next + POLL };
         let done = next >= end;
         tokio::time::sleep_until(next.min(end).into()).await;
         for (t, name) in tracks.iter_mut().zip(names) {
@@ -927,30 +946,30 @@ fn progress(kind: &str, s: &Step) {
 
 /// Runs two ramps step by step in turn (Sluice's, then its peer's), so both see the machine in
 /// the same state; each stops at its first failing step. The peer's steps are numbered from 1.
-fn alternate(
-    (steps, kind, mut step): (&[usize], &str, impl FnMut(usize) -> Step),
-    (peer_steps, peer_kind, mut peer_step): (&[usize], &str, impl FnMut(usize, usize) -> Step),
-) -> (Vec<Step>, Vec<Step>) {
-    let (mut done, mut peer_done) = (Vec::new(), Vec::new());
-    let (mut on, mut peer_on) = (true, true);
-    for i in 0..steps.len().max(peer_steps.len()) {
-        if let Some(&n) = steps.get(i).filter(|_| on) {
-            let s = step(n);
-            progress(kind, &s);
-            on = s.ok();
-            done.push(s);
+/// One ramp of steps: its step counts, its name, and how a step of `n` pushes is run (given
+/// the step's number within the ramp).
+type Ramp<'a> = (&'a [usize], &'a str, Box<dyn FnMut(usize, usize) -> Step + 'a>);
+
+/// Runs the ramps' steps in turn, step by step, so that all see the machine in the same state;
+/// a ramp stops at its first failing step. Returns each ramp's steps, in order.
+fn alternate(mut ramps: Vec<Ramp<'_>>) -> Vec<Vec<Step>> {
+    let mut done: Vec<Vec<Step>> = ramps.iter().map(|_| Vec::new()).collect();
+    let mut on: Vec<bool> = ramps.iter().map(|_| true).collect();
+    let longest = ramps.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        for (r, (steps, kind, step)) in ramps.iter_mut().enumerate() {
+            if let Some(&n) = steps.get(i).filter(|_| on[r]) {
+                let s = step(done[r].len() + 1, n);
+                progress(kind, &s);
+                on[r] = s.ok();
+                done[r].push(s);
+            }
         }
-        if let Some(&n) = peer_steps.get(i).filter(|_| peer_on) {
-            let s = peer_step(peer_done.len() + 1, n);
-            progress(peer_kind, &s);
-            peer_on = s.ok();
-            peer_done.push(s);
-        }
-        if !on && !peer_on {
+        if on.iter().all(|o| !o) {
             break;
         }
     }
-    (done, peer_done)
+    done
 }
 
 fn main() {
@@ -973,8 +992,15 @@ fn main() {
     // Every push comes from 127.0.0.1: above the per-address cap (16 by default) pushes would be
     // refused, not measured.
     let per_ip = ("SLUICE_RTMP_MAX_PER_IP", "1000".to_string());
-    let mut sluice = rt.block_on(Sluice::start_logged(&[rtsp, per_ip], out.join("live_capacity-sluice.log")));
-    let hls = NginxHls { fragment: 2, playlist: 10, serve: false };
+    let _ = IDLE.set(std::env::var("BENCH_IDLE").is_ok_and(|v| v == "1"));
+    let base_bin = std::env::var("BENCH_BASE_BIN").ok().map(std::path::PathBuf::from);
+    let mut sluice =
+        rt.block_on(Sluice::start_logged(&[rtsp, per_ip.clone()], out.join("live_capacity-sluice.log")));
+    let mut base = base_bin.as_ref().map(|bin| {
+        let rtsp = ("SLUICE_RTSP_ADDR", format!("127.0.0.1:{}", free_port()));
+        rt.block_on(Sluice::start_logged_bin(bin, &[rtsp, per_ip], out.join("live_capacity-base.log")))
+    });
+    let hls = NginxHls { fragment: 2, playlist: 10, serve: false, workers: if idle() { 1 } else { 2 } };
     let nginx = Nginx::start_with(dir.path(), Some(hls), out.join("live_capacity-nginx.log"));
 
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
@@ -989,26 +1015,95 @@ fn main() {
          is <= {MAX_LAG} s behind, its video parts hold >= {MIN_RATIO} x {FPS} fps, and its ffmpeg runs"
     );
     println!("CPU in % of one core ({cores} cores = {} %)", cores * 100);
+    if idle() {
+        println!("idle: nothing polls the servers during the window (nginx on one worker; no frame check)");
+    }
+    if let Some(bin) = &base_bin {
+        println!("base: the ladder and passthrough ramps also run on {}", bin.display());
+    }
 
     eprintln!("ladder ramp {ladder_steps:?}, passthrough {pass_steps:?}, nginx {nginx_steps:?}");
-    let mut created = 0;
-    // The ladder and ffmpeg doing it alternate step by step, as passthrough and nginx do.
+    let (mut created, mut base_created) = (0, 0);
+    // The ladder (and the base's) and ffmpeg doing it alternate step by step, as passthrough
+    // (and the base's) and nginx do.
     let ff_dir = dir.path().join("ffmpeg");
     std::fs::create_dir_all(&ff_dir).expect("ffmpeg dir");
-    let (ladder, ff) = alternate(
-        (&ladder_steps, "ladder", |n| {
-            rt.block_on(sluice_step(&mut sluice, &mut created, &file, n, &["720p", "480p"], LADDER, window))
-        }),
-        (&ffmpeg_steps, "ffmpeg ladder", |number, n| {
-            rt.block_on(ffmpeg_step(&ff_dir, number, &file, n, window))
-        }),
+    let no_steps: &[usize] = &[];
+    let base_ladder_steps = if base.is_some() { &ladder_steps[..] } else { no_steps };
+    let base_pass_steps = if base.is_some() { &pass_steps[..] } else { no_steps };
+    let mut ramps = alternate(vec![
+        (
+            &ladder_steps,
+            "ladder",
+            Box::new(|_, n| {
+                rt.block_on(sluice_step(
+                    &mut sluice,
+                    &mut created,
+                    &file,
+                    n,
+                    &["720p", "480p"],
+                    LADDER,
+                    window,
+                ))
+            }),
+        ),
+        (
+            base_ladder_steps,
+            "base ladder",
+            Box::new(|_, n| match base.as_mut() {
+                Some(b) => rt.block_on(sluice_step(
+                    b,
+                    &mut base_created,
+                    &file,
+                    n,
+                    &["720p", "480p"],
+                    LADDER,
+                    window,
+                )),
+                None => Step::not_run(n, "no base".into()),
+            }),
+        ),
+        (
+            &ffmpeg_steps,
+            "ffmpeg ladder",
+            Box::new(|number, n| rt.block_on(ffmpeg_step(&ff_dir, number, &file, n, window))),
+        ),
+    ])
+    .into_iter();
+    let (ladder, base_ladder, ff) = (
+        ramps.next().unwrap_or_default(),
+        ramps.next().unwrap_or_default(),
+        ramps.next().unwrap_or_default(),
     );
-    // Passthrough and nginx alternate step by step, so both see the machine in the same state.
-    let (pass, ngx) = alternate(
-        (&pass_steps, "passthrough", |n| {
-            rt.block_on(sluice_step(&mut sluice, &mut created, &file, n, &["1080p"], PASSTHROUGH, window))
-        }),
-        (&nginx_steps, "nginx", |number, n| rt.block_on(nginx_step(&nginx, number, &file, n, window))),
+    let mut ramps = alternate(vec![
+        (
+            &pass_steps,
+            "passthrough",
+            Box::new(|_, n| {
+                rt.block_on(sluice_step(&mut sluice, &mut created, &file, n, &["1080p"], PASSTHROUGH, window))
+            }),
+        ),
+        (
+            base_pass_steps,
+            "base passthrough",
+            Box::new(|_, n| match base.as_mut() {
+                Some(b) => {
+                    rt.block_on(sluice_step(b, &mut base_created, &file, n, &["1080p"], PASSTHROUGH, window))
+                }
+                None => Step::not_run(n, "no base".into()),
+            }),
+        ),
+        (
+            &nginx_steps,
+            "nginx",
+            Box::new(|number, n| rt.block_on(nginx_step(&nginx, number, &file, n, window))),
+        ),
+    ])
+    .into_iter();
+    let (pass, base_pass, ngx) = (
+        ramps.next().unwrap_or_default(),
+        ramps.next().unwrap_or_default(),
+        ramps.next().unwrap_or_default(),
     );
 
     println!();
@@ -1065,6 +1160,32 @@ fn main() {
         ratio(p as f64, g as f64),
         ratio(p_cpu, g_cpu)
     );
+    if base_bin.is_some() {
+        println!();
+        table("base Sluice ladder 720p+480p:", &base_ladder, base_ladder_steps);
+        table("base Sluice passthrough:", &base_pass, base_pass_steps);
+        let (bl, bl_cpu) = sustained(&base_ladder);
+        let (bp, bp_cpu) = sustained(&base_pass);
+        println!(
+            "  this build / base: ladder pushes {l} / {bl}, CPU per push {l_cpu:.1} % / {bl_cpu:.1} % ({:.3}x); \
+             passthrough pushes {p} / {bp}, CPU per push {p_cpu:.2} % / {bp_cpu:.2} % ({:.3}x)",
+            ratio(l_cpu, bl_cpu),
+            ratio(p_cpu, bp_cpu)
+        );
+        // The same step count on both, step by step: CPU per push of each.
+        for (kind, mine, theirs) in [("ladder", &ladder, &base_ladder), ("passthrough", &pass, &base_pass)] {
+            for (a, b) in mine.iter().zip(theirs.iter()).filter(|(a, b)| a.ok() && b.ok()) {
+                println!(
+                    "    {kind} {} pushes: server CPU per push {:.2} % / base {:.2} % ({:.3}x)",
+                    a.n,
+                    a.server_cpu / a.n as f64,
+                    b.server_cpu / b.n as f64,
+                    ratio(a.server_cpu, b.server_cpu)
+                );
+            }
+        }
+    }
     drop(nginx);
     drop(sluice);
+    drop(base);
 }

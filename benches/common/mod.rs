@@ -98,6 +98,8 @@ pub struct NginxHls {
     pub playlist: u32,
     /// Also serve `<dir>/hls` over HTTP at `/hls/` (with CORS) on `Nginx::http`.
     pub serve: bool,
+    /// `worker_processes` (2 by default, like Sluice's two cores).
+    pub workers: u32,
 }
 
 /// nginx with the rtmp module, two workers like Sluice's two cores. Dropping it stops the master
@@ -117,7 +119,7 @@ impl Nginx {
     /// With `hls_fragment` (seconds) it also writes HLS (12-s playlists) into `<dir>/hls` and
     /// serves it over HTTP with CORS. Its log is `<dir>/nginx.log`.
     pub fn start(dir: &Path, hls_fragment: Option<u32>) -> Nginx {
-        let hls = hls_fragment.map(|fragment| NginxHls { fragment, playlist: 12, serve: true });
+        let hls = hls_fragment.map(|fragment| NginxHls { fragment, playlist: 12, serve: true, workers: 2 });
         Nginx::start_with(dir, hls, dir.join("nginx.log"))
     }
 
@@ -149,12 +151,13 @@ impl Nginx {
         std::fs::write(
             &conf,
             format!(
-                "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;\ndaemon off;\nworker_processes 2;\n\
+                "load_module /usr/lib/nginx/modules/ngx_rtmp_module.so;\ndaemon off;\nworker_processes {workers};\n\
                  pid {pid};\nerror_log {log} warn;\nevents {{ worker_connections 4096; }}\n\
                  rtmp {{ server {{ listen 127.0.0.1:{rtmp}; application live {{ live on; record off; {hls_conf} }} }} }}\n\
                  {http_conf}",
                 pid = dir.join("nginx.pid").display(),
                 log = log.display(),
+                workers = hls.map_or(2, |h| h.workers),
             ),
         )
         .expect("nginx.conf");

@@ -1,7 +1,7 @@
 //! The real `sluice` binary as a child process: its environment, `admin bootstrap`, waiting for
 //! it to answer, and [`Sluice`], a whole `sluice serve` with its own data dir (the benches').
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -17,7 +17,12 @@ pub const TEST_MASTER_KEY: &str = "5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce0de5e1ce
 /// The real `sluice` binary on `dir`, HTTP on `port`, RTMP on a free port, development mode,
 /// [`TEST_MASTER_KEY`].
 pub fn sluice_command(dir: &std::path::Path, port: u16) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    sluice_command_of(Path::new(env!("CARGO_BIN_EXE_sluice")), dir, port)
+}
+
+/// [`sluice_command`] of the binary `bin` (a bench runs another build's beside this one's).
+pub fn sluice_command_of(bin: &Path, dir: &std::path::Path, port: u16) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.env("SLUICE_DATA_DIR", dir)
         .env("SLUICE_MASTER_KEY", TEST_MASTER_KEY)
         .env("SLUICE_HTTP_ADDR", format!("127.0.0.1:{port}"))
@@ -135,6 +140,11 @@ impl Sluice {
         Sluice::launch(env, Some(log), None).await
     }
 
+    /// [`Sluice::start_logged`] of another binary (a bench's base build, run beside this one).
+    pub async fn start_logged_bin(bin: &Path, env: &[(&str, String)], log: PathBuf) -> Sluice {
+        Sluice::launch_bin(bin, env, Some(log), None).await
+    }
+
     /// Another node on the database of a first one (`env` names it): no bootstrap, the first
     /// one's `key`.
     pub async fn join(env: &[(&str, String)], key: &str) -> Sluice {
@@ -142,10 +152,19 @@ impl Sluice {
     }
 
     async fn launch(env: &[(&str, String)], log: Option<PathBuf>, key: Option<String>) -> Sluice {
+        Sluice::launch_bin(Path::new(env!("CARGO_BIN_EXE_sluice")), env, log, key).await
+    }
+
+    async fn launch_bin(
+        bin: &Path,
+        env: &[(&str, String)],
+        log: Option<PathBuf>,
+        key: Option<String>,
+    ) -> Sluice {
         let dir = tempfile::tempdir().expect("tempdir");
         let (http, rtmp) = (free_port(), free_port());
         let configure = || {
-            let mut cmd = sluice_command(dir.path(), http);
+            let mut cmd = sluice_command_of(bin, dir.path(), http);
             // A bench measures the server, not the per-key limiter.
             cmd.env("SLUICE_RTMP_ADDR", format!("127.0.0.1:{rtmp}"))
                 .env("SLUICE_RATE_LIMIT_PER_KEY", "100000")
