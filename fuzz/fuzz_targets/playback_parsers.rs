@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use sluice::domain::keyring::KeyRing;
-use sluice::playback::{origin, rewrite, token};
+use sluice::playback::{origin, ranges, rewrite, token};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(claims.resource, "stream:abc");
     }
     let _ = origin::query(text);
-    let _ = origin::parse_range(text, data.len() as u64);
+    let _ = ranges::parse(text).and_then(|r| r.within(data.len() as u64));
     let _ = rewrite::sign_playlist(text, "v1~stream:abc~9~-~-.k1.00");
     let _ = rewrite::with_token(text, "t");
 });

@@ -10,6 +10,7 @@
 
 pub mod demo;
 pub mod origin;
+pub mod ranges;
 pub mod relay;
 pub mod rewrite;
 pub mod token;

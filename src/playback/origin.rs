@@ -17,10 +17,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use poem::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use poem::http::{header, HeaderMap, HeaderValue, StatusCode};
 use poem::web::{Data, Path};
-use poem::{get, handler, patch, post, Body, IntoResponse, Request, Response, Route};
+use poem::{get, handler, patch, post, Body, Request, Response, Route};
 
+use super::ranges::ranged;
 use super::relay::Kind;
 use super::rewrite::{sign_playlist, sign_rendered, tokened_master};
 use super::{authorize_carried, is_relayed, viewing, Grant, Origin, Resource};
@@ -475,85 +476,9 @@ pub fn query(q: &str) -> Result<PlaylistQuery, &'static str> {
     Ok(out)
 }
 
-/// The whole body, or one byte range of it (RFC 9110 14): 206 with `Content-Range`, 416 when
-/// the range lies outside.
-pub(super) fn ranged(
-    headers: &HeaderMap,
-    method: &Method,
-    bytes: bytes::Bytes,
-    content_type: &str,
-    cache: &str,
-) -> Response {
-    let len = bytes.len() as u64;
-    let base = || {
-        Response::builder()
-            .header(header::ACCESS_CONTROL_ALLOW_ORIGIN, "*")
-            .header(header::ACCESS_CONTROL_EXPOSE_HEADERS, "Content-Range, Content-Length")
-            .header(header::ACCESS_CONTROL_ALLOW_HEADERS, "Range")
-            .header(header::CACHE_CONTROL, cache)
-            .header(header::ACCEPT_RANGES, "bytes")
-            .content_type(content_type)
-    };
-    let range = headers.get(header::RANGE).and_then(|v| v.to_str().ok());
-    let Some(range) = range else {
-        let body = if method == Method::HEAD { Body::empty() } else { Body::from(bytes) };
-        return base().header(header::CONTENT_LENGTH, len).body(body);
-    };
-    match parse_range(range, len) {
-        Some((start, end)) => {
-            let body = if method == Method::HEAD {
-                Body::empty()
-            } else {
-                Body::from(bytes.slice(start as usize..=end as usize))
-            };
-            base()
-                .status(StatusCode::PARTIAL_CONTENT)
-                .header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"))
-                .header(header::CONTENT_LENGTH, end - start + 1)
-                .body(body)
-        }
-        None => base()
-            .status(StatusCode::RANGE_NOT_SATISFIABLE)
-            .header(header::CONTENT_RANGE, format!("bytes */{len}"))
-            .body(Body::empty()),
-    }
-    .into_response()
-}
-
-/// One `bytes=a-b`, `bytes=a-` or `bytes=-n` range within `len` bytes, as inclusive bounds.
-/// Public for the fuzz target.
-pub fn parse_range(value: &str, len: u64) -> Option<(u64, u64)> {
-    let spec = value.trim().strip_prefix("bytes=")?;
-    if spec.contains(',') || len == 0 {
-        return None;
-    }
-    let (a, b) = spec.split_once('-')?;
-    let (start, end) = match (a.trim(), b.trim()) {
-        ("", n) => {
-            let n: u64 = n.parse().ok()?;
-            (len.saturating_sub(n), len - 1)
-        }
-        (a, "") => (a.parse().ok()?, len - 1),
-        (a, b) => (a.parse().ok()?, b.parse::<u64>().ok()?.min(len - 1)),
-    };
-    (start <= end && start < len).then_some((start, end))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranges() {
-        assert_eq!(parse_range("bytes=0-99", 1000), Some((0, 99)));
-        assert_eq!(parse_range("bytes=900-", 1000), Some((900, 999)));
-        assert_eq!(parse_range("bytes=-100", 1000), Some((900, 999)));
-        assert_eq!(parse_range("bytes=990-2000", 1000), Some((990, 999)));
-        assert_eq!(parse_range("bytes=1000-", 1000), None);
-        assert_eq!(parse_range("bytes=5-1", 1000), None);
-        assert_eq!(parse_range("bytes=0-1,5-6", 1000), None);
-        assert_eq!(parse_range("items=0-1", 1000), None);
-    }
 
     /// Each answer gets its own copy of the headers, with the cache policy asked for (a signed
     /// session's is never stored by a cache).

@@ -1,7 +1,8 @@
 //! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg`, `/vod/<id>/key`
 //! (an encrypted VOD's key) and `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}` (a
 //! recording's initialization sections are `init<generation>.mp4`), with
-//! byte ranges and cache headers.
+//! byte ranges and cache headers. Media and thumbnails are streamed from storage, only the
+//! range asked for read ([`super::ranges`]); playlists are read whole.
 //! Only a complete, unarchived VOD plays (CONTRACT: VOD — an archived VOD's playback is 404).
 
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use poem::http::StatusCode;
 use poem::web::{Data, Path};
 use poem::{handler, Request, Response};
 
-use super::origin::{playlist, ranged, status, MEDIA_CACHE, PLAYLIST_TYPE};
+use super::origin::{playlist, status, MEDIA_CACHE, PLAYLIST_TYPE};
+use super::ranges::{self, ranged};
 use super::rewrite::sign_playlist;
 use super::{authorize, viewing, Grant, Origin, Resource};
 use crate::storage::vod_prefix;
@@ -66,7 +68,20 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
         Ok(grant) => grant,
         Err(r) => return r.response(),
     };
-    let bytes = match app.storage.get(&format!("{}/{file}", vod_prefix(id)), None).await {
+    let key = format!("{}/{file}", vod_prefix(id));
+    if !file.ends_with(".m3u8") {
+        // Media and the thumbnail: only the range asked for is read, and streamed.
+        let stored = match ranges::stored(req, &app.storage, &key).await {
+            Ok(stored) => stored,
+            Err(r) => return r,
+        };
+        session(app, req, id, file);
+        let (content_type, cache) =
+            if file.ends_with(".jpg") { ("image/jpeg", PLAYLIST_CACHE) } else { ("video/mp4", MEDIA_CACHE) };
+        return stored.answer(content_type, cache);
+    }
+    // Playlists are small, and a session's is rewritten: read whole.
+    let bytes = match ranges::in_time(&key, app.storage.get(&key, None)).await {
         Ok(Some(b)) => b,
         Ok(None) => return status(StatusCode::NOT_FOUND, "no such file"),
         Err(e) => {
@@ -74,25 +89,9 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
             return status(StatusCode::BAD_GATEWAY, "storage unavailable");
         }
     };
-    let is_playlist = file.ends_with(".m3u8");
-    let query = req.uri().query().unwrap_or("");
-    // A viewer's master starts a playback session (a view); the playlists below it carry it.
-    let vs = if file == "master.m3u8" {
-        let vs = viewing::mint(app, req, &format!("vod:{id}"));
-        if vs.is_some() {
-            app.viewers.vod_viewed(id);
-        }
-        vs
-    } else {
-        viewing::vs_of(query).map(str::to_string)
-    };
-    if let (Some(vs), Some((rendition, segment))) = (&vs, file.split_once('/')) {
-        if segment.ends_with(".m4s") {
-            watched(app, req, id, (rendition, segment), vs);
-        }
-    }
+    let vs = session(app, req, id, file);
     // Only a session's playlist is rewritten; everything else is served as stored, ranges too.
-    if is_playlist && (grant.child_token.is_some() || vs.is_some()) {
+    if grant.child_token.is_some() || vs.is_some() {
         let Ok(text) = String::from_utf8(bytes.to_vec()) else {
             return status(StatusCode::INTERNAL_SERVER_ERROR, "damaged playlist");
         };
@@ -110,14 +109,27 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
         };
         return playlist(text, SESSION_CACHE, &Grant { child_token: None });
     }
-    let (content_type, cache) = if is_playlist {
-        (PLAYLIST_TYPE, PLAYLIST_CACHE)
-    } else if file.ends_with(".jpg") {
-        ("image/jpeg", PLAYLIST_CACHE)
+    ranged(req.headers(), req.method(), bytes, PLAYLIST_TYPE, PLAYLIST_CACHE)
+}
+
+/// The viewer's playback session of `file`, once it was found: a viewer's master starts one (a
+/// view), the files below it carry it, and a segment it fetches counts as watched.
+fn session(app: &Origin, req: &Request, id: &str, file: &str) -> Option<String> {
+    let vs = if file == "master.m3u8" {
+        let vs = viewing::mint(app, req, &format!("vod:{id}"));
+        if vs.is_some() {
+            app.viewers.vod_viewed(id);
+        }
+        vs
     } else {
-        ("video/mp4", MEDIA_CACHE)
+        viewing::vs_of(req.uri().query().unwrap_or("")).map(str::to_string)
     };
-    ranged(req.headers(), req.method(), bytes, content_type, cache)
+    if let (Some(vs), Some((rendition, segment))) = (&vs, file.split_once('/')) {
+        if segment.ends_with(".m4s") {
+            watched(app, req, id, (rendition, segment), vs);
+        }
+    }
+    vs
 }
 
 /// A segment fetched by VOD session `vs`: its duration goes to the VOD's watch time, once per
