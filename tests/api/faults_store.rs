@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use reqwest::Client;
 use serde_json::{json, Value};
 
-use crate::support::proxy::{Mode, Proxy};
+use crate::support::proxy::Mode;
 use crate::support::{bootstrap_key, eventually, ffmpeg_push, free_port, json_of, serve_logged, sluice_on};
 
 /// How long the store hangs.
@@ -55,15 +55,7 @@ fn spooled(dir: &std::path::Path) -> Vec<(std::path::PathBuf, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_store_hung_for_three_minutes_costs_the_recording_nothing() {
-    let (_moto, endpoint) = crate::vod_s3::moto().await;
-    let upstream = url::Url::parse(&endpoint).expect("endpoint");
-    let upstream: std::net::SocketAddr =
-        format!("127.0.0.1:{}", upstream.port().expect("port")).parse().expect("addr");
-    let proxy = Proxy::start(upstream).await;
-    let storage = format!(
-        "s3://sluice?endpoint=http://127.0.0.1:{}&region=us-east-1&access_key_id=test&secret_access_key=test",
-        proxy.addr.port()
-    );
+    let (_moto, proxy, storage) = crate::vod_s3::moto_behind_proxy().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let database = format!("sqlite://{}", dir.path().join("sluice.db").display());
     let (http, rtmp) = (free_port(), free_port());

@@ -8,11 +8,7 @@ use futures_util::StreamExt;
 use object_store::ObjectStore;
 use sluice::storage::{ByteRange, Read, Storage, PART_SIZE, READ_STALL};
 
-use crate::support::proxy::{Mode, Proxy};
-
-fn s3_url(endpoint: &str) -> String {
-    format!("s3://sluice?endpoint={endpoint}&region=us-east-1&access_key_id=test&secret_access_key=test")
-}
+use crate::support::proxy::Mode;
 
 /// Bytes that differ at every offset within a part.
 fn pattern(len: usize) -> Vec<u8> {
@@ -50,7 +46,7 @@ async fn read_all(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_go_to_s3_in_parts_and_come_back_by_range() {
     let (_moto, endpoint) = crate::vod_s3::moto().await;
-    let storage = Storage::open(&s3_url(&endpoint)).expect("open");
+    let storage = Storage::open(&crate::vod_s3::s3_url(&endpoint)).expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
     let data = pattern(2 * PART_SIZE + 12_345);
     let file = dir.path().join("big");
@@ -92,12 +88,8 @@ async fn files_go_to_s3_in_parts_and_come_back_by_range() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_hangs_mid_body_ends_the_read() {
-    let (_moto, endpoint) = crate::vod_s3::moto().await;
-    let upstream = url::Url::parse(&endpoint).expect("endpoint");
-    let upstream: std::net::SocketAddr =
-        format!("127.0.0.1:{}", upstream.port().expect("port")).parse().expect("addr");
-    let proxy = Proxy::start(upstream).await;
-    let storage = Storage::open(&s3_url(&format!("http://{}", proxy.addr))).expect("open");
+    let (_moto, proxy, storage) = crate::vod_s3::moto_behind_proxy().await;
+    let storage = Storage::open(&storage).expect("open");
     let dir = tempfile::tempdir().expect("tempdir");
     // More than the sockets and the proxy hold on their way.
     let data = pattern(48 << 20);

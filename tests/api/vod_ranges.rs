@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, Response};
 use serde_json::json;
 
-use crate::support::proxy::{Mode, Proxy};
+use crate::support::proxy::Mode;
 use crate::support::{
     bootstrap_key, eventually, free_port, json_of, serve_logged, sluice_on, spawn_app, spawn_app_with,
     Backend, TestApp,
@@ -312,15 +312,7 @@ async fn hostile_range_headers_get_a_clear_answer() {
 /// client sees the body end in an error, short of its length, and the origin answers on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_hangs_mid_body_cuts_the_answer() {
-    let (_moto, endpoint) = crate::vod_s3::moto().await;
-    let upstream = url::Url::parse(&endpoint).expect("endpoint");
-    let upstream: std::net::SocketAddr =
-        format!("127.0.0.1:{}", upstream.port().expect("port")).parse().expect("addr");
-    let proxy = Proxy::start(upstream).await;
-    let storage = format!(
-        "s3://sluice?endpoint=http://{}&region=us-east-1&access_key_id=test&secret_access_key=test",
-        proxy.addr
-    );
+    let (_moto, proxy, storage) = crate::vod_s3::moto_behind_proxy().await;
     let t = spawn_app_with(Backend::Sqlite, |a| a.storage_url = Some(storage)).await;
     let id = complete_vod_in(&t).await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -31,11 +31,25 @@ pub(crate) async fn moto() -> (Killed, String) {
     (server, endpoint)
 }
 
+/// The storage URL of moto's bucket `sluice` at `endpoint` (`http://host:port`).
+pub(crate) fn s3_url(endpoint: &str) -> String {
+    format!("s3://sluice?endpoint={endpoint}&region=us-east-1&access_key_id=test&secret_access_key=test")
+}
+
+/// moto behind a proxy a test can cut or hang: the server, the proxy, and the storage URL
+/// through the proxy.
+pub(crate) async fn moto_behind_proxy() -> (Killed, crate::support::proxy::Proxy, String) {
+    let (moto, endpoint) = moto().await;
+    let port = url::Url::parse(&endpoint).ok().and_then(|u| u.port()).expect("moto's port");
+    let proxy = crate::support::proxy::Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], port))).await;
+    let storage = s3_url(&format!("http://{}", proxy.addr));
+    (moto, proxy, storage)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vod_on_s3() {
     let (_moto, endpoint) = moto().await;
-    let storage =
-        format!("s3://sluice?endpoint={endpoint}&region=us-east-1&access_key_id=test&secret_access_key=test");
+    let storage = s3_url(&endpoint);
     let t = spawn_app_with(Backend::Sqlite, |a| a.storage_url = Some(storage)).await;
     assert_eq!(t.client.get(t.url("/readyz")).send().await.expect("readyz").status(), 200);
 

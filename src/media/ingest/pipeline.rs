@@ -28,18 +28,6 @@ const DESCRIPTION: &str = include_str!("../../../pipelines/ingest.txt");
 /// The MPEG-TS front (SRT): `tsdemux`'s streams are linked to the `vq`/`aq` queues as they appear.
 const TS_DESCRIPTION: &str = include_str!("../../../pipelines/srt.txt");
 
-/// What the caps of the parsed streams say about the input.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct InputFormat {
-    pub video_codec: Option<String>,
-    pub width: Option<i32>,
-    pub height: Option<i32>,
-    pub frame_rate: Option<f64>,
-    pub audio_codec: Option<String>,
-    pub audio_sample_rate: Option<i32>,
-    pub audio_channels: Option<i32>,
-}
-
 /// Reports from the pipeline.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PipelineReport {
