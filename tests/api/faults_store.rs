@@ -12,20 +12,12 @@ use reqwest::Client;
 use serde_json::{json, Value};
 
 use crate::support::proxy::Mode;
-use crate::support::{bootstrap_key, eventually, ffmpeg_push, free_port, json_of, serve_logged, sluice_on};
+use crate::support::{
+    bootstrap_key, eventually, ffmpeg_push, free_port, json_of, rss_kib, serve_logged, sluice_on,
+};
 
 /// How long the store hangs.
 const HANG: Duration = Duration::from_secs(180);
-
-/// The resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 /// A metric's value, as `/metrics` says it.
 async fn metric(client: &Client, http: u16, name: &str) -> Option<u64> {

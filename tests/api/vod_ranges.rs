@@ -16,8 +16,8 @@ use serde_json::json;
 
 use crate::support::proxy::Mode;
 use crate::support::{
-    bootstrap_key, eventually, free_port, json_of, serve_logged, sluice_on, spawn_app, spawn_app_with,
-    Backend, TestApp,
+    bootstrap_key, eventually, free_port, json_of, rss_kib, serve_logged, sluice_on, spawn_app,
+    spawn_app_with, Backend, TestApp,
 };
 use crate::vod::{create, finished, make_file, put_file, uploaded};
 
@@ -29,16 +29,6 @@ const SIZE: u64 = 2 * GIB;
 const LARGE: (u64, u64) = (512 * MIB + 12_345, 512 * MIB + 12_345 + 384 * MIB - 1);
 /// What the server's resident memory may grow by while serving it all.
 const RSS_GROWTH_MAX_KIB: u64 = 64 * 1024;
-
-/// The resident memory of process `pid`, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
 
 /// The marked regions of the object: 64 KiB at its start, around its middle, at its end, and
 /// every 32 MiB through the large range (one across each of its ends); zeros elsewhere.
