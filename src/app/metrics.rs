@@ -22,13 +22,15 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
          # HELP sluice_srt_sessions SRT publishers live now\n# TYPE sluice_srt_sessions gauge\nsluice_srt_sessions {}\n\
          # HELP sluice_push_sessions Push sessions (every protocol) open in this process now\n# TYPE sluice_push_sessions gauge\nsluice_push_sessions {}\n\
          # HELP sluice_relay_requests_total Playback requests answered by relaying from the node holding the stream\n# TYPE sluice_relay_requests_total counter\nsluice_relay_requests_total {}\n\
-         # HELP sluice_relay_fetches_total Requests made to the nodes holding streams (shared by concurrent viewers)\n# TYPE sluice_relay_fetches_total counter\nsluice_relay_fetches_total {}\n",
+         # HELP sluice_relay_fetches_total Requests made to the nodes holding streams (shared by concurrent viewers)\n# TYPE sluice_relay_fetches_total counter\nsluice_relay_fetches_total {}\n\
+         # HELP sluice_live_encoders_started_total Live ladders' encoders started (a publisher that reconnects within the window keeps its session's)\n# TYPE sluice_live_encoders_started_total counter\nsluice_live_encoders_started_total {}\n",
         app.whep.viewers.count(),
         app.whip.publishers.count(),
         app.srt.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map_or(0, |s| s.sessions()),
         app.push_sessions(),
         app.origin.relay.served.load(std::sync::atomic::Ordering::Relaxed),
         app.origin.relay.fetches.load(std::sync::atomic::Ordering::Relaxed),
+        app.outputs.sessions.encoders_started(),
     ));
     text.push_str(&app.per_stream.render(
         |id| app.streams.sessions.is_live(id),

@@ -1,7 +1,9 @@
 //! A stream's live session outlives a push by the reconnect window: a publisher that drops and
 //! comes back (over RTMP, or over SRT after RTMP) keeps the same session. A WHEP viewer and an
 //! RTSP client connected before the drop are still receiving after it, the LL-HLS playlist
-//! continues with one discontinuity, and the session is recorded as one VOD.
+//! continues with one discontinuity, the ladder's encoders go on (a rung's playlist continues
+//! too, and no encoders are started for the second push), and the session is recorded as one
+//! VOD.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -75,21 +77,26 @@ async fn status_of(t: &TestApp, id: &str) -> String {
     v["status"].as_str().unwrap_or_default().to_string()
 }
 
-async fn whep_viewers(t: &TestApp) -> Option<u64> {
+/// A figure of `/metrics` without labels.
+async fn metric(t: &TestApp, name: &str) -> Option<u64> {
     let text = t.client.get(t.url("/metrics")).send().await.ok()?.text().await.ok()?;
-    text.lines().find_map(|l| l.strip_prefix("sluice_whep_viewers ")).and_then(|v| v.trim().parse().ok())
+    text.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).and_then(|v| v.trim().parse().ok())
 }
 
-/// The first media playlist the master at `master` lists, as an absolute URL.
-async fn first_playlist(t: &TestApp, master: &str) -> String {
-    let text = eventually("the master playlist", Duration::from_secs(30), || async {
+async fn whep_viewers(t: &TestApp) -> Option<u64> {
+    metric(t, "sluice_whep_viewers").await
+}
+
+/// The media playlists of the variants the master at `master` lists (the `source` and a 240p
+/// rung), as absolute URLs.
+async fn variants(t: &TestApp, master: &str) -> Vec<String> {
+    let text = eventually("the master playlist with both variants", Duration::from_secs(30), || async {
         let (status, text) = get_text(t, master).await;
-        (status == 200 && text.contains("#EXT-X-STREAM-INF")).then_some(text)
+        (status == 200 && text.matches("#EXT-X-STREAM-INF").count() == 2).then_some(text)
     })
     .await;
-    let uri = text.lines().find(|l| !l.is_empty() && !l.starts_with('#')).expect("a variant");
     let base = &master[..master.rfind('/').expect("a path") + 1];
-    format!("{base}{uri}")
+    text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')).map(|uri| format!("{base}{uri}")).collect()
 }
 
 /// How the second push of the session is made.
@@ -103,7 +110,12 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     let t = spawn_app(Backend::Sqlite).await;
     let stream = create(
         &t,
-        json!({"name": "reconnect", "protocols": ["llhls", "webrtc", "rtsp"], "vodEnabled": true}),
+        json!({
+            "name": "reconnect",
+            "protocols": ["llhls", "webrtc", "rtsp"],
+            "qualities": ["240p"],
+            "vodEnabled": true
+        }),
     )
     .await;
     let id = stream["_id"].as_str().expect("id").to_string();
@@ -119,7 +131,10 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     let rtsp = RtspViewer::play(stream["playbackUrls"]["rtsp"].as_str().expect("an RTSP URL"));
     eventually("RTSP frames", Duration::from_secs(30), || async { (rtsp.frames() >= 30).then_some(()) })
         .await;
-    let playlist = first_playlist(&t, stream["playbackUrls"]["hls"].as_str().expect("hls")).await;
+    let playlists = variants(&t, stream["playbackUrls"]["hls"].as_str().expect("hls")).await;
+    assert!(playlists.iter().any(|p| p.contains("/240p/")), "a 240p rung: {playlists:?}");
+    let encoders = metric(&t, "sluice_live_encoders_started_total").await;
+    assert_eq!(encoders, Some(1), "the first push started the session's encoders");
 
     // The publisher drops; the push ends.
     drop::<Killed>(first);
@@ -152,14 +167,37 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     .await;
     assert_eq!(whep_viewers(&t).await, Some(1), "the same WHEP session, not a new one");
 
-    let continued = eventually("the playlist to continue", Duration::from_secs(30), || async {
-        let (status, text) = get_text(&t, &playlist).await;
-        let after = text.split("#EXT-X-DISCONTINUITY\n").nth(1)?;
-        (status == 200 && after.matches("#EXTINF:").count() >= 1).then_some(text)
-    })
-    .await;
-    assert_eq!(continued.matches("#EXT-X-DISCONTINUITY\n").count(), 1, "one discontinuity:\n{continued}");
-    assert!(!continued.contains("#EXT-X-ENDLIST"), "{continued}");
+    for playlist in &playlists {
+        let continued = eventually("the playlist to continue", Duration::from_secs(30), || async {
+            let (status, text) = get_text(&t, playlist).await;
+            let after = text.split("#EXT-X-DISCONTINUITY\n").nth(1)?;
+            (status == 200 && after.matches("#EXTINF:").count() >= 1).then_some(text)
+        })
+        .await;
+        assert_eq!(continued.matches("#EXT-X-DISCONTINUITY\n").count(), 1, "one discontinuity:\n{continued}");
+        assert!(!continued.contains("#EXT-X-ENDLIST"), "{continued}");
+        if playlist.contains("/240p/") {
+            // The encoders' keyframes are forced for the new push as for the first: its first
+            // segment lasts the configured 2 s, and each of its parts starts with a keyframe.
+            let after = continued.split("#EXT-X-DISCONTINUITY\n").nth(1).unwrap_or_default();
+            let first: f64 = after
+                .lines()
+                .find_map(|l| l.strip_prefix("#EXTINF:"))
+                .and_then(|d| d.trim_end_matches(',').parse().ok())
+                .unwrap_or_default();
+            assert!((first - 2.0).abs() < 0.05, "the rung's first segment after the reconnect:\n{continued}");
+            let parts: Vec<_> = after.lines().filter(|l| l.starts_with("#EXT-X-PART:")).collect();
+            assert!(
+                !parts.is_empty() && parts.iter().all(|p| p.contains("INDEPENDENT=YES")),
+                "every part of the rung starts with a keyframe:\n{continued}"
+            );
+        }
+    }
+    assert_eq!(
+        metric(&t, "sluice_live_encoders_started_total").await,
+        encoders,
+        "the second push feeds the session's encoders"
+    );
 
     // The session ends after the window; it is one recording.
     drop(_second);

@@ -20,6 +20,7 @@ use crate::media::gst::{init, StopOnDrop};
 use crate::media::ingest::flv::{flv_header, flv_tag, Tag};
 use crate::media::live;
 use crate::media::live::channel::Channel;
+use crate::media::live::encoders::EncoderSlot;
 use crate::media::live::pipeline::{WallBase, DRAIN};
 use crate::media::live::session::{Outputs, PushEnd, SessionPush};
 use crate::media::live::taps::Tap;
@@ -71,6 +72,8 @@ pub struct IngestPipeline {
     pub keyframes: Arc<std::sync::atomic::AtomicU64>,
     /// The LL-HLS channel this push feeds, if any.
     live: Option<(Arc<Channel>, u32)>,
+    /// The live session's encoders, which this push may feed.
+    encoders: Option<EncoderSlot>,
     /// Set once the ladder is planned with a rung to encode.
     transcodes: Arc<std::sync::atomic::AtomicBool>,
     /// Wall-clock time of media timestamp zero (set by the first media).
@@ -182,6 +185,7 @@ impl IngestPipeline {
         }
         let Outputs { live, tap, push, .. } = outputs;
         let channel = live.as_ref().map(|l| (l.channel.clone(), l.generation));
+        let encoders = live.as_ref().map(|l| l.encoders.clone());
         let transcodes = live.as_ref().map(|l| l.transcodes.clone()).unwrap_or_default();
         let started = match live {
             Some(live) => live::pipeline::attach(&pipeline, live, wall.clone()),
@@ -217,6 +221,7 @@ impl IngestPipeline {
             media_bytes,
             keyframes,
             live: channel,
+            encoders,
             transcodes,
             wall,
             drained,
@@ -299,8 +304,8 @@ impl IngestPipeline {
         if let (PushEnd::Final, Some(push)) = (end, &self.push) {
             push.let_viewers_go();
         }
-        let (pipeline, live, drained, front, push) =
-            (self.pipeline, self.live, self.drained, self.front, self.push);
+        let (pipeline, live, drained, front, push, encoders) =
+            (self.pipeline, self.live, self.drained, self.front, self.push, self.encoders);
         let rt = tokio::runtime::Handle::try_current().ok();
         let release = move || {
             // The EOS passes the muxers' inputs as media does, so it is sent off the runtime.
@@ -316,6 +321,10 @@ impl IngestPipeline {
             }
             drop(pipeline);
             if let Some((channel, generation)) = live {
+                // The session's encoders drain this push's muxers into the channel first.
+                if let Some(encoders) = encoders.and_then(|slot| slot.current()) {
+                    encoders.end_generation(generation);
+                }
                 channel.push_ended(generation);
             }
             if let Some(push) = push {

@@ -1,4 +1,4 @@
-//! Where a rendition's `cmafmux` cuts ([`cut`], split from `pipeline.rs`): an
+//! Where a rendition's `cmafmux` cuts ([`cut_at`], split from `pipeline.rs`): an
 //! `FMP4MuxSplitNow` event before the frame that begins each segment and part, as a
 //! [`Splitter`] decides, and the frames between two cuts handed to the muxer together.
 //!
@@ -45,7 +45,7 @@ pub(super) enum Cutting {
     Audio { segment: f64, part: f64, video: Arc<std::sync::atomic::AtomicU64> },
 }
 
-/// What the probe of [`cut`] keeps between two frames.
+/// What the probe of [`cut_at`] keeps between two frames.
 struct State {
     splitter: Option<Splitter>,
     /// The frames of the part being fed, not yet pushed.
@@ -59,23 +59,11 @@ impl State {
     }
 }
 
-/// Tells the muxer after the element `entry` (`manual-split`) where each segment and part
-/// begins ([`Splitter`]), with an `FMP4MuxSplitNow` event before the frame, and hands it each
-/// part's frames at once (see the module's doc). Frames are held as they leave `entry`; events
-/// are seen as they reach it, so the frames held go on ahead of them (an EOS on `entry`'s source
-/// pad would already refuse them).
-pub(super) fn cut(bin: &gst::Bin, entry: &str, cutting: Cutting) -> Result<(), String> {
-    let element = bin.by_name(entry).ok_or_else(|| format!("no {entry} to cut the muxer after"))?;
-    let (Some(pad), Some(input)) = (element.static_pad("src"), element.static_pad("sink")) else {
-        return Err(format!("{entry} has no pads to cut the muxer by"));
-    };
-    cut_between(&input, &pad, &pad, cutting)
-}
-
-/// The same as [`cut`] with no element before the muxer: `ghost` is the branch's input, whose
-/// target is the muxer's sink pad. Frames and events are seen as they reach it, and what is held
-/// goes on from its internal pad. An element in between (an `identity`) cost its chain function
-/// on every frame.
+/// Tells the muxer whose sink pad `ghost` (the branch's input) targets (`manual-split`) where
+/// each segment and part begins ([`Splitter`]), with an `FMP4MuxSplitNow` event before the
+/// frame, and hands it each part's frames at once (see the module's doc). Frames and events are
+/// seen as they reach `ghost`, and what is held goes on from its internal pad, ahead of the
+/// events. An element in between (an `identity`) cost its chain function on every frame.
 pub(super) fn cut_at(ghost: &gst::GhostPad, cutting: Cutting) -> Result<(), String> {
     let internal = ghost.internal().ok_or("the branch's input has no internal pad")?;
     cut_between(ghost.upcast_ref(), ghost.upcast_ref(), internal.upcast_ref(), cutting)
@@ -312,9 +300,8 @@ mod tests {
         bytes
     }
 
-    /// Pushes `frames` one by one into a `cmafmux` cut as `cutting` says, once through [`cut`]
-    /// (an element before the muxer, as for a rung) and once through [`cut_at`] (the muxer's
-    /// pad ghosted, as for `source` and `audio`).
+    /// Pushes `frames` one by one into a `cmafmux` cut as `cutting` says ([`cut_at`]: the
+    /// muxer's pad ghosted, as for every rendition).
     fn parts_come_out_in_time(
         caps: &gst::Caps,
         frames: &[gst::Buffer],
@@ -324,9 +311,7 @@ mod tests {
     ) {
         gst::init().expect("GStreamer");
         crate::media::gst::register_fmp4().expect("the fmp4 plugin");
-        for ghosted in [false, true] {
-            parts_come_out_in_time_through(caps, frames, cuts, cutting(), mux, ghosted);
-        }
+        parts_come_out_in_time_through(caps, frames, cuts, cutting(), mux);
     }
 
     /// Checks that each part comes out within a few frames of its cut, as before frames were
@@ -339,25 +324,14 @@ mod tests {
         cuts: &[usize],
         cutting: Cutting,
         mux: &str,
-        ghosted: bool,
     ) {
         assert!(cuts.len() >= 5, "cuts at {cuts:?}");
-        let entry = if ghosted { "" } else { "identity name=in !" };
-        let desc =
-            format!("{entry} {mux} name=m manual-split=true ! appsink name=out sync=false buffer-list=true");
+        let desc = format!("{mux} name=m manual-split=true ! appsink name=out sync=false buffer-list=true");
         let bin = gst::parse::bin_from_description(&desc, false).expect("the test bin builds");
-        let input = if ghosted {
-            let pad = bin.by_name("m").and_then(|m| m.static_pad("sink")).expect("muxer pad");
-            gst::GhostPad::with_target(&pad).expect("ghost")
-        } else {
-            let pad = bin.by_name("in").and_then(|e| e.static_pad("sink")).expect("identity pad");
-            gst::GhostPad::with_target(&pad).expect("ghost")
-        };
+        let pad = bin.by_name("m").and_then(|m| m.static_pad("sink")).expect("muxer pad");
+        let input = gst::GhostPad::with_target(&pad).expect("ghost");
         bin.add_pad(&input).expect("ghost added");
-        match ghosted {
-            true => cut_at(&input, cutting).expect("cut"),
-            false => cut(&bin, "in", cutting).expect("cut"),
-        }
+        cut_at(&input, cutting).expect("cut");
         let pipeline = gst::Pipeline::new();
         let src = gst_app::AppSrc::builder().format(gst::Format::Time).build();
         pipeline.add_many([src.upcast_ref(), bin.upcast_ref::<gst::Element>()]).expect("added");

@@ -1,6 +1,8 @@
 //! A live stream's session and its outputs. `outputs` opens what a push feeds (the LL-HLS
-//! channel, the recorder, the tap); `pipeline` attaches the ladder's transcode and packaging
-//! branches to a push's tees and feeds the channel, `cut` telling each muxer where to cut and
+//! channel, the recorder, the tap); `pipeline` attaches the packaging branches to a push's tees
+//! and hands its video to the session's `encoders` (the ladder's decoder and rung encoders,
+//! kept through a reconnect), `mux` moves every muxer's output into the channel, `cut` telling
+//! each muxer where to cut and
 //! `split` where the `source` variant's segments and parts begin; `ladder` plans the rungs;
 //! `channel` is the live edge in memory that the origin serves, with its media playlist model
 //! (`crate::media::hls::live`) and DVR writer (`dvr`); `segments` is what it hands the outputs
@@ -10,7 +12,9 @@
 pub mod channel;
 mod cut;
 pub mod dvr;
+pub mod encoders;
 pub mod ladder;
+mod mux;
 pub mod pipeline;
 pub mod recording;
 pub mod segments;

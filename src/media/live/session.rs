@@ -1,9 +1,11 @@
 //! The live session of a stream: opened by its first push and kept through the reconnect
 //! window ([`RECONNECT_GRACE`]) after each push ends. It holds what outlives one push: the
-//! LL-HLS channel (with its DVR and recording) and the tap that WHEP viewers and RTSP clients
-//! take from. A push that comes back within the window, over any protocol, feeds the same
-//! session: the channel continues after one discontinuity, the recording goes on, and the
-//! viewers stay connected and get the new push's media from its first keyframe. When the window
+//! LL-HLS channel (with its DVR and recording), the ladder's encoders
+//! ([`crate::media::live::encoders`]) and the tap that WHEP viewers and RTSP clients take from.
+//! A push that comes back within the window, over any protocol, feeds the same session: the
+//! channel continues after one discontinuity, the recording goes on, the same encoders take the
+//! new push's frames (if its ladder is planned the same), and the viewers stay connected and get
+//! the new push's media from its first keyframe. When the window
 //! passes with no push, or the API ends the push (disable, delete, credits), the session ends:
 //! the playlists end, the recording completes, the viewers are let go.
 //!
@@ -17,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::domain::stream::Protocol;
 use crate::media::live::channel::{Channel, ChannelConfig, Channels, RECONNECT_GRACE};
+use crate::media::live::encoders::EncoderSlot;
 use crate::media::live::pipeline::{Descriptions, LiveOutput};
 use crate::media::live::recording::Recordings;
 use crate::media::live::taps::{Tap, Taps};
@@ -85,6 +88,8 @@ pub struct LiveSessions {
 #[derive(Default)]
 pub struct SessionMap {
     map: Mutex<HashMap<String, Arc<LiveSession>>>,
+    /// Encoders the sessions started (`sluice_live_encoders_started_total`).
+    encoders_started: Arc<AtomicU64>,
 }
 
 impl SessionMap {
@@ -95,8 +100,9 @@ impl SessionMap {
     /// The stream's session (a new one when it has none) and the number of the push it starts.
     fn join(&self, stream_id: &str) -> (Arc<LiveSession>, u64) {
         let mut map = self.lock();
-        let session =
-            map.entry(stream_id.to_string()).or_insert_with(|| Arc::new(LiveSession::new(stream_id)));
+        let session = map
+            .entry(stream_id.to_string())
+            .or_insert_with(|| Arc::new(LiveSession::new(stream_id, &self.encoders_started)));
         let push = session.pushes.fetch_add(1, Ordering::SeqCst) + 1;
         (session.clone(), push)
     }
@@ -117,12 +123,25 @@ impl SessionMap {
             let mut held = session.lock();
             (held.tap.take(), held.channel.take())
         };
+        // The encoders stop (off the runtime: stopping a pipeline waits on its threads).
+        if let Some(encoders) = session.encoders.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(move || drop(encoders))),
+                Err(_) => drop(encoders),
+            }
+        }
         if let Some((taps, tap)) = tap {
             taps.close(&tap);
         }
         if let Some((channel, generation)) = channel {
             channel.finish(generation);
         }
+    }
+
+    /// The encoders the sessions of this process started: a publisher that reconnects within
+    /// its session's window starts none.
+    pub fn encoders_started(&self) -> u64 {
+        self.encoders_started.load(Ordering::Relaxed)
     }
 
     /// The stream's session, if it has one.
@@ -138,6 +157,8 @@ pub struct LiveSession {
     /// push joined it.
     pushes: AtomicU64,
     held: Mutex<Held>,
+    /// The ladder's decoder and encoders, kept from push to push ([`crate::media::live::encoders`]).
+    encoders: EncoderSlot,
 }
 
 /// What a session holds for its pushes.
@@ -149,8 +170,13 @@ struct Held {
 }
 
 impl LiveSession {
-    fn new(stream_id: &str) -> LiveSession {
-        LiveSession { stream_id: stream_id.to_string(), pushes: AtomicU64::new(0), held: Mutex::default() }
+    fn new(stream_id: &str, encoders_started: &Arc<AtomicU64>) -> LiveSession {
+        LiveSession {
+            stream_id: stream_id.to_string(),
+            pushes: AtomicU64::new(0),
+            held: Mutex::default(),
+            encoders: EncoderSlot::new(encoders_started.clone()),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Held> {
@@ -212,8 +238,11 @@ impl LiveSessions {
     pub async fn start(&self, stream: &StreamRow) -> Result<Outputs, KeyError> {
         let protocols = stream.protocols();
         let (webrtc, rtsp) = (protocols.contains(&Protocol::Webrtc), protocols.contains(&Protocol::Rtsp));
-        let live = if protocols.contains(&Protocol::Llhls) { self.hls(stream).await? } else { None };
+        let mut live = if protocols.contains(&Protocol::Llhls) { self.hls(stream).await? } else { None };
         let (session, push) = self.sessions.join(&stream.id);
+        if let Some(l) = &mut live {
+            l.encoders = session.encoders.clone();
+        }
         let tap = (webrtc || rtsp).then(|| {
             let mut held = session.lock();
             match &held.tap {
@@ -268,6 +297,8 @@ impl LiveSessions {
             qualities: stream.qualities(),
             descriptions: Descriptions::load(self.pipelines_dir.as_deref()),
             transcodes: Default::default(),
+            // The session's, given when the push joins it (`start`).
+            encoders: Default::default(),
         }))
     }
 }

@@ -81,6 +81,7 @@ async fn passthrough_only(qualities: &[&str], rtsp: bool) -> (bool, bool) {
         // tested is that a rung is planned, not what it makes.
         descriptions: Descriptions { decoder: "identity".into(), rung: "identity".into() },
         transcodes: Default::default(),
+        encoders: Default::default(),
     };
     let taps = Arc::new(Taps::default());
     let tap = rtsp.then(|| taps.open("st", false, true));
