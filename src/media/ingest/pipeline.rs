@@ -6,7 +6,7 @@
 //!
 //! The network side never waits long on GStreamer: what a tag goes through on the reading thread
 //! (demuxer, parsers, the passthrough muxers' input) holds nothing up but a muxer's own task,
-//! and every slow branch (the ladder's decoder, the taps) has a bounded leaky queue of its own.
+//! and every slow branch (the session's encoders, the taps) has a bounded input that drops.
 //! Callbacks only `try_send` on bounded channels.
 
 use std::sync::{Arc, Condvar, Mutex};

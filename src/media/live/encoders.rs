@@ -9,8 +9,8 @@
 //! ```
 //!
 //! Each push hands its decoded-to-be frames over on its own thread ([`Encoders::feed`]); the
-//! `appsrc` is the bounded queue that the ladder's decoder queue was (the oldest input past
-//! [`INPUT`] is dropped, so a slow ladder never holds a push up). Every push's frames are put on
+//! `appsrc` is the bounded queue that the ladder's decoder queue was (input past [`INPUT`] is
+//! dropped, so a slow ladder never holds a push up). Every push's frames are put on
 //! one timeline that only goes forward: its first frame comes [`GAP`] after the last frame of
 //! the push before ([`Timeline`]), so the encoders never see time go back.
 //!
@@ -22,6 +22,12 @@
 //! ends ([`Encoders::end_generation`]), its muxers are told the end of their stream and drain
 //! into the channel before it closes the push's segments; the frames still inside the decoder
 //! then (a frame or two) are dropped.
+//!
+//! Why an `appsink`/`appsrc` pair: it hands over frames only, with timestamps set here, and the
+//! `appsrc` is the bound and the thread the decoder's queue was (the thread count per ladder
+//! push is unchanged). `proxysink`/`proxysrc` (plugins-bad) would carry each push's own events
+//! (its segments, its EOS) into the encoders, and `intersink`/`intersrc` and `fallbackswitch`
+//! (gst-plugins-rs) are not among Debian's 1.22 plugins.
 //!
 //! A push whose ladder is planned differently (another source size, frame rate or colorimetry,
 //! or operators' descriptions changed between pushes) gets encoders of its own in place of the
