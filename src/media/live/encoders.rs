@@ -4,8 +4,8 @@
 //!
 //! ```text
 //! push 1 ─ video tee ─ appsink ─┐
-//! push 2 ─ video tee ─ appsink ─┴→ appsrc src → decoder → tee raw ─┬→ queue → scale, encode → h264parse enc_<rung>
-//!                                                                   └→ …           → [cmafmux → appsink] of push 2
+//! push 2 ─ video tee ─ appsink ─┴→ appsrc src → decoder → tee raw ─┬→ queue → scale, encode → h264parse → enc_<rung>
+//!                                                                   └→ …      enc_<rung> → [cmafmux → appsink] of push 2
 //! ```
 //!
 //! Each push hands its decoded-to-be frames over on its own thread ([`Encoders::feed`]); the
@@ -555,3 +555,6 @@ fn watch_bus(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
