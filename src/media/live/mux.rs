@@ -216,7 +216,8 @@ fn take_output(
         // Every AAC frame decodes on its own: each audio part is independent (RFC 8216bis
         // 4.4.4.9), so a player joining or switching mid-segment need not go back for audio.
         // A video part is independent when it starts with a keyframe: every part of a transcoded
-        // rung (the encoders force them: [`super::encoders`]), the source's where the publisher put one.
+        // rung (the encoders force them: [`super::encoders`]), the source's where the publisher
+        // put one.
         Chunk::Part { starts_segment, independent, duration, pdt, data: Bytes::from(data) },
     );
 }
