@@ -72,6 +72,13 @@ pub fn frame_rate_of(s: &gstreamer::StructureRef) -> Option<f64> {
     Some(f64::from(f.numer()) / f64::from(f.denom())).filter(|r| (1.0..=MAX_FRAME_RATE).contains(r))
 }
 
+/// The running time of a frame at `pts` leaving (or reaching) `pad`, by the pad's segment.
+pub fn running_time(pad: &gstreamer::Pad, pts: gstreamer::ClockTime) -> Option<gstreamer::ClockTime> {
+    use gstreamer::prelude::PadExtManual;
+    let segment = pad.sticky_event::<gstreamer::event::Segment>(0)?;
+    segment.segment().downcast_ref::<gstreamer::ClockTime>()?.to_running_time(pts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::{colorimetry_of, frame_rate_of};

@@ -497,11 +497,7 @@ fn wall_at_first_buffer(pipeline: &gst::Pipeline, wall: WallBase) -> Result<(), 
                 return gst::PadProbeReturn::Remove;
             }
             if let Some(gst::PadProbeData::Buffer(b)) = &info.data {
-                let running = b.pts().and_then(|pts| {
-                    pad.sticky_event::<gst::event::Segment>(0).and_then(|s| {
-                        s.segment().downcast_ref::<gst::ClockTime>().and_then(|s| s.to_running_time(pts))
-                    })
-                });
+                let running = b.pts().and_then(|pts| crate::media::gst::running_time(pad, pts));
                 if let Some(running) = running {
                     let base = chrono::Utc::now() - chrono::Duration::nanoseconds(running.nseconds() as i64);
                     let _ = wall.set(base);

@@ -417,7 +417,7 @@ mod tests {
         let mux = format!(
             "cmafmux fragment-duration={} chunk-duration={}",
             ((segment - plan.frame) * 1e9).round() as u64,
-            (f64::from(plan.part_frames) * plan.frame * 1e9).round() as u64
+            (plan.chunk() * 1e9).round() as u64
         );
         parts_come_out_in_time(
             &caps,

@@ -141,11 +141,6 @@ impl Spec {
         (2.0 * self.segment / self.plan.frame).round().max(1.0) as u32
     }
 
-    /// A part's duration (seconds), as `cmafmux` is told it.
-    fn chunk(&self) -> f64 {
-        f64::from(self.plan.part_frames) * self.plan.frame
-    }
-
     fn splitter(&self) -> Splitter {
         Splitter::at_any_frame(self.segment, self.plan)
     }
@@ -481,10 +476,7 @@ fn follow_pushes(
 
 /// Where `buffer`, about to leave `pad`, lies on the encoders' timeline: its running time.
 fn running_time(pad: &gst::Pad, buffer: &gst::BufferRef) -> Option<u64> {
-    let pts = buffer.pts()?;
-    let segment = pad.sticky_event::<gst::event::Segment>(0)?;
-    let segment = segment.segment().downcast_ref::<gst::ClockTime>()?;
-    segment.to_running_time(pts).map(|t| t.nseconds())
+    crate::media::gst::running_time(pad, buffer.pts()?).map(|t| t.nseconds())
 }
 
 /// Builds push `to`'s muxer of rung `name` and links the rung's output `pad` to it. On a
@@ -501,7 +493,7 @@ fn attach(
     to: Target,
     offset: u64,
 ) -> Result<Attached, String> {
-    let bin = build_bin(&mux_and_sink(spec.segment, name, spec.chunk(), Some(spec.plan.frame)))?;
+    let bin = build_bin(&mux_and_sink(spec.segment, name, spec.plan.chunk(), Some(spec.plan.frame)))?;
     let generation = to.generation;
     watch_codec(&bin, name, to.clone(), Declared::Video)?;
     feed_channel(&bin, name, to)?;

@@ -68,14 +68,14 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     let video_origin = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
     cut_at(&audio_in, Cutting::Audio { segment, part, video: video_origin.clone() })?;
     link_branch(pipeline, &audio_tee, &audio, &audio_in)?;
-    let to = Target { channel: out.channel.clone(), generation: out.generation, wall: wall.clone() };
+    let to = Target { channel: out.channel.clone(), generation: out.generation, wall };
     watch_codec(
         &audio,
         ladder::AUDIO,
         to.clone(),
         Declared::Audio { target_duration: target, segment, part },
     )?;
-    feed_channel(&audio, ladder::AUDIO, to)?;
+    feed_channel(&audio, ladder::AUDIO, to.clone())?;
 
     let built = AtomicBool::new(false);
     let weak = pipeline.downgrade();
@@ -96,7 +96,7 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
             frame_rate: crate::media::gst::frame_rate_of(s),
             colorimetry: crate::media::gst::colorimetry_of(c.caps()).unwrap_or_else(|| "bt709".into()),
         };
-        if let Err(e) = attach_video(&pipeline, &video_tee, &out, &wall, &source, &video_origin) {
+        if let Err(e) = attach_video(&pipeline, &video_tee, &out, &to, &source, &video_origin) {
             tracing::error!(pipeline = %pipeline.name(), error = %e, "building the live ladder");
             pipeline.post_message(gst::message::Error::new(gst::CoreError::Negotiation, &e)).ok();
         }
@@ -116,7 +116,7 @@ fn attach_video(
     pipeline: &gst::Pipeline,
     tee: &gst::Element,
     out: &Arc<LiveOutput>,
-    wall: &WallBase,
+    to: &Target,
     source: &SourceFormat,
     video_origin: &Arc<std::sync::atomic::AtomicU64>,
 ) -> Result<(), String> {
@@ -126,14 +126,11 @@ fn attach_video(
     let segment_target = segment.ceil() as u32;
     // Parts of whole frames, at least seven, about the configured part ([`Plan::video`]).
     let plan = Plan::video(segment, out.channel.config().part, source.frame_rate);
-    let Plan { frame, part_frames, .. } = plan;
-    let part_target = plan.part_target();
-    let chunk = f64::from(part_frames) * frame;
+    let (frame, chunk, part_target) = (plan.frame, plan.chunk(), plan.part_target());
     // The publisher's keyframes start the source's segments.
     let source_splitter = Splitter::at_keyframes(segment, plan).publishing_origin(video_origin.clone());
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
-    let to = Target { channel: out.channel.clone(), generation: out.generation, wall: wall.clone() };
 
     let passthrough = build_bin(&mux_and_sink(segment, ladder::SOURCE, chunk, Some(frame)))?;
     let passthrough_in = muxer_input(&passthrough, ladder::SOURCE)?;
@@ -166,7 +163,7 @@ fn attach_video(
             plan,
             regular: source.frame_rate.map(|_| frame),
         };
-        let encoders = Encoders::join(&out.encoders, spec, to, pipeline)?;
+        let encoders = Encoders::join(&out.encoders, spec, to.clone(), pipeline)?;
         feed_encoders(pipeline, tee, encoders, out.generation)?;
     }
     out.channel.retire_others(out.generation, &keep);

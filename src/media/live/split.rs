@@ -134,6 +134,11 @@ impl Plan {
         Plan { frame, frames, part_frames: part_frames(least, frames, frame) }
     }
 
+    /// A regular part's duration (seconds): what `cmafmux` is told a chunk lasts.
+    pub fn chunk(&self) -> f64 {
+        f64::from(self.part_frames) * self.frame
+    }
+
     /// The rendition's `PART-TARGET` ([`part_target`]).
     pub fn part_target(&self) -> f64 {
         part_target(self.part_frames, self.frame)
