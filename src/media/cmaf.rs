@@ -348,3 +348,4 @@ pub fn mp4a_codec(asc: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod write;

@@ -5,7 +5,7 @@
 //! `pipelines/ingest.txt` so operators can read it.
 //!
 //! The network side never waits long on GStreamer: what a tag goes through on the reading thread
-//! (demuxer, parsers, the passthrough muxers' input) holds nothing up but a muxer's own task,
+//! (demuxer, parsers, the packaging of the `source` and `audio` renditions) waits for nothing,
 //! and every slow branch (the session's encoders, the taps) has a bounded input that drops.
 //! Callbacks only `try_send` on bounded channels.
 
@@ -241,7 +241,8 @@ impl IngestPipeline {
     }
 
     /// Chains FLV bytes into the demuxer on this thread; they pass the parsers and tees into the
-    /// passthrough muxers, which queue them for their own tasks. Counts what is not taken.
+    /// packagers of the `source` and `audio` renditions, on this thread too. Counts what is not
+    /// taken.
     fn chain(&mut self, bytes: Vec<u8>) -> Result<gst::FlowSuccess, gst::FlowError> {
         let Front::Flv(demux) = &self.front else { return Err(gst::FlowError::NotSupported) };
         let flow = demux.chain(gst::Buffer::from_mut_slice(bytes));

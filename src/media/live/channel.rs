@@ -37,6 +37,7 @@ mod timeline;
 
 pub use registry::Channels;
 pub use serve::Rendered;
+use serve::Stored;
 
 /// How long after a push ends a new push continues the same playlists.
 pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
@@ -118,7 +119,7 @@ struct Rendition {
     next_part: u64,
     /// Chunks of the open segment.
     open: Vec<Bytes>,
-    segments: BTreeMap<u64, Bytes>,
+    segments: BTreeMap<u64, Stored>,
     /// Segments queued for the DVR writer and not yet on disk: they stay in `segments` meanwhile.
     pending: BTreeSet<u64>,
     /// Segments the DVR does not have (the disk failed, was full or behind): listed as gaps once
@@ -142,14 +143,6 @@ impl Rendition {
             self.playlist.set_map_hint(None);
         }
         self.playlist.discontinuity(init, |msn| format!("s{msn}.m4s"));
-    }
-
-    fn segment_bytes(&self) -> Bytes {
-        let mut all = Vec::with_capacity(self.open.iter().map(Bytes::len).sum());
-        for c in &self.open {
-            all.extend_from_slice(c);
-        }
-        Bytes::from(all)
     }
 }
 
@@ -431,20 +424,23 @@ impl Channel {
         generation: u32,
         pacing: bool,
     ) {
-        let bytes = r.segment_bytes();
-        r.open.clear();
+        let parts = std::mem::take(&mut r.open);
+        let size: usize = parts.iter().map(Bytes::len).sum();
         let duration: f64 = r.playlist.open_parts().iter().map(|p| p.duration).sum();
         if duration > 0.0 {
-            r.peak_bps = r.peak_bps.max(bytes.len() as f64 * 8.0 / duration);
+            r.peak_bps = r.peak_bps.max(size as f64 * 8.0 / duration);
         }
         let Some(msn) = r.playlist.close_segment(format!("s{}.m4s", r.playlist.next_msn())) else { return };
-        if let Some(recorder) = recorder {
+        // Joined now only for what takes the segment whole.
+        let whole = recorder.is_some() || writer.is_some() || self.config.key.is_some();
+        let bytes = whole.then(|| Stored::join(&parts));
+        if let (Some(recorder), Some(bytes)) = (recorder, &bytes) {
             let info = RenditionInfo { name: name.to_string(), kind: r.kind.clone(), codec: r.codec.clone() };
             recorder.record(Record::Segment { info, generation, duration, data: bytes.clone() });
         }
-        let bytes = match &self.config.key {
-            Some(key) => Bytes::from(key.encrypt(msn, &bytes)),
-            None => bytes,
+        let bytes = match (&self.config.key, bytes) {
+            (Some(key), Some(bytes)) => Some(Bytes::from(key.encrypt(msn, &bytes))),
+            (_, bytes) => bytes,
         };
         // A rendition whose encoder cannot keep up falls behind the clock: say so once.
         if let Some(seg) = r.playlist.segments().next_back().filter(|s| pacing && s.msn == msn) {
@@ -460,7 +456,7 @@ impl Channel {
                 r.behind = behind;
             }
         }
-        if let Some(writer) = writer {
+        if let (Some(writer), Some(bytes)) = (writer, &bytes) {
             // Never waits: a full queue means the disk is behind (see `super::dvr`).
             match writer.try_queue(Write { rendition: name.to_string(), msn, data: bytes.clone() }) {
                 Ok(()) => {
@@ -476,7 +472,7 @@ impl Channel {
                 }
             }
         }
-        r.segments.insert(msn, bytes);
+        r.segments.insert(msn, bytes.map_or(Stored::Parts(parts), Stored::Whole));
         // The caller says the channel changed.
         self.evict(r);
     }

@@ -1,10 +1,11 @@
-//! Where a rendition's `cmafmux` cuts ([`cut_at`], split from `pipeline.rs`): an
-//! `FMP4MuxSplitNow` event before the frame that begins each segment and part, as a
-//! [`Splitter`] decides, and the frames between two cuts handed to the muxer together.
+//! Where a rung's `cmafmux` cuts ([`cut_at`]): an `FMP4MuxSplitNow` event before the frame
+//! that begins each segment and part, as a [`Splitter`] identical to the one that forced the
+//! encoder's keyframes decides (by presentation time, as there: x264 here makes no B-frames; a
+//! requested keyframe that did not come gives a part rather than a segment that starts
+//! mid-GOP), and the frames between two cuts handed to the muxer together.
 //!
 //! Why together: a muxer is an aggregator, whose own thread takes each buffer its input pad is
-//! given, so every frame handed over on its own wakes that thread (30 video and 43 AAC frames a
-//! second a passthrough push, each a context switch; docs/live-ingest.md). A muxer in
+//! given, so every frame handed over on its own wakes that thread (docs/live-ingest.md). A muxer in
 //! `manual-split` mode writes a part only once it is told to cut and has the frame after the
 //! cut (with B-frames, at a segment's start, a few more). So after each cut frames go on one by
 //! one until the muxer has written the part before it; the rest of the part's frames are held
@@ -18,32 +19,12 @@ use std::sync::{Arc, Mutex};
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-use super::split::{Plan, Split, Splitter};
+use super::split::{Split, Splitter};
 
 /// The most frames held for one muxer: a part has far fewer (20 at 60 fps and 333-ms parts,
 /// 16 AAC frames at 48 kHz); past this (a publisher that sends no keyframe, say) they go on
 /// at once, as they would without holding.
 const MAX_HELD: usize = 64;
-
-/// How a muxer is cut, and which frames may start a segment.
-pub(super) enum Cutting {
-    /// The `source` variant: by this splitter, in decode order, with segments at the publisher's
-    /// keyframes (those without `DELTA_UNIT`).
-    Source(Splitter),
-    /// A rung: by this splitter, identical to the one `force_keyframes` runs on the decoded
-    /// frames, by presentation time as there (x264 here makes no B-frames), so it cuts where the
-    /// keyframes were asked for. Should a requested keyframe not come, the segment goes on with a
-    /// part there rather than a fragment that starts mid-GOP.
-    Rung(Splitter),
-    /// AAC: by a splitter made from the first caps, whose sample rate sets the frame (1024
-    /// samples) and so the part ([`Plan::aac`]); every frame can start a segment. Its segments
-    /// keep to the video's 2-s grid, half a part after it, so that no audio part is published
-    /// at the moment a video part is: video.js (VHS 3) skips loading audio while its video
-    /// SourceBuffer is updating and looks again only 500 ms later, and a segment's first audio
-    /// and video parts published together left its audio buffer to run dry
-    /// (docs/live-hls.md, "Players").
-    Audio { segment: f64, part: f64, video: Arc<std::sync::atomic::AtomicU64> },
-}
 
 /// What the probe of [`cut_at`] keeps between two frames.
 struct State {
@@ -64,9 +45,9 @@ impl State {
 /// frame, and hands it each part's frames at once (see the module's doc). Frames and events are
 /// seen as they reach `ghost`, and what is held goes on from its internal pad, ahead of the
 /// events. An element in between (an `identity`) cost its chain function on every frame.
-pub(super) fn cut_at(ghost: &gst::GhostPad, cutting: Cutting) -> Result<(), String> {
+pub(super) fn cut_at(ghost: &gst::GhostPad, splitter: Splitter) -> Result<(), String> {
     let internal = ghost.internal().ok_or("the branch's input has no internal pad")?;
-    cut_between(ghost.upcast_ref(), ghost.upcast_ref(), internal.upcast_ref(), cutting)
+    cut_between(ghost.upcast_ref(), ghost.upcast_ref(), internal.upcast_ref(), splitter)
 }
 
 /// Events are seen on `input` and frames on `frames`; held frames, cuts and the frame after a
@@ -76,40 +57,19 @@ fn cut_between(
     input: &gst::Pad,
     frames: &gst::Pad,
     output: &gst::Pad,
-    cutting: Cutting,
+    splitter: Splitter,
 ) -> Result<(), String> {
-    let (splitter, audio, rung) = match cutting {
-        Cutting::Source(s) => (Some(s), None, false),
-        Cutting::Rung(s) => (Some(s), None, true),
-        Cutting::Audio { segment, part, video } => (None, Some((segment, part, video)), false),
-    };
-    let is_audio = audio.is_some();
-    let state = Arc::new(Mutex::new(State { splitter, held: gst::BufferList::new() }));
+    let state = Arc::new(Mutex::new(State { splitter: Some(splitter), held: gst::BufferList::new() }));
     let events = state.clone();
     let out = output.clone();
     let kinds = gst::PadProbeType::EVENT_DOWNSTREAM | gst::PadProbeType::EVENT_FLUSH;
     input.add_probe(kinds, move |_, info| {
         let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
         let mut state = events.lock().unwrap_or_else(|p| p.into_inner());
-        match ev.view() {
-            gst::EventView::Caps(c) => {
-                if let Some((segment, part, video)) = &audio {
-                    let (segment, part) = (*segment, *part);
-                    let rate = c.caps().structure(0).and_then(|s| s.get::<i32>("rate").ok());
-                    let plan = Plan::aac(segment, part, rate.unwrap_or(48_000));
-                    // The first caps make the plan: an AAC stream keeps its rate.
-                    // Half a part after the video's lines: see [`Cutting::Audio`].
-                    let splitter =
-                        Splitter::at_any_frame(segment, plan).on_the_videos_grid(video.clone(), part / 2.0);
-                    state.splitter.get_or_insert(splitter);
-                }
-            }
-            // What a flush discards.
-            gst::EventView::FlushStop(_) => {
-                state.take();
-                return gst::PadProbeReturn::Ok;
-            }
-            _ => {}
+        // What a flush discards.
+        if let gst::EventView::FlushStop(_) = ev.view() {
+            state.take();
+            return gst::PadProbeReturn::Ok;
         }
         // The frames held go before any event that keeps its place among them (EOS, caps):
         // none is lost or reordered.
@@ -143,15 +103,11 @@ fn cut_between(
         let lock = || state.lock().unwrap_or_else(|p| p.into_inner());
         let Some(gst::PadProbeData::Buffer(buffer)) = &info.data else { return gst::PadProbeReturn::Ok };
         let mut state = lock();
-        let split = match (state.splitter.as_mut(), buffer.pts(), buffer.dts().or(buffer.pts())) {
-            (Some(s), Some(pts), Some(dts)) => {
+        let split = match (state.splitter.as_mut(), buffer.pts()) {
+            (Some(s), Some(pts)) => {
                 let flagged = !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT);
-                let (keyframe, dts) = match (rung, is_audio) {
-                    (true, _) => (true, pts),
-                    (false, false) => (flagged, dts),
-                    (false, true) => (true, dts),
-                };
-                s.next(pts.nseconds(), dts.nseconds(), keyframe).map(|split| {
+                // By presentation time, every frame a candidate: see the module's doc.
+                s.next(pts.nseconds(), pts.nseconds(), true).map(|split| {
                     if split == Split::Segment && !flagged {
                         tracing::debug!("a requested keyframe did not come; a part instead of a segment");
                         return Split::Part;
@@ -229,6 +185,7 @@ fn last_lasts_until(mut held: gst::BufferList, next: Option<gst::ClockTime>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::live::split::Plan;
     use gstreamer_app as gst_app;
     use std::time::{Duration, Instant};
 
@@ -248,33 +205,6 @@ mod tests {
         }
         pipeline.set_state(gst::State::Null).expect("stops");
         (caps.expect("caps"), frames)
-    }
-
-    /// `n` AAC frames at 48 kHz as a muxer sees them: the muxer does not decode, so their bytes
-    /// are made up (gst-libav is not loaded for them: it brings a second libsrt into the test
-    /// process, and the two crash at its exit).
-    fn aac_frames(n: u64) -> (gst::Caps, Vec<gst::Buffer>) {
-        gst::init().expect("GStreamer");
-        // AAC-LC, 48 kHz, stereo (ISO 14496-3 AudioSpecificConfig).
-        let config = gst::Buffer::from_slice([0x11u8, 0x90]);
-        let caps = gst::Caps::builder("audio/mpeg")
-            .field("mpegversion", 4i32)
-            .field("stream-format", "raw")
-            .field("rate", 48_000i32)
-            .field("channels", 2i32)
-            .field("codec_data", config)
-            .build();
-        let frame = gst::ClockTime::from_nseconds(1024 * 1_000_000_000 / 48_000);
-        let frames = (0..n)
-            .map(|i| {
-                let mut buffer = gst::Buffer::from_slice(vec![(i % 251) as u8; 200 + (i % 7) as usize * 30]);
-                let b = buffer.get_mut().expect("a new buffer is writable");
-                b.set_pts(frame * i);
-                b.set_duration(frame);
-                buffer
-            })
-            .collect();
-        (caps, frames)
     }
 
     /// The sizes of the `mdat` payloads in `bytes` (top-level ISO BMFF boxes).
@@ -300,38 +230,26 @@ mod tests {
         bytes
     }
 
-    /// Pushes `frames` one by one into a `cmafmux` cut as `cutting` says ([`cut_at`]: the
-    /// muxer's pad ghosted, as for every rendition).
-    fn parts_come_out_in_time(
-        caps: &gst::Caps,
-        frames: &[gst::Buffer],
-        cuts: &[usize],
-        cutting: impl Fn() -> Cutting,
-        mux: &str,
-    ) {
-        gst::init().expect("GStreamer");
-        crate::media::gst::register_fmp4().expect("the fmp4 plugin");
-        parts_come_out_in_time_through(caps, frames, cuts, cutting(), mux);
-    }
-
     /// Checks that each part comes out within a few frames of its cut, as before frames were
     /// held (not a part later, as it would if the frames after the cut were held too), and that
     /// at the end every frame is in the output. `cuts` are the frames that begin a part, as the
     /// probe's splitter sees them.
-    fn parts_come_out_in_time_through(
+    fn parts_come_out_in_time(
         caps: &gst::Caps,
         frames: &[gst::Buffer],
         cuts: &[usize],
-        cutting: Cutting,
+        splitter: Splitter,
         mux: &str,
     ) {
+        gst::init().expect("GStreamer");
+        crate::media::gst::register_fmp4().expect("the fmp4 plugin");
         assert!(cuts.len() >= 5, "cuts at {cuts:?}");
         let desc = format!("{mux} name=m manual-split=true ! appsink name=out sync=false buffer-list=true");
         let bin = gst::parse::bin_from_description(&desc, false).expect("the test bin builds");
         let pad = bin.by_name("m").and_then(|m| m.static_pad("sink")).expect("muxer pad");
         let input = gst::GhostPad::with_target(&pad).expect("ghost");
         bin.add_pad(&input).expect("ghost added");
-        cut_at(&input, cutting).expect("cut");
+        cut_at(&input, splitter).expect("cut");
         let pipeline = gst::Pipeline::new();
         let src = gst_app::AppSrc::builder().format(gst::Format::Time).build();
         pipeline.add_many([src.upcast_ref(), bin.upcast_ref::<gst::Element>()]).expect("added");
@@ -376,42 +294,18 @@ mod tests {
         assert_eq!(mdat_bytes(&out), pushed, "every frame's bytes are in the parts, the last ones' too");
     }
 
+    /// A rung: x264 without B-frames, cut by presentation time.
     #[test]
-    fn aac_parts_are_written_at_their_cut_and_no_frame_is_lost() {
-        let (caps, frames) = aac_frames(120);
-        let (segment, part) = (2.0, 0.2);
-        let mut splitter = Splitter::at_any_frame(segment, Plan::aac(segment, part, 48_000));
-        let cuts: Vec<usize> = (0..frames.len())
-            .filter(|&i| {
-                let ts = frames[i].pts().expect("pts").nseconds();
-                splitter.next(ts, ts, true).is_some()
-            })
-            .collect();
-        let mux = "cmafmux fragment-duration=2000000000 chunk-duration=200000000";
-        let video = || Arc::new(std::sync::atomic::AtomicU64::new(0));
-        parts_come_out_in_time(
-            &caps,
-            &frames,
-            &cuts,
-            || Cutting::Audio { segment, part, video: video() },
-            mux,
-        );
-    }
-
-    /// The `source` variant, with B-frames (x264's and OBS's default): cut in decode order.
-    #[test]
-    fn source_parts_with_b_frames_are_written_at_their_cut_and_no_frame_is_lost() {
+    fn rung_parts_are_written_at_their_cut_and_no_frame_is_lost() {
         let (caps, frames) = encoded(
-            "videotestsrc num-buffers=150 ! video/x-raw,width=320,height=240,framerate=30/1 ! x264enc bframes=2 key-int-max=60 speed-preset=ultrafast ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! appsink name=out sync=false",
+            "videotestsrc num-buffers=150 ! video/x-raw,width=320,height=240,framerate=30/1 ! x264enc bframes=0 key-int-max=8 speed-preset=ultrafast ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! appsink name=out sync=false",
         );
         let (segment, plan) = (2.0, Plan::video(2.0, 0.333, Some(30.0)));
-        let mut splitter = Splitter::at_keyframes(segment, plan);
+        let mut splitter = Splitter::at_any_frame(segment, plan);
         let cuts: Vec<usize> = (0..frames.len())
             .filter(|&i| {
-                let f = &frames[i];
-                let (pts, dts) = (f.pts().expect("pts"), f.dts().or(f.pts()).expect("dts"));
-                let key = !f.flags().contains(gst::BufferFlags::DELTA_UNIT);
-                splitter.next(pts.nseconds(), dts.nseconds(), key).is_some()
+                let pts = frames[i].pts().expect("pts").nseconds();
+                splitter.next(pts, pts, true).is_some()
             })
             .collect();
         let mux = format!(
@@ -419,12 +313,6 @@ mod tests {
             ((segment - plan.frame) * 1e9).round() as u64,
             (plan.chunk() * 1e9).round() as u64
         );
-        parts_come_out_in_time(
-            &caps,
-            &frames,
-            &cuts,
-            || Cutting::Source(Splitter::at_keyframes(segment, plan)),
-            &mux,
-        );
+        parts_come_out_in_time(&caps, &frames, &cuts, Splitter::at_any_frame(segment, plan), &mux);
     }
 }

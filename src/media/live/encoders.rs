@@ -42,7 +42,7 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-use super::cut::{cut_at, Cutting};
+use super::cut::cut_at;
 use super::ladder::Rung;
 use super::mux::{build_bin, feed_channel, mux_and_sink, muxer_input, watch_codec, Declared, Target};
 use super::split::{Plan, Splitter};
@@ -482,7 +482,7 @@ fn running_time(pad: &gst::Pad, buffer: &gst::BufferRef) -> Option<u64> {
 /// Builds push `to`'s muxer of rung `name` and links the rung's output `pad` to it. On a
 /// streaming thread, before the push's first frame of the rung passes. The push's `offset` on
 /// the encoders' timeline is taken off at the muxer's input, so that its running time is the
-/// push's own, as its `source` and `audio` muxers' is: each push's media starts near zero,
+/// push's own, as its `source` and `audio` renditions' is: each push's media starts near zero,
 /// and the channel lays the pushes end to end on one timeline for every rendition alike
 /// ([`super::channel`]), its dates taken from the push's wall-clock base.
 fn attach(
@@ -499,7 +499,7 @@ fn attach(
     feed_channel(&bin, name, to)?;
     let input = muxer_input(&bin, name)?;
     input.set_offset(-i64::try_from(offset).map_err(|_| "a push's offset out of range".to_string())?);
-    cut_at(&input, Cutting::Rung(spec.splitter()))?;
+    cut_at(&input, spec.splitter())?;
     let drained = Arc::new(AtomicBool::new(false));
     let sink_pad = bin
         .by_name(&format!("out_{name}"))

@@ -42,11 +42,10 @@ pub(super) fn mux_and_sink(segment: f64, name: &str, chunk: f64, frame: Option<f
 }
 
 /// How much input a muxer's pad holds before the thread pushing into it waits (the aggregator's
-/// `latency`; without it the pad holds one buffer). The ingest thread hands a frame over and
-/// moves on instead of waiting for the muxer's task to take the one before: passthrough CPU
-/// per push against nginx-rtmp's in the same run went from 3.4–3.7x to 3.0–3.4x (16 and 32
-/// pushes, two runs each; docs/live-ingest.md). A muxer more than this behind holds its pushing
-/// thread up. With one pad, aggregation never waits for it: it only bounds the queue.
+/// `latency`; without it the pad holds one buffer). The thread that pushes (the encoder's)
+/// hands a frame over and moves on instead of waiting for the muxer's task to take the one
+/// before. A muxer more than this behind holds its pushing thread up. With one pad, aggregation
+/// never waits for it: it only bounds the queue.
 const MUX_QUEUE: Duration = Duration::from_secs(1);
 
 fn mux(segment: f64, name: &str, chunk: f64, frame: Option<f64>) -> String {
@@ -68,22 +67,16 @@ pub(super) fn build_bin(description: &str) -> Result<gst::Bin, String> {
         .map_err(|e| format!("live pipeline: {e}: {description}"))
 }
 
-/// The input of a `source` or `audio` branch: a ghost of its muxer's sink pad. The ingest
-/// thread (for RTMP the thread that read the tag: flvdemux → parse → tee) pushes straight into
-/// the muxer, with no queue thread and no element between. Each thread a buffer crosses costs a
-/// wake-up per FLV tag, which was most of what a passthrough push cost (`benches/live_capacity`:
-/// 128 → 64 threads and 18.3k → 10.7k futex calls per second at 16 passthrough pushes, together
-/// with the ingest description losing its demuxer queues; docs/live-ingest.md), and each element
-/// its chain function per frame (an `identity` stood here until 2026-11-28). Only the ladder's
-/// decoder, which is slow, and the taps keep a queue of their own, both leaky. Muxing waits for
-/// nothing but its own input, so this never holds the ingest thread up for long
-/// ([`MUX_QUEUE`]).
+/// The input of a rung's branch: a ghost of its muxer's sink pad, which the encoder's output
+/// pushes into with no queue thread and no element between (each thread a buffer crosses costs
+/// a wake-up a frame; docs/live-ingest.md). Muxing waits for nothing but its own input, so this
+/// never holds the encoder up for long ([`MUX_QUEUE`]).
 pub(super) fn muxer_input(bin: &gst::Bin, name: &str) -> Result<gst::GhostPad, String> {
     ghost(bin, &format!("mux_{name}"))
 }
 
 /// A ghost of the sink pad of `bin`'s element `first`: the branch's input.
-pub(super) fn ghost(bin: &gst::Bin, first: &str) -> Result<gst::GhostPad, String> {
+fn ghost(bin: &gst::Bin, first: &str) -> Result<gst::GhostPad, String> {
     let sink = bin
         .by_name(first)
         .and_then(|e| e.static_pad("sink"))
@@ -114,29 +107,38 @@ pub(super) fn watch_codec(bin: &gst::Bin, name: &str, to: Target, declared: Decl
     let name = name.to_string();
     pad.add_probe(gst::PadProbeType::EVENT_DOWNSTREAM, move |_, info| {
         let Some(gst::PadProbeData::Event(ev)) = &info.data else { return gst::PadProbeReturn::Ok };
-        let gst::EventView::Caps(c) = ev.view() else { return gst::PadProbeReturn::Ok };
-        let Some(s) = c.caps().structure(0) else { return gst::PadProbeReturn::Ok };
-        let codec_data = s.get::<gst::Buffer>("codec_data").ok();
-        let bytes = codec_data.as_ref().and_then(|b| b.map_readable().ok());
-        let bytes: &[u8] = bytes.as_deref().unwrap_or(&[]);
-        let codec = match &declared {
-            Declared::Video => crate::media::cmaf::avc1_codec(bytes),
-            Declared::Audio { target_duration, segment, part } => {
-                let channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
-                let rate = s.get::<i32>("rate").unwrap_or(48_000);
-                let part_target = Plan::aac(*segment, *part, rate).part_target();
-                let timing = Timing { target_duration: *target_duration, part_target };
-                to.channel.add_rendition(to.generation, &name, Kind::Audio { channels }, timing);
-                crate::media::cmaf::mp4a_codec(bytes)
-            }
-        };
-        match codec {
-            Some(codec) => to.channel.set_codec(to.generation, &name, codec),
-            None => tracing::warn!(rendition = %name, "no codec data in the caps; left out of the master playlist"),
+        if let gst::EventView::Caps(c) = ev.view() {
+            note_caps(&to, &name, &declared, c.caps());
         }
         gst::PadProbeReturn::Ok
     });
     Ok(())
+}
+
+/// Records a rendition's codec from its caps (and declares the audio, whose part target depends
+/// on its sample rate): what its muxer, or the packager ([`super::pack`]), is given.
+pub(super) fn note_caps(to: &Target, name: &str, declared: &Declared, caps: &gst::CapsRef) {
+    let Some(s) = caps.structure(0) else { return };
+    let codec_data = s.get::<gst::Buffer>("codec_data").ok();
+    let bytes = codec_data.as_ref().and_then(|b| b.map_readable().ok());
+    let bytes: &[u8] = bytes.as_deref().unwrap_or(&[]);
+    let codec = match declared {
+        Declared::Video => crate::media::cmaf::avc1_codec(bytes),
+        Declared::Audio { target_duration, segment, part } => {
+            let channels = s.get::<i32>("channels").unwrap_or(2).max(1) as u32;
+            let rate = s.get::<i32>("rate").unwrap_or(48_000);
+            let part_target = Plan::aac(*segment, *part, rate).part_target();
+            let timing = Timing { target_duration: *target_duration, part_target };
+            to.channel.add_rendition(to.generation, name, Kind::Audio { channels }, timing);
+            crate::media::cmaf::mp4a_codec(bytes)
+        }
+    };
+    match codec {
+        Some(codec) => to.channel.set_codec(to.generation, name, codec),
+        None => {
+            tracing::warn!(rendition = %name, "no codec data in the caps; left out of the master playlist")
+        }
+    }
 }
 
 /// Moves each muxer output into the channel: the init section, then one part per chunk.

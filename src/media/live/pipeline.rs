@@ -1,18 +1,20 @@
 //! Attaches LL-HLS packaging to a push's ingest pipeline (`pipelines/ingest.txt`):
 //!
-//! - `audio` tee → `cmafmux` → the `audio` rendition (AAC passes through: encoded once, by the
-//!   publisher, and shared by every variant);
-//! - `video` tee → `cmafmux` → the `source` variant (H.264 passes through untranscoded);
+//! - `audio` tee → the `audio` rendition (AAC passes through: encoded once, by the publisher,
+//!   and shared by every variant);
+//! - `video` tee → the `source` variant (H.264 passes through untranscoded);
 //! - `video` tee → the live session's encoders ([`super::encoders`]: decode once, then per
 //!   quality at or below the source height scale and encode) → `cmafmux` → a rendition.
 //!
-//! The video branches are built when the first video caps arrive, since the ladder depends on
-//! the source size. Every `cmafmux` cuts fragments (segments) and chunks (parts) where a
-//! [`Splitter`] tells it to ([`super::cut`]; `manual-split`): in decode order, for publishers'
-//! B-frames, with each segment's parts laid out so that its last is not one a player skips
+//! The two renditions that pass through are packaged on the thread that brings their frames
+//! ([`super::pack`]); the rungs, on the encoders' threads, by `cmafmux`. The video branches are
+//! built when the first video caps arrive, since the ladder depends on the source size. Every
+//! rendition is cut into segments and parts where a [`Splitter`] says (the rungs' `cmafmux`
+//! through [`super::cut`], in `manual-split` mode): in decode order, for publishers' B-frames,
+//! with each segment's parts laid out so that its last is not one a player skips
 //! ([`super::split`]). The keyframes of the transcoded renditions are forced by the encoders,
 //! where an identical splitter starts a segment or a part, so segments align across renditions.
-//! The muxers' output goes to the channel ([`super::mux`]).
+//! The rung muxers' output goes to the channel through [`super::mux`].
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -23,12 +25,12 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use super::channel::{Channel, Kind, Timing};
-use super::cut::{cut_at, Cutting};
 pub use super::encoders::Descriptions;
 use super::encoders::{EncoderSlot, Encoders, Spec};
 use super::ladder;
 pub use super::mux::WallBase;
-use super::mux::{build_bin, feed_channel, mux_and_sink, muxer_input, watch_codec, Declared, Target};
+use super::mux::{Declared, Target};
+use super::pack::{self, Packager};
 use super::split::{Plan, Splitter};
 use crate::domain::stream::Quality;
 
@@ -60,22 +62,17 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     let target = segment.ceil() as u32;
     let part = out.channel.config().part;
 
-    // Straight into the muxer, on the ingest thread ([`muxer_input`]).
-    let audio = build_bin(&mux_and_sink(segment, ladder::AUDIO, part, None))?;
-    let audio_in = muxer_input(&audio, ladder::AUDIO)?;
     // The audio's segments keep to the video's grid, from the video's first frame, which the
     // `source` splitter publishes here when it comes.
     let video_origin = Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
-    cut_at(&audio_in, Cutting::Audio { segment, part, video: video_origin.clone() })?;
-    link_branch(pipeline, &audio_tee, &audio, &audio_in)?;
     let to = Target { channel: out.channel.clone(), generation: out.generation, wall };
-    watch_codec(
-        &audio,
-        ladder::AUDIO,
-        to.clone(),
-        Declared::Audio { target_duration: target, segment, part },
+    let declared = Declared::Audio { target_duration: target, segment, part };
+    let cutting = pack::Cutting::Audio { segment, part, video: video_origin.clone() };
+    link_sink(
+        pipeline,
+        &audio_tee,
+        pack::sink(Packager::new(ladder::AUDIO, to.clone(), declared, cutting))?,
     )?;
-    feed_channel(&audio, ladder::AUDIO, to.clone())?;
 
     let built = AtomicBool::new(false);
     let weak = pipeline.downgrade();
@@ -126,23 +123,20 @@ fn attach_video(
     let segment_target = segment.ceil() as u32;
     // Parts of whole frames, at least seven, about the configured part ([`Plan::video`]).
     let plan = Plan::video(segment, out.channel.config().part, source.frame_rate);
-    let (frame, chunk, part_target) = (plan.frame, plan.chunk(), plan.part_target());
+    let (frame, part_target) = (plan.frame, plan.part_target());
     // The publisher's keyframes start the source's segments.
     let source_splitter = Splitter::at_keyframes(segment, plan).publishing_origin(video_origin.clone());
     let timing = |target_duration| Timing { target_duration, part_target };
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
-    let passthrough = build_bin(&mux_and_sink(segment, ladder::SOURCE, chunk, Some(frame)))?;
-    let passthrough_in = muxer_input(&passthrough, ladder::SOURCE)?;
-    cut_at(&passthrough_in, Cutting::Source(source_splitter))?;
+    let cutting = pack::Cutting::Source(source_splitter);
+    let passthrough = pack::sink(Packager::new(ladder::SOURCE, to.clone(), Declared::Video, cutting))?;
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
     // Every video rendition is declared now, before its encoder outputs anything, so the master
     // playlist waits for all of them rather than listing the first ones ready.
     out.channel.add_rendition(out.generation, ladder::SOURCE, source_kind, timing(SOURCE_TARGET_DURATION));
-    watch_codec(&passthrough, ladder::SOURCE, to.clone(), Declared::Video)?;
-    feed_channel(&passthrough, ladder::SOURCE, to.clone())?;
-    link_branch(pipeline, tee, &passthrough, &passthrough_in)?;
+    link_sink(pipeline, tee, passthrough)?;
 
     if !rungs.is_empty() {
         for r in &rungs {
@@ -184,11 +178,13 @@ fn feed_encoders(
     encoders: Arc<Encoders>,
     generation: u32,
 ) -> Result<(), String> {
-    let bin = build_bin("appsink name=encoders sync=false async=false max-buffers=1 drop=false")?;
-    let sink = bin
-        .by_name("encoders")
-        .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
-        .ok_or("no appsink for the encoders")?;
+    let sink = gst_app::AppSink::builder()
+        .name("encoders")
+        .sync(false)
+        .async_(false)
+        .max_buffers(1)
+        .drop(false)
+        .build();
     sink.set_callbacks(
         gst_app::AppSinkCallbacks::builder()
             .new_sample(move |sink| {
@@ -198,21 +194,17 @@ fn feed_encoders(
             })
             .build(),
     );
-    let input = super::mux::ghost(&bin, "encoders")?;
-    link_branch(pipeline, tee, &bin, &input)
+    link_sink(pipeline, tee, sink.upcast())
 }
 
-/// Adds `bin` to the running pipeline and links a new pad of `tee` to its input.
-fn link_branch(
-    pipeline: &gst::Pipeline,
-    tee: &gst::Element,
-    bin: &gst::Bin,
-    input: &gst::GhostPad,
-) -> Result<(), String> {
-    pipeline.add(bin).map_err(|e| format!("adding a live branch: {e}"))?;
+/// Adds `sink` to the running pipeline and links a new pad of `tee` to it (no bin: a ghost pad
+/// would be one more hop a frame).
+fn link_sink(pipeline: &gst::Pipeline, tee: &gst::Element, sink: gst::Element) -> Result<(), String> {
+    pipeline.add(&sink).map_err(|e| format!("adding a live branch: {e}"))?;
     let src = tee.request_pad_simple("src_%u").ok_or("tee gave no pad")?;
-    src.link(input).map_err(|e| format!("linking a live branch: {e}"))?;
-    bin.sync_state_with_parent().map_err(|e| format!("starting a live branch: {e}"))?;
+    let input = sink.static_pad("sink").ok_or("a live branch has no sink pad")?;
+    src.link(&input).map_err(|e| format!("linking a live branch: {e}"))?;
+    sink.sync_state_with_parent().map_err(|e| format!("starting a live branch: {e}"))?;
     Ok(())
 }
 

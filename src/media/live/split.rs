@@ -1,7 +1,7 @@
 //! Where segments and parts begin, decided frame by frame, and how long parts are. Plain data,
-//! unit-tested without GStreamer; `pipeline` turns each decision into an `FMP4MuxSplitNow` event
-//! for a `cmafmux` in `manual-split` mode (every muxer of a push: the `source` variant's, the
-//! rungs', the audio's) and, for the rungs, into a keyframe request.
+//! unit-tested without GStreamer; `pack` cuts the `source` and `audio` renditions by it, `cut`
+//! turns each decision into an `FMP4MuxSplitNow` event for a rung's `cmafmux` in `manual-split`
+//! mode, and the encoders into a keyframe request.
 //!
 //! Left to itself, `cmafmux` ends a chunk at the first frame in decode order whose presentation
 //! time is past the chunk's end, so a publisher's B-frames gave parts of uneven length, and every

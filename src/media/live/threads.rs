@@ -1,5 +1,6 @@
 //! How the muxers' own threads are scheduled ([`schedule_muxer_thread`]): the `cmafmux`
-//! elements [`super::pipeline`] gives every rendition of a push.
+//! elements [`super::encoders`] gives every rung of a push (the `source` and `audio` renditions
+//! have none: [`super::pack`]).
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
@@ -7,13 +8,12 @@ use gstreamer::prelude::*;
 /// Schedules a muxer's own thread (its aggregator's task, `mux_<rendition>:src`) as
 /// `SCHED_BATCH` while it runs that task, from the pipeline's sync bus handler: the `ENTER` and
 /// `LEAVE` stream-status messages are posted on the task's thread. A muxer's thread is woken
-/// for every frame by the thread that pushed it (for `source` and `audio`, the tokio worker that
-/// read it from the network); as an ordinary thread it then took the core from that thread,
-/// two context switches a frame. A batch thread does not preempt the one that woke it: it runs
-/// on an idle core or when that thread next waits, a few milliseconds at most (parts are 0.2 s
-/// and more). With 16 passthrough pushes the process switched context 2,200 times a second
-/// instead of 5,200–5,500 and used 13–16 % less CPU within one run, about 8 % less between the
-/// two builds run in turn (docs/live-ingest.md). Only an ordinary thread is changed (an
+/// by the thread that pushed it (the encoder's); as an ordinary thread it then took the core
+/// from that thread. A batch thread does not preempt the one that woke it: it runs on an idle
+/// core or when that thread next waits, a few milliseconds at most (parts are 0.2 s and more).
+/// When the `source` and `audio` renditions still had muxers, woken by the tokio worker that
+/// read each frame, 16 passthrough pushes switched context 2,200 times a second instead of
+/// 5,200–5,500 and used 13–16 % less CPU within one run (docs/live-ingest.md). Only an ordinary thread is changed (an
 /// operator's `chrt` stands), and it is ordinary again when it leaves the task, as GStreamer's
 /// pool may give it to another element's task next.
 pub fn schedule_muxer_thread(status: &gst::message::StreamStatus) {
