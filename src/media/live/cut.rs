@@ -185,27 +185,10 @@ fn last_lasts_until(mut held: gst::BufferList, next: Option<gst::ClockTime>) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::media::live::pack::tests::encoded;
     use crate::media::live::split::Plan;
     use gstreamer_app as gst_app;
     use std::time::{Duration, Instant};
-
-    /// Frames encoded by GStreamer (`desc` ends in an appsink named `out`), with their caps.
-    fn encoded(desc: &str) -> (gst::Caps, Vec<gst::Buffer>) {
-        gst::init().expect("GStreamer");
-        let pipeline = gst::parse::launch(desc)
-            .expect("the encoding pipeline builds")
-            .downcast::<gst::Pipeline>()
-            .expect("a pipeline");
-        let sink = pipeline.by_name("out").and_downcast::<gst_app::AppSink>().expect("appsink");
-        pipeline.set_state(gst::State::Playing).expect("plays");
-        let (mut caps, mut frames) = (None, Vec::new());
-        while let Ok(sample) = sink.pull_sample() {
-            caps = caps.or_else(|| sample.caps().map(|c| c.to_owned()));
-            frames.extend(sample.buffer_owned());
-        }
-        pipeline.set_state(gst::State::Null).expect("stops");
-        (caps.expect("caps"), frames)
-    }
 
     /// The sizes of the `mdat` payloads in `bytes` (top-level ISO BMFF boxes).
     fn mdat_bytes(bytes: &[u8]) -> usize {

@@ -327,4 +327,4 @@ pub(super) fn sink(packager: Packager) -> Result<gst::Element, String> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

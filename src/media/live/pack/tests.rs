@@ -8,8 +8,9 @@ use gstreamer_app as gst_app;
 use super::*;
 use crate::media::live::channel::{Channel, ChannelConfig, Kind, Timing};
 
-/// Frames encoded by GStreamer (`desc` ends in an appsink named `out`), with their caps.
-fn encoded(desc: &str) -> (gst::Caps, Vec<gst::Buffer>) {
+/// Frames encoded by GStreamer (`desc` ends in an appsink named `out`), with their caps (the
+/// rungs' cut tests use them too).
+pub(in crate::media::live) fn encoded(desc: &str) -> (gst::Caps, Vec<gst::Buffer>) {
     gst::init().expect("GStreamer");
     let pipeline = gst::parse::launch(desc).expect("builds").downcast::<gst::Pipeline>().expect("a pipeline");
     let sink = pipeline.by_name("out").and_downcast::<gst_app::AppSink>().expect("appsink");
