@@ -117,8 +117,8 @@ impl Packager {
             }
         }
         let Some(timescale) = self.track.as_ref().map(|(_, t)| *t) else { return };
-        let (Some(pts), dts) = (buffer.pts(), buffer.dts().or(buffer.pts())) else { return };
-        let dts = dts.unwrap_or(pts);
+        let Some(pts) = buffer.pts() else { return };
+        let dts = buffer.dts().unwrap_or(pts);
         let running = |t: gst::ClockTime| -> i64 {
             let signed = segment
                 .and_then(|s| s.downcast_ref::<gst::ClockTime>())
