@@ -2,8 +2,8 @@
 //! and `mdat`, a `styp` before a segment's first), ISO/IEC 14496-12 and 23000-19. The boxes
 //! are the ones `cmafmux` writes for the same track (gst-plugins-rs `mux/fmp4/src/fmp4mux/boxes.rs`):
 //! brands `cmf2`/`iso6`/`cmfc`, empty sample tables, one `trex`, per-sample durations and
-//! sizes, composition offsets (a version-1 `trun` when one is negative), `default-base-is-moof`. Plain bytes: the live packager
-//! (`media::live::pack`) decides what goes in a chunk.
+//! sizes, composition offsets (a version-1 `trun` when one is negative), `default-base-is-moof`.
+//! Plain bytes: the live packager (`media::live::pack`) decides what goes in a chunk.
 
 /// What the initialization section describes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,7 +210,7 @@ fn esds(v: &mut Vec<u8>, asc: &[u8]) {
 
 /// A chunk of `samples` whose first decode time is `decode_time` (the `tfdt`): `moof`
 /// (sequence number `sequence`) and `mdat`, with the samples' bytes appended by `payload` in
-/// decode order, `size` bytes in all; a `styp` first when `segment` (a segment's first chunk).
+/// decode order (their `size`s in all); a `styp` first when `segment` (a segment's first chunk).
 pub fn chunk(
     sequence: u32,
     decode_time: u64,

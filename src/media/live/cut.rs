@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use gstreamer as gst;
 use gstreamer::prelude::*;
 
-use super::split::{Split, Splitter};
+use super::split::{lasts_until_next, Split, Splitter};
 
 /// The most frames held for one muxer: a part has far fewer (20 at 60 fps and 333-ms parts,
 /// 16 AAC frames at 48 kHz); past this (a publisher that sends no keyframe, say) they go on
@@ -176,7 +176,7 @@ fn last_lasts_until(mut held: gst::BufferList, next: Option<gst::ClockTime>) -> 
     let Some(last) = n.checked_sub(1).and_then(|i| list.get_mut(i)) else { return held };
     let (Some(next), Some(at)) = (next, last.dts().or(last.pts())) else { return held };
     let Some(gap) = next.checked_sub(at).filter(|g| !g.is_zero()) else { return held };
-    if last.duration().is_none_or(|d| gap <= d * 4) {
+    if lasts_until_next(gap.nseconds(), last.duration().map(gst::ClockTime::nseconds)) {
         last.set_duration(gap);
     }
     held

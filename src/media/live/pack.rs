@@ -22,9 +22,8 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
 use super::channel::Chunk;
-use super::ladder;
 use super::mux::{note_caps, Declared, Target};
-use super::split::{Plan, Split, Splitter};
+use super::split::{lasts_until_next, Plan, Split, Splitter};
 use crate::media::cmaf::write::{self, Sample, Track};
 
 /// The video's timescale: 90 kHz, which holds a publisher's millisecond timestamps exactly.
@@ -214,15 +213,14 @@ impl Packager {
             |ns: i64| -> i64 { (i128::from(ns) * i128::from(timescale)).div_euclid(1_000_000_000) as i64 };
         let last = held.len() - 1;
         let end = |i: usize| -> i64 {
-            let own = held[i].buffer.duration().map(|d| i64::try_from(d.nseconds()).unwrap_or(0));
+            let own = held[i].buffer.duration().map(gst::ClockTime::nseconds);
+            let until = |n: i64| lasts_until_next(u64::try_from(n - held[i].dts).unwrap_or(0), own);
             match held.get(i + 1).map(|h| h.dts).or(next) {
-                // A gap of a few frames is the frame's own length (a publisher's rounded
-                // timestamps); a longer one (a stall, a new clock) is not stretched into it.
-                Some(n) if i < last || own.is_none_or(|d| n - held[i].dts <= d * 4) => n.max(held[i].dts),
-                // Without either, as long as the frame before it.
+                Some(n) if i < last || until(n) => n.max(held[i].dts),
+                // Its own length; without one, as long as the frame before it.
                 _ => {
-                    held[i].dts
-                        + own.unwrap_or_else(|| i.checked_sub(1).map_or(0, |p| held[i].dts - held[p].dts))
+                    let before = || i.checked_sub(1).map_or(0, |p| held[i].dts - held[p].dts);
+                    held[i].dts + own.map_or_else(before, |d| i64::try_from(d).unwrap_or(i64::MAX))
                 }
             }
         };
@@ -259,12 +257,11 @@ impl Packager {
             }
         });
         let pdt = self.to.wall.get().map(|base| *base + chrono::Duration::nanoseconds(earliest));
-        let audio = self.name == ladder::AUDIO;
         let chunk = Chunk::Part {
             starts_segment,
-            // Every AAC frame decodes on its own: each audio part is independent (RFC 8216bis
-            // 4.4.4.9). A source part is when it starts with the publisher's keyframe.
-            independent: starts_segment || audio || held[0].sync,
+            // Every AAC frame decodes on its own (each is `sync`): each audio part is independent
+            // (RFC 8216bis 4.4.4.9). A source part is when it starts with the publisher's keyframe.
+            independent: starts_segment || held[0].sync,
             duration: total as f64 / f64::from(timescale),
             pdt,
             data: Bytes::from(data),
@@ -298,7 +295,7 @@ fn track_of(s: &gst::StructureRef) -> Option<Track> {
 /// The sink that packages a rendition on the thread that pushes into it, to be added to the
 /// push's pipeline and linked to its tee (no bin: a ghost pad would be one more hop a frame).
 /// It holds nothing: each frame is handed to the [`Packager`] as it comes.
-pub(super) fn sink(packager: Packager) -> Result<gst::Element, String> {
+pub(super) fn sink(packager: Packager) -> gst::Element {
     let sink = gst_app::AppSink::builder()
         .name(format!("pack_{}", packager.name))
         .sync(false)
@@ -323,7 +320,7 @@ pub(super) fn sink(packager: Packager) -> Result<gst::Element, String> {
             .eos(move |_| at_eos.lock().unwrap_or_else(|p| p.into_inner()).end())
             .build(),
     );
-    Ok(sink.upcast())
+    sink.upcast()
 }
 
 #[cfg(test)]

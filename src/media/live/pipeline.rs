@@ -68,11 +68,7 @@ pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Resu
     let to = Target { channel: out.channel.clone(), generation: out.generation, wall };
     let declared = Declared::Audio { target_duration: target, segment, part };
     let cutting = pack::Cutting::Audio { segment, part, video: video_origin.clone() };
-    link_sink(
-        pipeline,
-        &audio_tee,
-        pack::sink(Packager::new(ladder::AUDIO, to.clone(), declared, cutting))?,
-    )?;
+    link_sink(pipeline, &audio_tee, pack::sink(Packager::new(ladder::AUDIO, to.clone(), declared, cutting)))?;
 
     let built = AtomicBool::new(false);
     let weak = pipeline.downgrade();
@@ -130,7 +126,7 @@ fn attach_video(
     let mut keep = vec![ladder::SOURCE.to_string(), ladder::AUDIO.to_string()];
 
     let cutting = pack::Cutting::Source(source_splitter);
-    let passthrough = pack::sink(Packager::new(ladder::SOURCE, to.clone(), Declared::Video, cutting))?;
+    let passthrough = pack::sink(Packager::new(ladder::SOURCE, to.clone(), Declared::Video, cutting));
     let source_kind =
         Kind::Video { width: source.width, height: source.height, kbps: None, frame_rate: source.frame_rate };
     // Every video rendition is declared now, before its encoder outputs anything, so the master

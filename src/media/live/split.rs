@@ -23,6 +23,15 @@ use std::sync::Arc;
 /// is planned longer than this: the tolerance and 5 ms for millisecond-rounded timestamps.
 pub const SHORTEST_LAST_PART: f64 = 0.255;
 
+/// Whether a part's last frame, lasting `own` ns by its own word (if it says), is taken to last
+/// the `gap` ns until the next frame's decode time: a gap of a few frames is its length (a
+/// publisher's millisecond-rounded timestamps: 33, 33, 34 ms at 30 fps); a longer one (a stall,
+/// a new clock) is not stretched into it. The rungs' cut ([`super::cut`]) and the packager
+/// ([`super::pack`]) time a part's last frame by it.
+pub fn lasts_until_next(gap: u64, own: Option<u64>) -> bool {
+    own.is_none_or(|d| gap <= d.saturating_mul(4))
+}
+
 /// The frame (seconds) a video plan is made for, from the caps' frame rate: unknown rates are
 /// taken as 30 fps. The rate comes through [`crate::media::gst::frame_rate_of`], which already drops
 /// rates outside 1–240 fps that a publisher's stream can claim; they are held here too, so a plan

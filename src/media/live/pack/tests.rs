@@ -7,6 +7,7 @@ use gstreamer_app as gst_app;
 
 use super::*;
 use crate::media::live::channel::{Channel, ChannelConfig, Kind, Timing};
+use crate::media::live::ladder;
 
 /// Frames encoded by GStreamer (`desc` ends in an appsink named `out`), with their caps (the
 /// rungs' cut tests use them too).

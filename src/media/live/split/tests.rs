@@ -277,3 +277,11 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_last_frame_lasts_until_the_next_unless_the_gap_is_over_four_of_its_own() {
+    assert!(lasts_until_next(34 * MS, Some(33 * MS)), "a rounded timestamp");
+    assert!(lasts_until_next(132 * MS, Some(33 * MS)), "four frames");
+    assert!(!lasts_until_next(200 * MS, Some(33 * MS)), "a stall");
+    assert!(lasts_until_next(200 * MS, None), "no length of its own");
+}
