@@ -1,11 +1,129 @@
-//! FLV framing of RTMP media: RTMP audio and video payloads are FLV tag bodies; wrapped in a
-//! tag header, they are what `flvdemux` reads.
+//! FLV framing of RTMP media: RTMP audio and video payloads are FLV tag bodies. [`video`] and
+//! [`audio`] read the few bytes before the codec's own data (FLV 10.1, annex E.4.2–E.4.3: the
+//! codec, the frame type, the AVC/AAC packet type, the composition time) so that the push's
+//! H.264 and AAC go to its pipeline as they came, without a demuxer; [`Clock`] makes their
+//! timestamps as `flvdemux` does. [`flv_tag`] and [`flv_tags`] write and read whole tags (the
+//! tests make FLV with GStreamer's `flvmux` and read clips).
+
+use bytes::Bytes;
 
 /// FLV tag types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tag {
     Audio = 8,
     Video = 9,
+}
+
+/// FLV's video codec id of H.264 (AVC) and its sound format of AAC.
+const AVC: u8 = 7;
+const AAC: u8 = 10;
+
+/// What an RTMP video message holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Video {
+    /// An AVC sequence header: the AVCDecoderConfigurationRecord (`codec_data`).
+    Config(Bytes),
+    /// One access unit, its NAL units length-prefixed as the configuration says; `cts`:
+    /// presentation less decode time, in ms.
+    Frame { key: bool, cts: i32, data: Bytes },
+    /// Nothing to pass on: an end of sequence, a video info/command frame, an empty body.
+    Skip,
+}
+
+/// What an RTMP audio message holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Audio {
+    /// An AAC sequence header: the AudioSpecificConfig (`codec_data`).
+    Config(Bytes),
+    /// One raw AAC frame.
+    Frame(Bytes),
+    Skip,
+}
+
+/// Reads a video tag body. Errs, naming it, on a codec other than H.264: Sluice takes H.264
+/// only (docs/live-ingest.md), and enhanced RTMP's FourCC headers (HEVC, AV1) are not read.
+pub fn video(body: &Bytes) -> Result<Video, String> {
+    let Some(&first) = body.first() else { return Ok(Video::Skip) };
+    if first & 0x80 != 0 {
+        return Err("the video is in an enhanced-RTMP codec (HEVC, AV1, VP9); only H.264 is taken".into());
+    }
+    let (frame_type, codec) = (first >> 4, first & 0x0F);
+    if codec != AVC {
+        return Err(format!("the video is not H.264 (FLV codec id {codec}); only H.264 is taken"));
+    }
+    // Frame type 5 is a video info/command frame, which holds no picture.
+    if frame_type == 5 || body.len() < 5 {
+        return Ok(Video::Skip);
+    }
+    // A signed 24-bit composition time.
+    let cts = (i32::from(body[2]) << 24 | i32::from(body[3]) << 16 | i32::from(body[4]) << 8) >> 8;
+    Ok(match body[1] {
+        0 => Video::Config(body.slice(5..)),
+        1 if body.len() > 5 => Video::Frame { key: frame_type == 1, cts, data: body.slice(5..) },
+        _ => Video::Skip,
+    })
+}
+
+/// Reads an audio tag body. Errs, naming it, on a sound format other than AAC.
+pub fn audio(body: &Bytes) -> Result<Audio, String> {
+    let Some(&first) = body.first() else { return Ok(Audio::Skip) };
+    let format = first >> 4;
+    if format != AAC {
+        return Err(format!("the audio is not AAC (FLV sound format {format}); only AAC is taken"));
+    }
+    Ok(match body.get(1) {
+        Some(0) if body.len() > 2 => Audio::Config(body.slice(2..)),
+        Some(1) if body.len() > 2 => Audio::Frame(body.slice(2..)),
+        _ => Audio::Skip,
+    })
+}
+
+/// The SPS and PPS of an AVC configuration (ISO/IEC 14496-15 §5.3.3.1), as NAL units prefixed
+/// with the length size it gives, ready to go before a keyframe's own: what `h264parse
+/// config-interval=-1` put in band. `None` for a configuration cut short.
+pub fn parameter_sets(config: &[u8]) -> Option<Vec<u8>> {
+    let size = usize::from(config.get(4)? & 0x03) + 1;
+    let mut out = Vec::new();
+    let mut at = 5;
+    for mask in [0x1F, 0xFF] {
+        let count = config.get(at)? & mask;
+        at += 1;
+        for _ in 0..count {
+            let len = usize::from(u16::from_be_bytes([*config.get(at)?, *config.get(at + 1)?]));
+            let nal = config.get(at + 2..at + 2 + len)?;
+            out.extend_from_slice(&(len as u32).to_be_bytes()[4 - size..]);
+            out.extend_from_slice(nal);
+            at += 2 + len;
+        }
+    }
+    Some(out)
+}
+
+/// The timestamps of one track (ms), as `flvdemux` makes them: RTMP's own, except that a jump
+/// back by 2 s or more is taken for a publisher's new clock and the track continues from where
+/// it was (a jump forward is kept: it is time that passed).
+#[derive(Debug, Default)]
+pub struct Clock {
+    last: Option<u32>,
+    offset: i64,
+}
+
+/// A jump back by this much (ms) is a new clock, not a reordering.
+const RESYNC: i64 = 2000;
+
+impl Clock {
+    /// The decode time (ms) of a tag stamped `timestamp`.
+    pub fn decode_time(&mut self, timestamp: u32) -> i64 {
+        if let Some(last) = self.last {
+            // As a signed 32-bit difference, as RTMP's clocks wrap.
+            let step = i64::from(timestamp.wrapping_sub(last) as i32);
+            if step <= -RESYNC {
+                self.offset -= step;
+            }
+        }
+        self.last = Some(timestamp);
+        i64::from(timestamp) + self.offset
+    }
 }
 
 /// The 9-byte FLV header (audio and video present) and `PreviousTagSize0`.
@@ -47,6 +165,55 @@ pub fn flv_tags(flv: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn video_bodies() {
+        let body = |b: &[u8]| Bytes::copy_from_slice(b);
+        assert_eq!(video(&body(&[0x17, 0, 0, 0, 0, 1, 0x64])), Ok(Video::Config(body(&[1, 0x64]))));
+        assert_eq!(
+            video(&body(&[0x17, 1, 0, 0, 0x21, 0, 0, 0, 1, 0x65])),
+            Ok(Video::Frame { key: true, cts: 33, data: body(&[0, 0, 0, 1, 0x65]) })
+        );
+        assert_eq!(
+            video(&body(&[0x27, 1, 0xFF, 0xFF, 0xDF, 9])),
+            Ok(Video::Frame { key: false, cts: -33, data: body(&[9]) }),
+            "an inter frame; its composition time is signed"
+        );
+        assert_eq!(video(&body(&[0x17, 2, 0, 0, 0])), Ok(Video::Skip), "end of sequence");
+        assert_eq!(video(&body(&[0x57, 0])), Ok(Video::Skip), "a command frame");
+        assert_eq!(video(&body(&[0x17, 1, 0, 0])), Ok(Video::Skip), "cut short");
+        assert_eq!(video(&Bytes::new()), Ok(Video::Skip));
+        let refused = video(&body(&[0x12, 1, 0, 0, 0, 1])).expect_err("Sorenson H.263");
+        assert!(refused.contains("not H.264 (FLV codec id 2)"), "{refused}");
+        assert!(video(&body(&[0x90, b'h', b'v', b'c', b'1'])).expect_err("HEVC").contains("enhanced"));
+    }
+
+    #[test]
+    fn parameter_sets_go_in_band_with_the_configurations_length_size() {
+        // version, profile, compatibility, level, 4-byte lengths, one SPS, one PPS.
+        let config = [1, 0x64, 0, 0x1F, 0xFF, 0xE1, 0, 3, 0x67, 1, 2, 1, 0, 2, 0x68, 9];
+        assert_eq!(parameter_sets(&config), Some(vec![0, 0, 0, 3, 0x67, 1, 2, 0, 0, 0, 2, 0x68, 9]));
+        let two_byte = [1, 0x64, 0, 0x1F, 0xFD, 0xE1, 0, 1, 0x67, 0];
+        assert_eq!(parameter_sets(&two_byte), Some(vec![0, 1, 0x67]), "2-byte lengths, no PPS");
+        assert_eq!(parameter_sets(&config[..10]), None, "cut short");
+    }
+
+    #[test]
+    fn audio_bodies() {
+        let body = |b: &[u8]| Bytes::copy_from_slice(b);
+        assert_eq!(audio(&body(&[0xAF, 0, 0x12, 0x10])), Ok(Audio::Config(body(&[0x12, 0x10]))));
+        assert_eq!(audio(&body(&[0xAF, 1, 0x21, 0x1B])), Ok(Audio::Frame(body(&[0x21, 0x1B]))));
+        assert_eq!(audio(&body(&[0xAF, 1])), Ok(Audio::Skip));
+        assert!(audio(&body(&[0x2F, 0xFF])).expect_err("MP3").contains("not AAC (FLV sound format 2)"));
+    }
+
+    #[test]
+    fn a_clock_that_jumps_back_continues() {
+        let mut clock = Clock::default();
+        let times: Vec<_> = [0, 33, 20, 5000, 100, 133].into_iter().map(|t| clock.decode_time(t)).collect();
+        // 20 is a reordering within the threshold and kept; 5000 → 100 is a new clock.
+        assert_eq!(times, [0, 33, 20, 5000, 5000, 5033]);
+    }
 
     #[test]
     fn flv_framing() {

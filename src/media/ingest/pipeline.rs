@@ -1,11 +1,12 @@
-//! The ingest pipeline of a push session: the accepted H.264/AAC, re-framed as FLV, is chained
-//! into `flvdemux` on the thread that read it; `flvdemux` restores timestamps;
-//! `h264parse`/`aacparse` normalise the streams into the `video` and `audio` tees that later
-//! stages (ladder, packaging, recording) attach to. The description lives in
-//! `pipelines/ingest.txt` so operators can read it.
+//! The ingest pipeline of a push session: its `video` and `audio` tees, which later stages
+//! (ladder, packaging, recording, taps) attach to, and the front that feeds them. RTMP's H.264
+//! and AAC frames are chained into the tees on the thread that read them
+//! ([`crate::media::ingest::front`]; `pipelines/ingest.txt`); SRT's MPEG-TS goes through
+//! `tsdemux` and the parsers (`pipelines/srt.txt`); WHIP's RTP through `webrtcbin`
+//! ([`crate::media::ingest::whip`]).
 //!
 //! The network side never waits long on GStreamer: what a tag goes through on the reading thread
-//! (demuxer, parsers, the packaging of the `source` and `audio` renditions) waits for nothing,
+//! (the tees, the packaging of the `source` and `audio` renditions) waits for nothing,
 //! and every slow branch (the session's encoders, the taps) has a bounded input that drops.
 //! Callbacks only `try_send` on bounded channels.
 
@@ -17,7 +18,8 @@ use gstreamer_app as gst_app;
 use tokio::sync::mpsc;
 
 use crate::media::gst::{init, StopOnDrop};
-use crate::media::ingest::flv::{flv_header, flv_tag, Tag};
+use crate::media::ingest::flv::Tag;
+use crate::media::ingest::front::FlvFront;
 use crate::media::live;
 use crate::media::live::channel::Channel;
 use crate::media::live::encoders::EncoderSlot;
@@ -49,9 +51,9 @@ pub enum PipelineReport {
 
 /// Where a push's media enters its pipeline.
 pub(crate) enum Front {
-    /// RTMP: FLV tags chained straight into `flvdemux`'s sink pad by [`IngestPipeline::push`],
-    /// on the thread that read them.
-    Flv(gst::Pad),
+    /// RTMP: frames chained straight into the tees by [`IngestPipeline::push`], on the thread
+    /// that read them.
+    Flv(Box<FlvFront>),
     /// SRT: MPEG-TS through an `appsrc`, fed from SRT's receive thread ([`Feeder`]).
     Ts(gst_app::AppSrc),
     /// WHIP: `webrtcbin` is the source.
@@ -61,7 +63,6 @@ pub(crate) enum Front {
 pub struct IngestPipeline {
     pipeline: StopOnDrop,
     front: Front,
-    dropped: u64,
     /// What WHEP viewers and RTSP sessions take from this push (the live session's tap).
     tap: Option<Arc<Tap>>,
     /// The push's place in its live session, told when it stops.
@@ -107,22 +108,8 @@ impl IngestPipeline {
             .downcast::<gst::Pipeline>()
             .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
         pipeline.set_property("name", format!("ingest-{stream_id}"));
-        let demux = pipeline
-            .by_name("demux")
-            .and_then(|e| e.static_pad("sink"))
-            .ok_or("ingest pipeline has no flvdemux named demux")?;
-        let (mut p, reports) = IngestPipeline::assemble(pipeline, Front::Flv(demux.clone()), outputs, false)?;
-        // What an upstream element would have sent before its first buffer.
-        let segment = gst::FormattedSegment::<gst::format::Bytes>::new();
-        let caps = gst::Caps::builder("video/x-flv").build();
-        let started = demux.send_event(gst::event::StreamStart::new(&format!("ingest-{stream_id}")))
-            && demux.send_event(gst::event::Caps::new(&caps))
-            && demux.send_event(gst::event::Segment::new(&segment));
-        if !started || p.chain(flv_header()).is_err() {
-            // Ends the push on its channel too, as a failed start does in `assemble`.
-            p.stop(PushEnd::Reconnectable);
-            return Err("ingest pipeline did not take the FLV header".into());
-        }
+        let front = FlvFront::new(&pipeline, stream_id)?;
+        let (p, reports) = IngestPipeline::assemble(pipeline, Front::Flv(Box::new(front)), outputs, false)?;
         Ok((p, reports))
     }
 
@@ -215,7 +202,6 @@ impl IngestPipeline {
         let p = IngestPipeline {
             pipeline: StopOnDrop(pipeline),
             front,
-            dropped: 0,
             tap,
             push,
             media_bytes,
@@ -240,59 +226,32 @@ impl IngestPipeline {
         !realtime && !self.transcodes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Chains FLV bytes into the demuxer on this thread; they pass the parsers and tees into the
-    /// packagers of the `source` and `audio` renditions, on this thread too. Counts what is not
-    /// taken.
-    fn chain(&mut self, bytes: Vec<u8>) -> Result<gst::FlowSuccess, gst::FlowError> {
-        let Front::Flv(demux) = &self.front else { return Err(gst::FlowError::NotSupported) };
-        let flow = demux.chain(gst::Buffer::from_mut_slice(bytes));
-        if flow.is_err() {
-            self.dropped += 1;
-            if self.dropped.is_power_of_two() {
-                tracing::warn!(pipeline = %self.pipeline.0.name(), dropped = self.dropped, flow = ?flow, "ingest pipeline does not take input; dropping it");
-            }
-        }
-        flow
-    }
-
     /// Feeds one RTMP audio or video payload, on the calling thread. Until the first keyframe
     /// has reached the `video` tee, a video tag may build the ladder (its caps do: bins are
     /// built and started, which blocks); on a multi-threaded runtime those tags run in
     /// `block_in_place`, so the worker's other tasks move on meanwhile.
     ///
     /// Errs with why the push must end when the pipeline can take no more of it: an element
-    /// refused the media for good (`not-negotiated`, `error`, `not-supported`: a publisher that
-    /// switched codecs mid-push, a muxer that failed). Such a failure posts nothing on the bus
-    /// when it reaches `flvdemux` through its chain function, so without this the push would
+    /// refused the media for good, or the front did ([`FlvFront::push`]: a codec other than
+    /// H.264 and AAC, a publisher that switched codecs mid-push). Such a failure posts nothing
+    /// on the bus when it comes back through a chain function, so without this the push would
     /// stay `live` with every later tag dropped.
-    pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &[u8]) -> Result<(), String> {
-        if !matches!(self.front, Front::Flv(_)) {
-            return Ok(());
-        }
+    pub fn push(&mut self, tag: Tag, timestamp_ms: u32, data: &bytes::Bytes) -> Result<(), String> {
+        let Front::Flv(front) = &mut self.front else { return Ok(()) };
         if self.wall.get().is_none() {
             let base = chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(timestamp_ms));
             let _ = self.wall.set(base);
         }
-        let bytes = flv_tag(tag, timestamp_ms, data);
         let setting_up = tag == Tag::Video && self.keyframes.load(std::sync::atomic::Ordering::Relaxed) == 0;
-        // Asked only while setting up: every later tag goes straight to `chain`.
+        // Asked only while setting up: every later tag goes straight to the front.
         let threaded = || {
             tokio::runtime::Handle::try_current()
                 .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
         };
-        let flow = if setting_up && threaded() {
-            tokio::task::block_in_place(|| self.chain(bytes))
+        if setting_up && threaded() {
+            tokio::task::block_in_place(|| front.push(tag, timestamp_ms, data))
         } else {
-            self.chain(bytes)
-        };
-        match flow {
-            Err(
-                e @ (gst::FlowError::NotNegotiated | gst::FlowError::Error | gst::FlowError::NotSupported),
-            ) => {
-                let what = if tag == Tag::Video { "video" } else { "audio" };
-                Err(format!("ingest pipeline failed: it refused the {what} ({e:?})"))
-            }
-            _ => Ok(()),
+            front.push(tag, timestamp_ms, data)
         }
     }
 
@@ -311,7 +270,7 @@ impl IngestPipeline {
         let release = move || {
             // The EOS passes the muxers' inputs as media does, so it is sent off the runtime.
             match front {
-                Front::Flv(demux) => drop(demux.send_event(gst::event::Eos::new())),
+                Front::Flv(front) => front.end(),
                 Front::Ts(src) => drop(src.end_of_stream()),
                 Front::Webrtc => drop(pipeline.0.send_event(gst::event::Eos::new())),
             }

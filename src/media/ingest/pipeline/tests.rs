@@ -89,7 +89,7 @@ async fn passthrough_only(qualities: &[&str], rtsp: bool) -> (bool, bool) {
     let (mut p, _rx) = IngestPipeline::start("st", outputs).await.expect("GStreamer plugins are installed");
     let before = p.passthrough_only();
     for (tag, timestamp, body) in h264_tags() {
-        p.push(tag, timestamp, &body).expect("the pipeline takes the push");
+        p.push(tag, timestamp, &bytes::Bytes::from(body)).expect("the pipeline takes the push");
     }
     let after = p.passthrough_only();
     p.stop(PushEnd::Reconnectable);

@@ -354,7 +354,7 @@ impl Connection {
     /// Media of an approved push goes to its pipeline; anything before approval is ignored.
     /// Media ahead of real time holds the next read back ([`Pacer`]). Errs with why the push
     /// ends when its pipeline can take no more.
-    fn media(&mut self, tag: Tag, timestamp: u32, data: &[u8]) -> Result<(), String> {
+    fn media(&mut self, tag: Tag, timestamp: u32, data: &bytes::Bytes) -> Result<(), String> {
         if let Some(push) = self.push.as_mut() {
             self.media_bytes += data.len() as u64;
             push.pipeline.push(tag, timestamp, data)?;
