@@ -2,8 +2,8 @@
 //! [`audio`] read the few bytes before the codec's own data (FLV 10.1, annex E.4.2–E.4.3: the
 //! codec, the frame type, the AVC/AAC packet type, the composition time) so that the push's
 //! H.264 and AAC go to its pipeline as they came, without a demuxer; [`Clock`] makes their
-//! timestamps as `flvdemux` does. [`flv_tag`] and [`flv_tags`] write and read whole tags (the
-//! tests make FLV with GStreamer's `flvmux` and read clips).
+//! timestamps as `flvdemux` does. [`flv_tags`] reads whole tags (the tests read clips and
+//! GStreamer's `flvmux` output with it).
 
 use bytes::Bytes;
 
@@ -126,29 +126,8 @@ impl Clock {
     }
 }
 
-/// The 9-byte FLV header (audio and video present) and `PreviousTagSize0`.
-pub fn flv_header() -> Vec<u8> {
-    vec![b'F', b'L', b'V', 1, 0x05, 0, 0, 0, 9, 0, 0, 0, 0]
-}
-
-/// One FLV tag around an RTMP audio/video payload (which is an FLV tag body), with its
-/// trailing `PreviousTagSize`.
-pub fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
-    let size = data.len() as u32;
-    let mut out = Vec::with_capacity(11 + data.len() + 4);
-    out.push(tag as u8);
-    out.extend_from_slice(&size.to_be_bytes()[1..]);
-    out.extend_from_slice(&timestamp_ms.to_be_bytes()[1..]);
-    out.push((timestamp_ms >> 24) as u8);
-    out.extend_from_slice(&[0, 0, 0]);
-    out.extend_from_slice(data);
-    out.extend_from_slice(&(11 + size).to_be_bytes());
-    out
-}
-
-/// The tags of an FLV stream after its header, `(type, timestamp ms, body)`: what [`flv_tag`]
-/// writes, read back (the tests read clips and GStreamer's `flvmux` output with it). It stops at
-/// a tag cut short.
+/// The tags of an FLV stream after its header, `(type, timestamp ms, body)` (the tests read
+/// clips and GStreamer's `flvmux` output with it). It stops at a tag cut short.
 pub fn flv_tags(flv: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
     let mut tags = Vec::new();
     let mut at = 13; // the 9-byte header and the first previous-tag size
@@ -213,6 +192,26 @@ mod tests {
         let times: Vec<_> = [0, 33, 20, 5000, 100, 133].into_iter().map(|t| clock.decode_time(t)).collect();
         // 20 is a reordering within the threshold and kept; 5000 → 100 is a new clock.
         assert_eq!(times, [0, 33, 20, 5000, 5000, 5033]);
+    }
+
+    /// The 9-byte FLV header (audio and video present) and `PreviousTagSize0`.
+    fn flv_header() -> Vec<u8> {
+        vec![b'F', b'L', b'V', 1, 0x05, 0, 0, 0, 9, 0, 0, 0, 0]
+    }
+
+    /// One FLV tag around an RTMP audio/video payload (which is an FLV tag body), with its
+    /// trailing `PreviousTagSize`.
+    fn flv_tag(tag: Tag, timestamp_ms: u32, data: &[u8]) -> Vec<u8> {
+        let size = data.len() as u32;
+        let mut out = Vec::with_capacity(11 + data.len() + 4);
+        out.push(tag as u8);
+        out.extend_from_slice(&size.to_be_bytes()[1..]);
+        out.extend_from_slice(&timestamp_ms.to_be_bytes()[1..]);
+        out.push((timestamp_ms >> 24) as u8);
+        out.extend_from_slice(&[0, 0, 0]);
+        out.extend_from_slice(data);
+        out.extend_from_slice(&(11 + size).to_be_bytes());
+        out
     }
 
     #[test]
