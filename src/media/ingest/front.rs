@@ -230,7 +230,11 @@ fn parsed(parser: &str, caps: &gst::Caps) -> Option<gst::Caps> {
     bin.add_many([&element, &filter]).ok()?;
     element.link(&filter).ok()?;
     let (sink, out) = (element.static_pad("sink")?, filter.static_pad("sink")?);
-    bin.set_state(gst::State::Paused).ok()?;
+    if bin.set_state(gst::State::Paused).is_err() {
+        // An element is never dropped outside NULL.
+        let _ = bin.set_state(gst::State::Null);
+        return None;
+    }
     let taken =
         sink.send_event(gst::event::StreamStart::new("caps")) && sink.send_event(gst::event::Caps::new(caps));
     let out = out.current_caps().filter(|c| taken && c.is_fixed());
