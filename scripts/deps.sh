@@ -24,6 +24,9 @@ runtime_packages=(
     gstreamer1.0-plugins-ugly
     gstreamer1.0-libav
     gstreamer1.0-nice
+    # The pango plugin (textoverlay) and a font draw the slate's card (media::ingest::slate).
+    gstreamer1.0-x
+    fonts-dejavu-core
     gstreamer1.0-tools
     libgstrtspserver-1.0-0
     libsrt1.5-gnutls

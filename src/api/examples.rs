@@ -19,6 +19,7 @@ impl Example for CreateStream {
             vod_enabled: None,
             dvr_enabled: Some(true),
             dvr_duration: Some(7200),
+            reconnect_window: Some(30),
             drm_enabled: None,
         }
     }
@@ -38,6 +39,7 @@ impl Example for Stream {
             vod_enabled: false,
             dvr_enabled: true,
             dvr_duration: 7200,
+            reconnect_window: 30,
             drm_enabled: false,
             signed_playback: false,
             push_username: "u_st8w2k4n".into(),

@@ -85,6 +85,9 @@ pub struct Stream {
     pub dvr_enabled: bool,
     /// DVR window in seconds.
     pub dvr_duration: i64,
+    /// Seconds the stream stays `live` after its publisher goes away: players are shown a slate
+    /// meanwhile, and a publisher back within it continues the same session and recording.
+    pub reconnect_window: i64,
     pub drm_enabled: bool,
     /// Whether playback needs a signed URL from a playback ticket.
     pub signed_playback: bool,
@@ -142,6 +145,9 @@ pub struct CreateStream {
     pub dvr_enabled: Option<bool>,
     /// Seconds, 60–43200 (default 3600).
     pub dvr_duration: Option<i64>,
+    /// Seconds, 0–1800 (default 10): how long the stream stays `live`, showing a slate, after
+    /// its publisher goes away. 0 ends the session at once.
+    pub reconnect_window: Option<i64>,
     pub drm_enabled: Option<bool>,
 }
 
@@ -171,6 +177,7 @@ impl FromJsonBody for CreateStream {
             vod_enabled: f.opt_bool("vodEnabled"),
             dvr_enabled: f.opt_bool("dvrEnabled"),
             dvr_duration: f.opt_int("dvrDuration", 60..=43_200),
+            reconnect_window: f.opt_int("reconnectWindow", 0..=1800),
             drm_enabled: f.opt_bool("drmEnabled"),
         }
     }
@@ -188,6 +195,8 @@ pub struct UpdateStream {
     pub vod_enabled: Option<bool>,
     pub dvr_enabled: Option<bool>,
     pub dvr_duration: Option<i64>,
+    /// Seconds, 0–1800; applies from the next time the publisher goes away.
+    pub reconnect_window: Option<i64>,
     pub drm_enabled: Option<bool>,
     /// `false` disables the stream (reason `manual`); `true` re-enables it (not a deleted one;
     /// with billing on, only while the project's credit balance is positive: 409 otherwise).
@@ -203,6 +212,7 @@ impl FromJsonBody for UpdateStream {
             vod_enabled: f.opt_bool("vodEnabled"),
             dvr_enabled: f.opt_bool("dvrEnabled"),
             dvr_duration: f.opt_int("dvrDuration", 60..=43_200),
+            reconnect_window: f.opt_int("reconnectWindow", 0..=1800),
             drm_enabled: f.opt_bool("drmEnabled"),
             enabled: f.opt_bool("enabled"),
         }
@@ -215,6 +225,9 @@ pub enum CreateStreamResponse {
     #[oai(status = 201)]
     Created(Json<StreamWithCredentials>),
 }
+
+/// A new stream's `reconnectWindow` (CONTRACT: Continuity).
+const DEFAULT_RECONNECT_WINDOW: i64 = 10;
 
 fn flag(b: bool) -> i64 {
     i64::from(b)
@@ -242,6 +255,7 @@ impl Stream {
             vod_enabled: row.vod_enabled == 1,
             dvr_enabled: row.dvr_enabled == 1,
             dvr_duration: row.dvr_duration,
+            reconnect_window: row.reconnect_window,
             drm_enabled: row.drm_enabled == 1,
             signed_playback: row.signed_playback == 1,
             push_username: row.push_username.clone(),
@@ -430,6 +444,7 @@ impl StreamsApi {
             vod_enabled: flag(b.vod_enabled.unwrap_or(false)),
             dvr_enabled: flag(b.dvr_enabled.unwrap_or(false)),
             dvr_duration: b.dvr_duration.unwrap_or(3600),
+            reconnect_window: b.reconnect_window.unwrap_or(DEFAULT_RECONNECT_WINDOW),
             drm_enabled: flag(b.drm_enabled.unwrap_or(false)),
             signed_playback: 0,
             status: StreamStatus::Pending.as_str().to_string(),
@@ -509,6 +524,9 @@ impl StreamsApi {
         }
         if let Some(v) = b.dvr_duration {
             row.dvr_duration = v;
+        }
+        if let Some(v) = b.reconnect_window {
+            row.reconnect_window = v;
         }
         if let Some(v) = b.drm_enabled {
             row.drm_enabled = flag(v);

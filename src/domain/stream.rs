@@ -133,11 +133,27 @@ impl DisabledReason {
     }
 }
 
+/// What feeds a live stream's outputs now (CONTRACT: Continuity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, serde::Serialize, serde::Deserialize)]
+#[oai(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase")]
+pub enum InputRole {
+    /// The publisher.
+    Primary,
+    /// The backup publisher, while the primary is away.
+    Backup,
+    /// No publisher: the slate, within the reconnect window.
+    Slate,
+}
+
 /// What a live push sends, recorded on the stream while it is live.
 #[derive(Debug, Clone, Default, PartialEq, poem_openapi::Object, serde::Serialize, serde::Deserialize)]
 #[oai(rename_all = "camelCase")]
 #[serde(rename_all = "camelCase")]
 pub struct InputInfo {
+    /// What feeds the outputs now: `slate` while the publisher is away within the reconnect
+    /// window (the other fields are then null).
+    pub active: Option<InputRole>,
     pub video_codec: Option<String>,
     pub width: Option<i32>,
     pub height: Option<i32>,

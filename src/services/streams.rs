@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use sqlx::{Any, Transaction};
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 use crate::config::{Billing, Settings};
 use crate::domain::credits;
@@ -55,6 +55,37 @@ struct Session {
     started: bool,
     /// Until when its live time has been counted for the meter.
     metered_to: Instant,
+    /// The stream's `reconnectWindow`, as its first push read it.
+    window: Duration,
+    /// Whether a publisher feeds it now; `false` while it waits out the reconnect window.
+    publishing: bool,
+    /// The window lapsed (or a kill came) and the session is ending: nobody may rejoin it.
+    closing: bool,
+    /// Pushes that opened or rejoined it.
+    pushes: u64,
+    /// Wakes the window's timer early (a kill while no publisher waits on `kill`).
+    lapse: Arc<Notify>,
+    /// Set to `true` when the session closes: the live session's outputs end then.
+    closed: watch::Sender<bool>,
+}
+
+/// A push session opened by [`Streams::begin_push`]: what ends it early, and what says it is over
+/// (the push ended with no reconnect window, or the window lapsed, or the API ended it).
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub kill: Arc<Notify>,
+    pub closed: watch::Receiver<bool>,
+    /// The push continues a session whose publisher went away within its reconnect window: the
+    /// stream was live all along and no `stream.live` is sent.
+    pub rejoined: bool,
+}
+
+/// A session whose publisher went away and that waits out its window.
+struct Waiting {
+    window: Duration,
+    pushes: u64,
+    lapse: Arc<Notify>,
+    closed: watch::Receiver<bool>,
 }
 
 /// The open push sessions of this process, by stream id: each holds the signal that ends it,
@@ -75,35 +106,85 @@ impl LiveSessions {
         self.owed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens the stream's session; `None` if one is open here already.
-    fn open(&self, stream_id: &str, project_id: &str) -> Option<Arc<Notify>> {
+    /// Opens the stream's session, or rejoins one that waits out its reconnect window; `None`
+    /// if a publisher holds one here already, or it is ending.
+    fn open(&self, stream_id: &str, project_id: &str) -> Option<Opened> {
         let mut sessions = self.lock();
-        if sessions.contains_key(stream_id) {
-            return None;
+        if let Some(session) = sessions.get_mut(stream_id) {
+            if session.publishing || session.closing {
+                return None;
+            }
+            session.publishing = true;
+            session.pushes += 1;
+            let (kill, closed) = (session.kill.clone(), session.closed.subscribe());
+            return Some(Opened { kill, closed, rejoined: true });
         }
         let kill = Arc::new(Notify::new());
+        let (closed, closed_rx) = watch::channel(false);
         let session = Session {
             kill: kill.clone(),
             project_id: project_id.to_string(),
             started: false,
             metered_to: Instant::now(),
+            window: Duration::ZERO,
+            publishing: true,
+            closing: false,
+            pushes: 1,
+            lapse: Arc::new(Notify::new()),
+            closed,
         };
         sessions.insert(stream_id.to_string(), session);
-        Some(kill)
+        Some(Opened { kill, closed: closed_rx, rejoined: false })
     }
 
     /// The session went live: its time counts from now.
-    fn started(&self, stream_id: &str) {
+    fn started(&self, stream_id: &str, window: Duration) {
         if let Some(session) = self.lock().get_mut(stream_id) {
             session.started = true;
             session.metered_to = Instant::now();
+            session.window = window;
         }
+    }
+
+    /// The publisher of a started session with a reconnect window went away: the session waits.
+    fn wait(&self, stream_id: &str) -> Option<Waiting> {
+        let mut sessions = self.lock();
+        let session = sessions.get_mut(stream_id)?;
+        if !session.started || session.closing || session.window.is_zero() {
+            return None;
+        }
+        session.publishing = false;
+        Some(Waiting {
+            window: session.window,
+            pushes: session.pushes,
+            lapse: session.lapse.clone(),
+            closed: session.closed.subscribe(),
+        })
+    }
+
+    /// Whether the session still waits with no push since push `pushes`; if so it is ending
+    /// from now on (no push may rejoin it).
+    fn lapsed(&self, stream_id: &str, pushes: u64) -> bool {
+        let mut sessions = self.lock();
+        match sessions.get_mut(stream_id) {
+            Some(s) if !s.publishing && s.pushes == pushes && !s.closing => {
+                s.closing = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the stream's session waits for its publisher (the slate covers it).
+    pub fn is_waiting(&self, stream_id: &str) -> bool {
+        self.lock().get(stream_id).is_some_and(|s| !s.publishing && !s.closing)
     }
 
     /// Closes the stream's session; the live time it drew since the meter last counted is owed
     /// (none if it never went live).
     fn close(&self, stream_id: &str) {
         let Some(session) = self.lock().remove(stream_id) else { return };
+        session.closed.send_replace(true);
         if !session.started {
             return;
         }
@@ -131,11 +212,26 @@ impl LiveSessions {
         *self.owed().entry(project_id.to_string()).or_default() += ms;
     }
 
-    /// Ends the stream's session now, if one is open here (DELETE, disable). `notify_one`
-    /// keeps the signal for a session that does not wait on it yet.
+    /// Ends the stream's session now, if one is open here (DELETE, disable): its publisher's
+    /// push ends, or a session that waits for its publisher stops waiting. `notify_one` keeps
+    /// the signal for a session that does not wait on it yet.
     pub fn kill(&self, stream_id: &str) {
         if let Some(session) = self.lock().get(stream_id) {
-            session.kill.notify_one();
+            Self::end_early(session);
+        }
+    }
+
+    fn end_early(session: &Session) {
+        match session.publishing {
+            true => session.kill.notify_one(),
+            false => session.lapse.notify_one(),
+        }
+    }
+
+    /// Ends `stream_id`'s session if it is the one `kill` ends.
+    fn kill_exactly(&self, stream_id: &str, kill: &Arc<Notify>) {
+        if let Some(session) = self.lock().get(stream_id).filter(|s| Arc::ptr_eq(&s.kill, kill)) {
+            Self::end_early(session);
         }
     }
 
@@ -147,7 +243,7 @@ impl LiveSessions {
     pub fn kill_all(&self) -> usize {
         let sessions = self.lock();
         for session in sessions.values() {
-            session.kill.notify_one();
+            Self::end_early(session);
         }
         sessions.len()
     }
@@ -286,9 +382,14 @@ impl Streams {
     }
 
     /// Opens a push session: `idle → live` and `stream.live`. Returns the signal that ends the
-    /// session early.
-    pub async fn begin_push(&self, stream_id: &str, project_id: &str) -> Result<Arc<Notify>, StreamError> {
-        let kill = self.sessions.open(stream_id, project_id).ok_or(StreamError::LiveAlready)?;
+    /// session early and the one that says it is over. A push to a stream whose session here
+    /// waits out its reconnect window rejoins it: the stream is live already, nothing is written.
+    pub async fn begin_push(&self, stream_id: &str, project_id: &str) -> Result<Opened, StreamError> {
+        let opened = self.sessions.open(stream_id, project_id).ok_or(StreamError::LiveAlready)?;
+        if opened.rejoined {
+            tracing::info!(stream = %stream_id, "the publisher is back within the reconnect window");
+            return Ok(opened);
+        }
         let result = async {
             let mut tx = self.db.begin_write().await?;
             let mut row =
@@ -297,15 +398,53 @@ impl Streams {
             row.state().apply(StreamMove::PushStarted)?;
             self.check_credits(&mut tx, project_id).await?;
             row.last_push_at = Some(now_ms());
-            self.commit_move(tx, &mut row, StreamMove::PushStarted, Write::Update).await
+            let window = Duration::from_secs(u64::try_from(row.reconnect_window).unwrap_or(0));
+            self.commit_move(tx, &mut row, StreamMove::PushStarted, Write::Update).await?;
+            Ok::<_, StreamError>(window)
         }
         .await;
-        if let Err(e) = result {
-            self.sessions.close(stream_id);
-            return Err(e);
+        match result {
+            Ok(window) => {
+                self.sessions.started(stream_id, window);
+                Ok(opened)
+            }
+            Err(e) => {
+                self.sessions.close(stream_id);
+                Err(e)
+            }
         }
-        self.sessions.started(stream_id);
-        Ok(kill)
+    }
+
+    /// The publisher of a push session went away for `why`, the API not having ended it. With a
+    /// reconnect window the session waits it out: the stream stays `live` with no
+    /// `stream.ended`, and a push within it rejoins the session ([`Streams::begin_push`]); when
+    /// the window lapses with no push (or a kill comes meanwhile) the push ends as
+    /// [`Streams::end_push`] ends it. Without a window it ends now. Returns, while it waits,
+    /// what says it is over.
+    pub async fn publisher_gone(
+        self: &Arc<Self>,
+        stream_id: &str,
+        project_id: &str,
+        why: &str,
+    ) -> Option<watch::Receiver<bool>> {
+        let Some(waiting) = self.sessions.wait(stream_id) else {
+            self.end_push(stream_id, project_id, why).await;
+            return None;
+        };
+        tracing::info!(stream = %stream_id, why, window_s = waiting.window.as_secs(), "the publisher went away; waiting for it");
+        let (this, stream_id, project_id) = (self.clone(), stream_id.to_string(), project_id.to_string());
+        let why = format!("{why}, and did not come back within the reconnect window");
+        let Waiting { window, pushes, lapse, closed } = waiting;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(window) => {}
+                _ = lapse.notified() => {}
+            }
+            if this.sessions.lapsed(&stream_id, pushes) {
+                this.end_push(&stream_id, &project_id, &why).await;
+            }
+        });
+        Some(closed)
     }
 
     /// Closes a push session of this process: `live → idle` and `stream.ended`, once. A stream
@@ -393,7 +532,7 @@ impl Streams {
         let stale = self.db.streams_not_live_on(&self.node_id, &ids).await?;
         for (id, kill) in held.iter().filter(|(id, _)| stale.contains(id)) {
             tracing::info!(stream = %id, "ending a push whose stream was ended while no kill could reach this process");
-            kill.notify_one();
+            self.sessions.kill_exactly(id, kill);
         }
         Ok(stale.len())
     }
@@ -499,7 +638,7 @@ mod tests {
         assert!(sessions.open("s1", "p").is_some());
         assert!(sessions.open("s1", "p").is_none(), "one session per stream");
         assert!(sessions.open("s2", "q").is_some());
-        sessions.started("s1");
+        sessions.started("s1", Duration::ZERO);
         std::thread::sleep(Duration::from_millis(30));
         let usage = sessions.take_usage();
         let first = usage.get("p").copied().unwrap_or(0);

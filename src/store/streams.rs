@@ -22,6 +22,8 @@ pub struct StreamRow {
     pub vod_enabled: i64,
     pub dvr_enabled: i64,
     pub dvr_duration: i64,
+    /// Seconds the stream stays live after its publisher went away (CONTRACT: Continuity).
+    pub reconnect_window: i64,
     pub drm_enabled: i64,
     pub signed_playback: i64,
     pub status: String,
@@ -79,7 +81,7 @@ pub struct StreamFilter {
 
 const COLUMNS: &str = "id, project_id, name, stream_key, push_username, push_salt, push_verifier, push_secret, \
      qualities, protocols, vod_enabled, dvr_enabled, dvr_duration, drm_enabled, signed_playback, status, disabled_reason, \
-     created_at, updated_at, last_push_at, input_info";
+     created_at, updated_at, last_push_at, input_info, reconnect_window";
 
 /// `LIKE` pattern for a substring, with the pattern characters escaped.
 fn like_pattern(q: &str) -> String {
@@ -90,7 +92,7 @@ fn like_pattern(q: &str) -> String {
 impl Db {
     pub async fn insert_stream(conn: &mut AnyConnection, s: &StreamRow) -> Result<(), DbError> {
         sqlx::query(&format!(
-            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+            "INSERT INTO streams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
         ))
         .bind(&s.id)
         .bind(&s.project_id)
@@ -113,6 +115,7 @@ impl Db {
         .bind(s.updated_at)
         .bind(s.last_push_at)
         .bind(&s.input_info)
+        .bind(s.reconnect_window)
         .execute(conn)
         .await
         .map(|_| ())
@@ -164,7 +167,7 @@ impl Db {
             "UPDATE streams SET name = $1, push_username = $2, push_salt = $3, push_verifier = $4, qualities = $5, \
              protocols = $6, vod_enabled = $7, dvr_enabled = $8, dvr_duration = $9, drm_enabled = $10, \
              signed_playback = $11, status = $12, disabled_reason = $13, updated_at = $14, last_push_at = $15, \
-             push_secret = $16 WHERE id = $17 AND project_id = $18",
+             push_secret = $16, reconnect_window = $17 WHERE id = $18 AND project_id = $19",
         )
         .bind(&s.name)
         .bind(&s.push_username)
@@ -182,6 +185,7 @@ impl Db {
         .bind(s.updated_at)
         .bind(s.last_push_at)
         .bind(&s.push_secret)
+        .bind(s.reconnect_window)
         .bind(&s.id)
         .bind(&s.project_id)
         .execute(conn)

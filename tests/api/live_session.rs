@@ -1,9 +1,11 @@
-//! A stream's live session outlives a push by the reconnect window: a publisher that drops and
-//! comes back (over RTMP, or over SRT after RTMP) keeps the same session. A WHEP viewer and an
-//! RTSP client connected before the drop are still receiving after it, the LL-HLS playlist
-//! continues with one discontinuity, the ladder's encoders go on (a rung's playlist continues
-//! too, and no encoders are started for the second push), and the session is recorded as one
-//! VOD.
+//! A stream's live session outlives a push by the reconnect window (CONTRACT: Continuity): a
+//! publisher that drops and comes back (over RTMP, or over SRT after RTMP) keeps the same
+//! session, and the stream stays `live` meanwhile, with the slate on every output. A WHEP viewer
+//! and an RTSP client connected before the drop receive the slate's frames and then the new
+//! push's, the LL-HLS playlists keep advancing through the gap (a discontinuity before the slate
+//! and one after it), the ladder's encoders go on (no encoders are started for the slate or the
+//! second push), the session is recorded as one VOD without the slate, with one `stream.live`
+//! and one `stream.ended`; when the window lapses the playlists end.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,8 +17,10 @@ use gstreamer_app as gst_app;
 use serde_json::{json, Value};
 
 use crate::live_hls::get_text;
+use crate::support::receiver::Receiver;
 use crate::support::webrtc::WhepViewer;
 use crate::support::{eventually, ffmpeg_push, ffmpeg_push_ts, spawn_app, Backend, Killed, TestApp};
+use crate::webhooks::create_webhook;
 
 const VIDEO: &str = "testsrc2=size=640x360:rate=30";
 
@@ -71,10 +75,34 @@ async fn create(t: &TestApp, body: Value) -> Value {
     resp.json().await.expect("json")
 }
 
-async fn status_of(t: &TestApp, id: &str) -> String {
-    let v: Value =
-        t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json");
-    v["status"].as_str().unwrap_or_default().to_string()
+async fn record_of(t: &TestApp, id: &str) -> Value {
+    t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json")
+}
+
+/// The stream's status and the input it shows active.
+async fn status_of(t: &TestApp, id: &str) -> (String, String) {
+    let v = record_of(t, id).await;
+    let status = v["status"].as_str().unwrap_or_default().to_string();
+    (status, v["input"]["active"].as_str().unwrap_or_default().to_string())
+}
+
+/// The stream events the receiver got for `id`, in order.
+fn stream_events(rx: &Receiver, id: &str) -> Vec<String> {
+    rx.received()
+        .iter()
+        .map(|r| r.json())
+        .filter(|b| b["data"]["id"] == id)
+        .map(|b| b["event"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The number of the last part a media playlist lists (`p<n>.m4s`).
+fn last_part(playlist: &str) -> Option<u64> {
+    playlist
+        .lines()
+        .rev()
+        .filter(|l| l.starts_with("#EXT-X-PART:"))
+        .find_map(|l| l.split("URI=\"p").nth(1)?.split('.').next()?.parse().ok())
 }
 
 /// A figure of `/metrics` without labels.
@@ -108,16 +136,20 @@ enum Second {
 
 async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     let t = spawn_app(Backend::Sqlite).await;
+    let rx = Receiver::start().await;
+    create_webhook(&t, &rx.url(), json!(["stream.live", "stream.ended"])).await;
     let stream = create(
         &t,
         json!({
             "name": "reconnect",
             "protocols": ["llhls", "webrtc", "rtsp"],
             "qualities": ["240p"],
-            "vodEnabled": true
+            "vodEnabled": true,
+            "reconnectWindow": 20
         }),
     )
     .await;
+    assert_eq!(stream["reconnectWindow"], 20);
     let id = stream["_id"].as_str().expect("id").to_string();
     let rtmp = stream["ingestUrl"].as_str().expect("ingestUrl").to_string();
     let first = ffmpeg_push(&rtmp, VIDEO, 30, &["-b:v", "800k"]);
@@ -135,24 +167,48 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     assert!(playlists.iter().any(|p| p.contains("/240p/")), "a 240p rung: {playlists:?}");
     let encoders = metric(&t, "sluice_live_encoders_started_total").await;
     assert_eq!(encoders, Some(1), "the first push started the session's encoders");
+    assert_eq!(status_of(&t, &id).await, ("live".to_string(), "primary".to_string()));
 
-    // The publisher drops; the push ends.
+    // The publisher drops: the stream stays live and the slate goes out.
     drop::<Killed>(first);
-    eventually("the push to end", Duration::from_secs(15), || async {
-        (status_of(&t, &id).await == "idle").then_some(())
+    let gone = std::time::Instant::now();
+    eventually("the slate to be the active input", Duration::from_secs(10), || async {
+        (status_of(&t, &id).await == ("live".to_string(), "slate".to_string())).then_some(())
+    })
+    .await;
+    eprintln!("the slate was the active input {:?} after the publisher dropped", gone.elapsed());
+    let (whep_before, rtsp_before) = (viewer.received().video_frames, rtsp.frames());
+    // Every playlist keeps advancing, a part at least a second after the drop.
+    for playlist in &playlists {
+        let (_, at_drop) = get_text(&t, playlist).await;
+        let before = last_part(&at_drop).unwrap_or_default();
+        eventually("the playlist to advance with the slate", Duration::from_secs(10), || async {
+            let (status, text) = get_text(&t, playlist).await;
+            (status == 200 && text.contains("#EXT-X-DISCONTINUITY") && last_part(&text)? >= before + 8)
+                .then_some(())
+        })
+        .await;
+    }
+    viewer
+        .wait_for("the WHEP viewer to receive the slate", Duration::from_secs(15), |r| {
+            r.video_frames >= whep_before + 30
+        })
+        .await;
+    eventually("the RTSP client to receive the slate", Duration::from_secs(15), || async {
+        (rtsp.frames() >= rtsp_before + 30).then_some(())
     })
     .await;
     let (whep_before, rtsp_before) = (viewer.received().video_frames, rtsp.frames());
 
     // It comes back within the window.
-    let _second = match second {
+    let second = match second {
         Second::Rtmp => ffmpeg_push(&rtmp, VIDEO, 30, &["-b:v", "800k"]),
         Second::Srt => {
             ffmpeg_push_ts(stream["srtUrl"].as_str().expect("srtUrl"), VIDEO, 30, &["-b:v", "800k"])
         }
     };
-    eventually("the stream live again", Duration::from_secs(15), || async {
-        (status_of(&t, &id).await == "live").then_some(())
+    eventually("the publisher to be the active input again", Duration::from_secs(15), || async {
+        (status_of(&t, &id).await == ("live".to_string(), "primary".to_string())).then_some(())
     })
     .await;
     let r = viewer
@@ -160,7 +216,7 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
             r.video_frames >= whep_before + 60
         })
         .await;
-    eprintln!("WHEP frames: {whep_before} before the reconnect, {} after", r.video_frames);
+    eprintln!("WHEP frames: {whep_before} before the publisher came back, {} after", r.video_frames);
     eventually("the RTSP client to receive the new push", Duration::from_secs(30), || async {
         (rtsp.frames() >= rtsp_before + 60).then_some(())
     })
@@ -170,16 +226,20 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     for playlist in &playlists {
         let continued = eventually("the playlist to continue", Duration::from_secs(30), || async {
             let (status, text) = get_text(&t, playlist).await;
-            let after = text.split("#EXT-X-DISCONTINUITY\n").nth(1)?;
+            let after = text.split("#EXT-X-DISCONTINUITY\n").nth(2)?;
             (status == 200 && after.matches("#EXTINF:").count() >= 1).then_some(text)
         })
         .await;
-        assert_eq!(continued.matches("#EXT-X-DISCONTINUITY\n").count(), 1, "one discontinuity:\n{continued}");
+        assert_eq!(
+            continued.matches("#EXT-X-DISCONTINUITY\n").count(),
+            2,
+            "one discontinuity before the slate and one after:\n{continued}"
+        );
         assert!(!continued.contains("#EXT-X-ENDLIST"), "{continued}");
         if playlist.contains("/240p/") {
             // The encoders' keyframes are forced for the new push as for the first: its first
             // segment lasts the configured 2 s, and each of its parts starts with a keyframe.
-            let after = continued.split("#EXT-X-DISCONTINUITY\n").nth(1).unwrap_or_default();
+            let after = continued.split("#EXT-X-DISCONTINUITY\n").nth(2).unwrap_or_default();
             let first: f64 = after
                 .lines()
                 .find_map(|l| l.strip_prefix("#EXTINF:"))
@@ -196,11 +256,33 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     assert_eq!(
         metric(&t, "sluice_live_encoders_started_total").await,
         encoders,
-        "the second push feeds the session's encoders"
+        "the slate and the second push feed the session's encoders"
     );
+    assert_eq!(stream_events(&rx, &id), ["stream.live"], "one stream.live, no stream.ended yet");
 
-    // The session ends after the window; it is one recording.
-    drop(_second);
+    // The publisher goes for good: the slate, then after the window the session ends, as one
+    // recording, with one stream.ended.
+    drop(second);
+    eventually("the slate again", Duration::from_secs(10), || async {
+        (status_of(&t, &id).await.1 == "slate").then_some(())
+    })
+    .await;
+    let gone = std::time::Instant::now();
+    let ended = eventually("the playlists to end", Duration::from_secs(40), || async {
+        let (status, text) = get_text(&t, &playlists[0]).await;
+        (status == 200 && text.contains("#EXT-X-ENDLIST")).then_some(text)
+    })
+    .await;
+    let after = gone.elapsed();
+    assert!(after > Duration::from_secs(15), "the window is 20 s: ended {after:?} after the drop");
+    // The slate's segments fill the window up to the end.
+    let slate = ended.rsplit("#EXT-X-DISCONTINUITY\n").next().unwrap_or_default();
+    assert!(slate.matches("#EXTINF:").count() >= 3, "{ended}");
+    eventually("stream.ended", Duration::from_secs(10), || async {
+        (stream_events(&rx, &id) == ["stream.live", "stream.ended"]).then_some(())
+    })
+    .await;
+    assert_eq!(status_of(&t, &id).await.0, "idle");
     let vods = eventually("the recording", Duration::from_secs(60), || async {
         let v: Value =
             t.get_with(&t.project_url(&format!("/vod?streamId={id}")), &t.key).await.json().await.ok()?;
@@ -209,6 +291,14 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     })
     .await;
     assert_eq!(vods.len(), 1, "one recording of the session: {vods:?}");
+    // Without the slate: the two pushes' media, a discontinuity between them.
+    let vod_master = vods[0]["playbackUrl"].as_str().expect("playbackUrl").to_string();
+    let (_, master) = get_text(&t, &vod_master).await;
+    let base = &vod_master[..vod_master.rfind('/').expect("a path") + 1];
+    let first = master.lines().find(|l| !l.is_empty() && !l.starts_with('#')).expect("a variant");
+    let (_, media) = get_text(&t, &format!("{base}{first}")).await;
+    assert_eq!(media.matches("#EXT-X-DISCONTINUITY").count(), 1, "the recording has no slate:\n{media}");
+    assert_eq!(stream_events(&rx, &id), ["stream.live", "stream.ended"]);
     drop(rtsp);
     drop(viewer);
 }

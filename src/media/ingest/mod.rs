@@ -12,5 +12,6 @@ pub mod liveness;
 pub mod pipeline;
 pub mod push;
 pub mod rtmp;
+pub mod slate;
 pub mod srt;
 pub mod whip;

@@ -20,11 +20,12 @@ use tokio::sync::mpsc;
 use crate::media::gst::{init, StopOnDrop};
 use crate::media::ingest::flv::Tag;
 use crate::media::ingest::front::FlvFront;
+use crate::media::ingest::slate::{Format, Slate, SlateFeed};
 use crate::media::live;
 use crate::media::live::channel::Channel;
 use crate::media::live::encoders::EncoderSlot;
 use crate::media::live::pipeline::{WallBase, DRAIN};
-use crate::media::live::session::{Outputs, PushEnd, SessionPush};
+use crate::media::live::session::{Filler, Outputs, PushEnd, SessionPush};
 use crate::media::live::taps::Tap;
 
 const DESCRIPTION: &str = include_str!("../../../pipelines/ingest.txt");
@@ -58,6 +59,8 @@ pub(crate) enum Front {
     Ts(gst_app::AppSrc),
     /// WHIP: `webrtcbin` is the source.
     Webrtc,
+    /// The slate: its frames chained into the tees by a thread of its own, in real time.
+    Slate(SlateFeed),
 }
 
 pub struct IngestPipeline {
@@ -140,11 +143,49 @@ impl IngestPipeline {
         .map_err(|e| format!("ingest pipeline: {e}"))?
     }
 
+    /// Builds and starts the slate's pipeline: the tees of `pipelines/ingest.txt` fed with
+    /// `slate`'s frames in real time from `base` (the wall-clock time its media begins at: where
+    /// the ended push's media ended, so the playlists' dates and media times go on without a
+    /// hole). Off the async workers, as [`IngestPipeline::start`].
+    pub async fn start_slate(
+        stream_id: &str,
+        outputs: Outputs,
+        slate: Arc<Slate>,
+        base: chrono::DateTime<chrono::Utc>,
+    ) -> Result<IngestPipeline, String> {
+        let stream_id = stream_id.to_string();
+        tokio::task::spawn_blocking(move || {
+            init()?;
+            let pipeline = gst::parse::launch(DESCRIPTION)
+                .map_err(|e| format!("slate pipeline: {e}"))?
+                .downcast::<gst::Pipeline>()
+                .map_err(|_| "slate pipeline is not a pipeline".to_string())?;
+            pipeline.set_property("name", format!("slate-{stream_id}"));
+            let feed = SlateFeed::new(&pipeline, &stream_id, slate)?;
+            let (mut p, _reports) = IngestPipeline::assemble(pipeline, Front::Slate(feed), outputs, false)?;
+            let _ = p.wall.set(base);
+            if let Front::Slate(feed) = &mut p.front {
+                feed.run(base)?;
+            }
+            Ok(p)
+        })
+        .await
+        .map_err(|e| format!("slate pipeline: {e}"))?
+    }
+
+    /// What the push's tees carry now (the slate that may follow it is made alike).
+    pub fn format(&self) -> Format {
+        let caps = |tee: &str| {
+            self.pipeline.0.by_name(tee).and_then(|e| e.static_pad("sink")).and_then(|p| p.current_caps())
+        };
+        Format { video: caps("video"), audio: caps("audio") }
+    }
+
     /// What feeds a byte-stream front from another thread (SRT's receive thread).
     pub fn feeder(&self) -> Option<Feeder> {
         match &self.front {
             Front::Ts(src) => Some(Feeder { src: src.clone(), dropped: 0 }),
-            Front::Flv(_) | Front::Webrtc => None,
+            Front::Flv(_) | Front::Webrtc | Front::Slate(_) => None,
         }
     }
 
@@ -258,8 +299,10 @@ impl IngestPipeline {
     /// Ends the stream and releases the pipeline (off the async runtime: state changes may
     /// block). The muxers get up to [`DRAIN`] to flush their last parts; then the channel's open
     /// segments close, and the live session is told (`end`): it ends now, or unless a push
-    /// continues it within the reconnect window ([`crate::media::live::session`]).
-    pub fn stop(self, end: PushEnd) {
+    /// continues it within the reconnect window ([`crate::media::live::session`]). The returned
+    /// receiver hears when all that is done.
+    pub fn stop(self, end: PushEnd) -> tokio::sync::oneshot::Receiver<()> {
+        let (done, released) = tokio::sync::oneshot::channel();
         // Viewers of a push the API ended go now, not after the drain.
         if let (PushEnd::Final, Some(push)) = (end, &self.push) {
             push.let_viewers_go();
@@ -273,6 +316,7 @@ impl IngestPipeline {
                 Front::Flv(front) => front.end(),
                 Front::Ts(src) => drop(src.end_of_stream()),
                 Front::Webrtc => drop(pipeline.0.send_event(gst::event::Eos::new())),
+                Front::Slate(feed) => feed.end(),
             }
             if live.is_some() {
                 let (lock, cvar) = &*drained;
@@ -290,11 +334,19 @@ impl IngestPipeline {
             if let Some(push) = push {
                 push.ended(end);
             }
+            let _ = done.send(());
         };
         match rt {
             Some(rt) => drop(rt.spawn_blocking(release)),
             None => release(),
         }
+        released
+    }
+}
+
+impl Filler for IngestPipeline {
+    fn stop(self: Box<Self>, end: PushEnd) {
+        drop(IngestPipeline::stop(*self, end));
     }
 }
 

@@ -7,19 +7,25 @@
 //! 3. [`watch`] (fronts without deadlines of their own: SRT, WHIP; RTMP's session keeps its
 //!    own): the API's kill, the pipeline's reports and errors, the front's own end, no media or
 //!    no keyframe for too long; the input the stream shows is recorded as it is learnt.
-//! 4. [`end`]: the pipeline stops, telling the live session how the push ended (a push the API
-//!    ended ends it now; any other waits for a reconnect), and the push session closes.
+//! 4. [`end`]: the pipeline stops, telling the live session how the push ended. A push the API
+//!    ended ends the session now. Any other leaves it waiting for its publisher, within the
+//!    stream's reconnect window, with the slate ([`crate::media::ingest::slate`]) covering the
+//!    gap; a push within it rejoins the session ([`begin`]), and when the window lapses the push
+//!    session closes and the live session with it.
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
-use crate::domain::stream::InputInfo;
+use crate::domain::stream::{InputInfo, InputRole};
 use crate::media::ingest::liveness::Liveness;
-use crate::media::ingest::pipeline::{IngestPipeline, PipelineReport};
+use crate::media::ingest::pipeline::IngestPipeline;
+pub use crate::media::ingest::pipeline::PipelineReport;
+use crate::media::ingest::slate::{Format, Slate};
 use crate::media::live::session::{LiveSessions, Outputs, PushEnd, ENDED_BY_API};
+pub use crate::services::streams::Opened;
 use crate::services::streams::{StreamError, Streams};
 use crate::store::streams::StreamRow;
 
@@ -36,10 +42,11 @@ pub enum Refused {
     Unavailable,
 }
 
-/// Opens the push session of `stream`; its kill signal ends the push (`ENDED_BY_API`).
-pub async fn begin(streams: &Streams, stream: &StreamRow) -> Result<Arc<Notify>, Refused> {
+/// Opens the push session of `stream` (or rejoins the one that waits for its publisher); its
+/// kill signal ends the push (`ENDED_BY_API`).
+pub async fn begin(streams: &Streams, stream: &StreamRow) -> Result<Opened, Refused> {
     match streams.begin_push(&stream.id, &stream.project_id).await {
-        Ok(kill) => Ok(kill),
+        Ok(opened) => Ok(opened),
         Err(e @ StreamError::Db(_)) => {
             tracing::error!(stream = %stream.id, error = %e, "opening the push session");
             Err(Refused::Unavailable)
@@ -63,6 +70,7 @@ pub async fn start<T, E, F, Fut>(
     streams: &Streams,
     sessions: &LiveSessions,
     stream: &StreamRow,
+    opened: &Opened,
     front: F,
 ) -> Result<T, NotStarted<E>>
 where
@@ -70,7 +78,7 @@ where
     F: FnOnce(Outputs) -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
-    let (why, error) = match sessions.start(stream).await {
+    let (why, error) = match sessions.start(stream, opened.closed.clone()).await {
         Ok(outputs) => match front(outputs).await {
             Ok(started) => return Ok(started),
             Err(e) => {
@@ -108,7 +116,7 @@ pub async fn watch(
     publisher: Publisher,
     front_ended: impl Future<Output = String>,
 ) -> String {
-    let mut input = InputInfo::default();
+    let mut input = InputInfo { active: Some(InputRole::Primary), ..Default::default() };
     let mut liveness = Liveness::new(publisher.sends_keyframes);
     let mut tick = tokio::time::interval(TICK);
     tokio::pin!(front_ended);
@@ -143,8 +151,64 @@ pub async fn watch(
 }
 
 /// Ends a push that ended for `why`: its pipeline stops (the live session is told how it
-/// ended) and its push session closes.
-pub async fn end(streams: &Streams, stream_id: &str, project_id: &str, pipeline: IngestPipeline, why: &str) {
-    pipeline.stop(PushEnd::of(why));
-    streams.end_push(stream_id, project_id, why).await;
+/// ended). A push the API ended closes its push session now; any other leaves it to wait out
+/// the stream's reconnect window ([`Streams::publisher_gone`]), the slate covering the gap.
+pub async fn end(
+    streams: &Arc<Streams>,
+    sessions: &Arc<LiveSessions>,
+    stream_id: &str,
+    project_id: &str,
+    pipeline: IngestPipeline,
+    why: &str,
+) {
+    let end = PushEnd::of(why);
+    let format = pipeline.format();
+    let released = pipeline.stop(end);
+    if end == PushEnd::Final {
+        streams.end_push(stream_id, project_id, why).await;
+        return;
+    }
+    let Some(closed) = streams.publisher_gone(stream_id, project_id, why).await else { return };
+    // The push's last parts are in the channel before the slate continues it.
+    let _ = released.await;
+    cover(streams, sessions, stream_id, format, closed).await;
+}
+
+/// Feeds the slate into the stream's live session while its push session waits for the
+/// publisher; it stops when a push joins, or with the session when `closed` says it is over.
+async fn cover(
+    streams: &Arc<Streams>,
+    sessions: &Arc<LiveSessions>,
+    stream_id: &str,
+    format: Format,
+    mut closed: watch::Receiver<bool>,
+) {
+    if !streams.sessions.is_waiting(stream_id) {
+        return;
+    }
+    let made = tokio::task::spawn_blocking(move || Slate::of(&format)).await;
+    let slate = match made.map_err(|e| e.to_string()).and_then(|made| made) {
+        Ok(slate) => slate,
+        Err(e) => {
+            tracing::warn!(stream = %stream_id, error = %e, "the slate could not be made; players wait for the publisher");
+            return;
+        }
+    };
+    let Some((outputs, push)) = sessions.fill(stream_id, closed.clone()).await else { return };
+    let base = outputs.live.as_ref().and_then(|l| l.channel.media_end()).unwrap_or_else(chrono::Utc::now);
+    let pipeline = match IngestPipeline::start_slate(stream_id, outputs, slate, base).await {
+        Ok(pipeline) => pipeline,
+        Err(e) => {
+            tracing::warn!(stream = %stream_id, error = %e, "the slate did not start; players wait for the publisher");
+            return;
+        }
+    };
+    tracing::info!(stream = %stream_id, "the slate covers the publisher's absence");
+    streams.record_input(stream_id, &InputInfo { active: Some(InputRole::Slate), ..Default::default() });
+    sessions.hold(stream_id, push, Box::new(pipeline));
+    let (sessions, stream_id) = (sessions.clone(), stream_id.to_string());
+    tokio::spawn(async move {
+        let _ = closed.wait_for(|over| *over).await;
+        sessions.stop_filler(&stream_id, PushEnd::Final);
+    });
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use gstreamer as gst;
 use gstreamer::prelude::*;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 
 use crate::domain::content_key::MasterKey;
 use crate::media::ingest::pipeline::{Front, IngestPipeline, PipelineReport};
@@ -84,8 +84,8 @@ impl Whip {
             return Err(WebrtcError::BadOffer("the offer has no H.264".into()).into());
         };
         sdp::keep_only(&mut offer, &[Some(&video), audio.as_ref()].into_iter().flatten().collect::<Vec<_>>());
-        let kill = match push::begin(&self.streams, &stream).await {
-            Ok(kill) => kill,
+        let opened = match push::begin(&self.streams, &stream).await {
+            Ok(opened) => opened,
             Err(Refused::State(StreamError::NotFound)) => return Err(WhipError::UnknownKey),
             // 409 for no credits too, as for any state that refuses a push now; 402 is kept
             // "for future use" by RFC 9110 and WHIP clients give it no meaning.
@@ -95,7 +95,7 @@ impl Whip {
         // The push session is open: the rest runs on its own task, so a client that hangs up
         // mid-setup (this request's future dropped) cannot leave the stream live for good.
         let this = self.clone();
-        tokio::spawn(async move { this.open(stream, offer, kill).await })
+        tokio::spawn(async move { this.open(stream, offer, opened).await })
             .await
             .map_err(|e| WhipError::from(WebrtcError::Media(e.to_string())))?
     }
@@ -106,7 +106,7 @@ impl Whip {
         self: Arc<Self>,
         stream: StreamRow,
         offer: gstreamer_sdp::SDPMessage,
-        kill: Arc<Notify>,
+        opened: push::Opened,
     ) -> Result<Published, WhipError> {
         let (id, config) = (stream.id.clone(), self.config.clone());
         let front = |outputs| async move {
@@ -116,7 +116,7 @@ impl Whip {
                 .and_then(|r| r)
         };
         let (pipeline, reports, webrtc, answer) =
-            match push::start(&self.streams, &self.outputs, &stream, front).await {
+            match push::start(&self.streams, &self.outputs, &stream, &opened, front).await {
                 Ok(started) => started,
                 Err(NotStarted::Outputs) => return Err(WhipError::Unavailable),
                 Err(NotStarted::Front(e)) => return Err(e.into()),
@@ -135,9 +135,10 @@ impl Whip {
                     _ = lost => "the WebRTC connection was lost".to_string(),
                 }
             };
-            let why = push::watch(&this.streams, &stream, &pipeline, reports, &kill, publisher, ended).await;
+            let why =
+                push::watch(&this.streams, &stream, &pipeline, reports, &opened.kill, publisher, ended).await;
             this.publishers.remove(&session.id);
-            push::end(&this.streams, &stream.id, &stream.project_id, pipeline, &why).await;
+            push::end(&this.streams, &this.outputs, &stream.id, &stream.project_id, pipeline, &why).await;
         });
         Ok(Published { peer, answer })
     }
@@ -175,7 +176,7 @@ fn build(
     match crate::media::webrtc::answer(&webrtc, offer, config) {
         Ok(answer) => Ok((ingest, reports, webrtc, answer)),
         Err(e) => {
-            ingest.stop(PushEnd::Reconnectable);
+            drop(ingest.stop(PushEnd::Reconnectable));
             Err(media(e))
         }
     }

@@ -1,9 +1,9 @@
 //! The live edge of one stream, in memory: the renditions' playlists, initialization sections,
 //! parts and segments, fed by the packaging pipeline and read by the origin. Plain data behind
 //! one short-held lock; every change bumps a `watch` version so blocked requests wake the moment
-//! a part exists (RFC 8216bis 6.2.5.2) without polling. A reconnect within
-//! [`RECONNECT_GRACE`] continues the same playlists after an `EXT-X-DISCONTINUITY`; otherwise the
-//! playlists end (`EXT-X-ENDLIST`).
+//! a part exists (RFC 8216bis 6.2.5.2) without polling. A push within the stream's reconnect
+//! window (or the slate that covers its absence) continues the same playlists after an
+//! `EXT-X-DISCONTINUITY`; when the live session ends the playlists end (`EXT-X-ENDLIST`).
 //!
 //! The rule: no IO while holding `state` or the map of [`Channels`]. Requests (and the media
 //! threads that feed) take those locks, so a disk that stalls must stall neither: DVR segments
@@ -39,8 +39,6 @@ pub use registry::Channels;
 pub use serve::Rendered;
 use serve::Stored;
 
-/// How long after a push ends a new push continues the same playlists.
-pub const RECONNECT_GRACE: Duration = Duration::from_secs(10);
 /// Segments a playlist keeps without DVR: long enough that delta updates (CAN-SKIP-UNTIL = six
 /// target durations) have something to skip.
 pub const LIVE_WINDOW_SEGMENTS: usize = 8;
@@ -162,6 +160,17 @@ struct State {
     recorder: Option<Box<dyn SegmentOutput>>,
     /// The media's decode times, continued across reconnects.
     timeline: timeline::Timeline,
+    /// Generations the recording leaves out (the slate's).
+    unrecorded: BTreeSet<u32>,
+}
+
+/// The recorder, for what generation `generation` feeds (none for one it leaves out).
+fn recorder_for<'a>(
+    recorder: &'a Option<Box<dyn SegmentOutput>>,
+    unrecorded: &BTreeSet<u32>,
+    generation: u32,
+) -> Option<&'a dyn SegmentOutput> {
+    recorder.as_deref().filter(|_| !unrecorded.contains(&generation))
 }
 
 /// Why a file or playlist could not be served.
@@ -221,6 +230,7 @@ impl Channel {
                     writer,
                     recorder: None,
                     timeline: Default::default(),
+                    unrecorded: BTreeSet::new(),
                 }),
                 version: watch::channel(0).0,
             }
@@ -244,6 +254,17 @@ impl Channel {
         self.lock().recorder.is_some()
     }
 
+    /// The recording leaves generation `generation` out (the slate's media is not recorded).
+    pub fn skip_recording(&self, generation: u32) {
+        self.lock().unrecorded.insert(generation);
+    }
+
+    /// The wall-clock time at which the media so far ends (the latest end of any rendition's
+    /// part), once any part came.
+    pub fn media_end(&self) -> Option<DateTime<Utc>> {
+        self.lock().timeline.end_date()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -265,10 +286,11 @@ impl Channel {
         s.live = true;
         s.timeline.next_push();
         let generation = s.generation;
-        let State { renditions, writer, recorder, .. } = &mut *s;
+        let State { renditions, writer, recorder, unrecorded, .. } = &mut *s;
+        let recorder = recorder_for(recorder, unrecorded, generation - 1);
         for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r, writer.as_ref(), recorder.as_deref(), generation - 1, false);
+                self.close_segment(name, r, writer.as_ref(), recorder, generation - 1, false);
             }
             // The part the last push hinted will not come (see `push_ended`, which may not have
             // run yet: a ladder drains after its publisher is gone).
@@ -354,11 +376,12 @@ impl Channel {
         if s.generation != generation || s.ended {
             return;
         }
-        let State { renditions, writer, recorder, timeline, .. } = &mut *s;
+        let State { renditions, writer, recorder, timeline, unrecorded, .. } = &mut *s;
+        let recorder = recorder_for(recorder, unrecorded, generation);
         let Some(r) = renditions.get_mut(name) else { return };
         match chunk {
             Chunk::Init(data) => {
-                if let Some(recorder) = recorder.as_deref() {
+                if let Some(recorder) = recorder {
                     recorder.record(Record::Init {
                         rendition: name.to_string(),
                         generation,
@@ -380,7 +403,7 @@ impl Channel {
             }
             Chunk::Part { starts_segment, independent, duration, pdt, data } => {
                 if starts_segment && !r.playlist.open_parts().is_empty() {
-                    self.close_segment(name, r, writer.as_ref(), recorder.as_deref(), generation, true);
+                    self.close_segment(name, r, writer.as_ref(), recorder, generation, true);
                 }
                 if std::mem::take(&mut r.reconnected) {
                     // No initialization section came first: the playlist names this push's.
@@ -536,17 +559,18 @@ impl Channel {
     }
 
     /// The push ended: the open segments close with the parts they have. The playlists end
-    /// unless [`Channel::reconnect`] comes within [`RECONNECT_GRACE`] (see [`Channel::finish`]).
+    /// unless [`Channel::reconnect`] comes before the live session ends (see [`Channel::finish`]).
     pub fn push_ended(&self, generation: u32) {
         let mut s = self.lock();
         if s.generation != generation {
             return;
         }
         s.live = false;
-        let State { renditions, writer, recorder, .. } = &mut *s;
+        let State { renditions, writer, recorder, unrecorded, .. } = &mut *s;
+        let recorder = recorder_for(recorder, unrecorded, generation);
         for (name, r) in renditions.iter_mut() {
             if !r.playlist.open_parts().is_empty() {
-                self.close_segment(name, r, writer.as_ref(), recorder.as_deref(), generation, false);
+                self.close_segment(name, r, writer.as_ref(), recorder, generation, false);
             }
             // The hinted part will not come from this push, and a next push's first part needs
             // its own initialization section: the hint moves past it (a request held for it

@@ -1,24 +1,28 @@
-//! The live session of a stream: opened by its first push and kept through the reconnect
-//! window ([`RECONNECT_GRACE`]) after each push ends. It holds what outlives one push: the
+//! The live session of a stream: opened by its first push and kept through the stream's
+//! reconnect window after each push ends (until the push session says it is over: `closed`). It holds what outlives one push: the
 //! LL-HLS channel (with its DVR and recording), the ladder's encoders
 //! ([`crate::media::live::encoders`]) and the tap that WHEP viewers and RTSP clients take from.
 //! A push that comes back within the window, over any protocol, feeds the same session: the
 //! channel continues after one discontinuity, the recording goes on, the same encoders take the
 //! new push's frames (if its ladder is planned the same), and the viewers stay connected and get
-//! the new push's media from its first keyframe. When the window
-//! passes with no push, or the API ends the push (disable, delete, credits), the session ends:
-//! the playlists end, the recording completes, the viewers are let go.
+//! the new push's media from its first keyframe. Meanwhile a filler (the slate,
+//! `media::ingest::slate`) may feed the session as a push of its own, unrecorded; a push that
+//! joins stops it. When the window passes with no push, or the API ends the push (disable,
+//! delete, credits), the session ends: the playlists end, the recording completes, the viewers
+//! are let go.
 //!
 //! The push session itself (the stream's status and events) is the stream lifecycle's, in
 //! [`crate::services::streams`].
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::watch;
+
 use crate::domain::stream::Protocol;
-use crate::media::live::channel::{Channel, ChannelConfig, Channels, RECONNECT_GRACE};
+use crate::media::live::channel::{Channel, ChannelConfig, Channels};
 use crate::media::live::encoders::EncoderSlot;
 use crate::media::live::pipeline::{Descriptions, LiveOutput};
 use crate::media::live::recording::Recordings;
@@ -38,6 +42,12 @@ pub struct Outputs {
     pub counters: Option<Arc<StreamCounters>>,
     /// The push's place in its live session; told when the push ends.
     pub push: Option<SessionPush>,
+}
+
+/// What feeds a live session while no publisher does (the slate): stopped when a push joins the
+/// session, or with the session when its window lapses.
+pub trait Filler: Send {
+    fn stop(self: Box<Self>, end: PushEnd);
 }
 
 /// How a push ended, for its live session.
@@ -90,6 +100,8 @@ pub struct SessionMap {
     map: Mutex<HashMap<String, Arc<LiveSession>>>,
     /// Encoders the sessions started (`sluice_live_encoders_started_total`).
     encoders_started: Arc<AtomicU64>,
+    /// One joiner of a stream's session at a time ([`SessionMap::joining`]).
+    joining: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl SessionMap {
@@ -104,7 +116,28 @@ impl SessionMap {
             .entry(stream_id.to_string())
             .or_insert_with(|| Arc::new(LiveSession::new(stream_id, &self.encoders_started)));
         let push = session.pushes.fetch_add(1, Ordering::SeqCst) + 1;
+        session.feeding.fetch_add(1, Ordering::SeqCst);
         (session.clone(), push)
+    }
+
+    /// Joins a filler to the stream's session, if it has one.
+    fn join_filler(&self, stream_id: &str) -> Option<(Arc<LiveSession>, u64)> {
+        let map = self.lock();
+        let session = map.get(stream_id)?;
+        let push = session.pushes.fetch_add(1, Ordering::SeqCst) + 1;
+        Some((session.clone(), push))
+    }
+
+    /// Holds the stream's joining (a push's or a filler's: its channel generation and its place
+    /// in the session are taken together, one joiner at a time, so the latest to join has the
+    /// channel's latest generation).
+    async fn joining(&self, stream_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut joining = self.joining.lock().unwrap_or_else(|p| p.into_inner());
+            joining.retain(|_, lock| Arc::strong_count(lock) > 1);
+            joining.entry(stream_id.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
     }
 
     /// Ends `session` unless a push after `push` joined it: its tap closes (the viewers are let
@@ -119,10 +152,14 @@ impl SessionMap {
                 map.remove(&session.stream_id);
             }
         }
-        let (tap, channel) = {
+        let (tap, channel, filler) = {
             let mut held = session.lock();
-            (held.tap.take(), held.channel.take())
+            held.stream = None;
+            (held.tap.take(), held.channel.take(), held.filler.take())
         };
+        if let Some((_, filler)) = filler {
+            filler.stop(PushEnd::Final);
+        }
         // The encoders stop (off the runtime: stopping a pipeline waits on its threads).
         if let Some(encoders) = session.encoders.take() {
             match tokio::runtime::Handle::try_current() {
@@ -153,9 +190,11 @@ impl SessionMap {
 /// One stream's live session.
 pub struct LiveSession {
     pub stream_id: String,
-    /// Pushes that joined the session so far: a push's end ends the session only if no later
-    /// push joined it.
+    /// Pushes (and fillers) that joined the session so far: a push's end ends the session only
+    /// if no later push joined it.
     pushes: AtomicU64,
+    /// Publishers' pushes that joined and have not ended.
+    feeding: AtomicU32,
     held: Mutex<Held>,
     /// The ladder's decoder and encoders, kept from push to push ([`crate::media::live::encoders`]).
     encoders: EncoderSlot,
@@ -167,6 +206,10 @@ struct Held {
     tap: Option<(Arc<Taps>, Arc<Tap>)>,
     /// The channel and the generation of its latest push.
     channel: Option<(Arc<Channel>, u32)>,
+    /// The stream as its latest publisher's push found it (a filler's outputs are made from it).
+    stream: Option<StreamRow>,
+    /// What feeds the session while no publisher does.
+    filler: Option<(u64, Box<dyn Filler>)>,
 }
 
 impl LiveSession {
@@ -174,6 +217,7 @@ impl LiveSession {
         LiveSession {
             stream_id: stream_id.to_string(),
             pushes: AtomicU64::new(0),
+            feeding: AtomicU32::new(0),
             held: Mutex::default(),
             encoders: EncoderSlot::new(encoders_started.clone()),
         }
@@ -194,6 +238,10 @@ pub struct SessionPush {
     sessions: Arc<SessionMap>,
     session: Arc<LiveSession>,
     push: u64,
+    /// A publisher's push (not a filler).
+    publisher: bool,
+    /// Says when the stream's push session is over: a reconnectable end waits for it.
+    closed: Option<watch::Receiver<bool>>,
 }
 
 impl SessionPush {
@@ -212,14 +260,18 @@ impl SessionPush {
         }
     }
 
-    /// The push ended: the session ends now ([`PushEnd::Final`]) or when the reconnect window
-    /// passes with no push (on the runtime's timer; at once without a runtime).
+    /// The push ended: the session ends now ([`PushEnd::Final`]), or once the push session is
+    /// over (its reconnect window lapsed with no push) unless a later push joined it; at once
+    /// without a runtime or a push session to wait for.
     pub fn ended(self, end: PushEnd) {
-        let SessionPush { sessions, session, push } = self;
-        match (end, tokio::runtime::Handle::try_current()) {
-            (PushEnd::Reconnectable, Ok(rt)) => {
+        let SessionPush { sessions, session, push, publisher, closed } = self;
+        if publisher {
+            session.feeding.fetch_sub(1, Ordering::SeqCst);
+        }
+        match (end, tokio::runtime::Handle::try_current(), closed) {
+            (PushEnd::Reconnectable, Ok(rt), Some(mut closed)) => {
                 rt.spawn(async move {
-                    tokio::time::sleep(RECONNECT_GRACE).await;
+                    let _ = closed.wait_for(|over| *over).await;
                     sessions.end(&session, push);
                 });
             }
@@ -235,11 +287,77 @@ impl LiveSessions {
     /// viewers, after a reconnect within the window). With `drmEnabled` the media is encrypted
     /// with the stream's content key (created on its first encrypted push); a key that cannot be
     /// had fails the push rather than sending the media clear.
-    pub async fn start(&self, stream: &StreamRow) -> Result<Outputs, KeyError> {
+    pub async fn start(
+        &self,
+        stream: &StreamRow,
+        closed: watch::Receiver<bool>,
+    ) -> Result<Outputs, KeyError> {
+        let _joining = self.sessions.joining(&stream.id).await;
+        // A filler stops first: from here on its output is an older generation's.
+        let filler = self.sessions.get(&stream.id).and_then(|s| s.lock().filler.take());
+        if let Some((_, filler)) = filler {
+            filler.stop(PushEnd::Reconnectable);
+        }
+        let live =
+            if stream.protocols().contains(&Protocol::Llhls) { self.hls(stream, false).await? } else { None };
+        let (session, push) = self.sessions.join(&stream.id);
+        session.lock().stream = Some(stream.clone());
+        Ok(self.outputs(stream, live, session, push, Some(closed), true))
+    }
+
+    /// The outputs of a filler of the stream's session (the slate), if the session has no
+    /// publisher now: the session's channel continued after a discontinuity (its media not
+    /// recorded), its tap, and a place in the session whose end waits for `closed`. Hand the
+    /// filler to [`LiveSessions::hold`] once it runs.
+    pub async fn fill(&self, stream_id: &str, closed: watch::Receiver<bool>) -> Option<(Outputs, u64)> {
+        let _joining = self.sessions.joining(stream_id).await;
+        let session = self.sessions.get(stream_id)?;
+        if session.feeding.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        let stream = session.lock().stream.clone()?;
+        let live = match stream.protocols().contains(&Protocol::Llhls) {
+            true => self.hls(&stream, true).await.ok()?,
+            false => None,
+        };
+        // No publisher can have joined meanwhile: joining is one at a time.
+        let (session, push) = self.sessions.join_filler(stream_id)?;
+        Some((self.outputs(&stream, live, session, push, Some(closed), false), push))
+    }
+
+    /// Keeps the filler that joined as push `push` until a push joins the session or the
+    /// session ends; one that a push overtook already stops now.
+    pub fn hold(&self, stream_id: &str, push: u64, filler: Box<dyn Filler>) {
+        let session = self.sessions.get(stream_id);
+        let Some(session) = session.filter(|s| s.pushes() == push) else {
+            filler.stop(PushEnd::Reconnectable);
+            return;
+        };
+        let old = session.lock().filler.replace((push, filler));
+        if let Some((_, old)) = old {
+            old.stop(PushEnd::Reconnectable);
+        }
+    }
+
+    /// Stops the stream's filler, if it has one, as `end` says.
+    pub fn stop_filler(&self, stream_id: &str, end: PushEnd) {
+        let filler = self.sessions.get(stream_id).and_then(|s| s.lock().filler.take());
+        if let Some((_, filler)) = filler {
+            filler.stop(end);
+        }
+    }
+
+    fn outputs(
+        &self,
+        stream: &StreamRow,
+        mut live: Option<LiveOutput>,
+        session: Arc<LiveSession>,
+        push: u64,
+        closed: Option<watch::Receiver<bool>>,
+        publisher: bool,
+    ) -> Outputs {
         let protocols = stream.protocols();
         let (webrtc, rtsp) = (protocols.contains(&Protocol::Webrtc), protocols.contains(&Protocol::Rtsp));
-        let mut live = if protocols.contains(&Protocol::Llhls) { self.hls(stream).await? } else { None };
-        let (session, push) = self.sessions.join(&stream.id);
         if let Some(l) = &mut live {
             l.encoders = session.encoders.clone();
         }
@@ -260,11 +378,12 @@ impl LiveSessions {
         if let Some(l) = &live {
             session.lock().channel = Some((l.channel.clone(), l.generation));
         }
-        let push = SessionPush { sessions: self.sessions.clone(), session, push };
-        Ok(Outputs { live, tap, counters: Some(self.per_stream.get(&stream.id)), push: Some(push) })
+        let push = SessionPush { sessions: self.sessions.clone(), session, push, publisher, closed };
+        Outputs { live, tap, counters: Some(self.per_stream.get(&stream.id)), push: Some(push) }
     }
 
-    async fn hls(&self, stream: &StreamRow) -> Result<Option<LiveOutput>, KeyError> {
+    /// The LL-HLS output of a push (`filler`: of the slate, whose media the recording skips).
+    async fn hls(&self, stream: &StreamRow, filler: bool) -> Result<Option<LiveOutput>, KeyError> {
         let key = if stream.drm_enabled == 1 {
             self.policies.content_key(&Resource::Stream(&stream.id), true).await?
         } else {
@@ -281,6 +400,9 @@ impl LiveSessions {
             key,
         };
         let (channel, generation) = self.channels.start_push(&stream.id, config);
+        if filler {
+            channel.skip_recording(generation);
+        }
         // A new session of a `vodEnabled` stream is recorded; a reconnect within the grace
         // period continues the channel, and with it the recording it has.
         if stream.vod_enabled == 1 && generation == 0 && !channel.is_recording() {
@@ -315,7 +437,7 @@ mod tests {
             held.tap = Some((taps.clone(), taps.open("st", true, false)));
         }
         drop(held);
-        SessionPush { sessions: sessions.clone(), session, push }
+        SessionPush { sessions: sessions.clone(), session, push, publisher: true, closed: None }
     }
 
     #[test]

@@ -8,7 +8,7 @@ async fn the_pipeline_description_builds() {
     let (p, _rx) = IngestPipeline::start("test", Outputs::default())
         .await
         .expect("GStreamer plugins of scripts/deps.sh are installed");
-    p.stop(PushEnd::Reconnectable);
+    drop(p.stop(PushEnd::Reconnectable));
 }
 
 #[tokio::test]
@@ -18,7 +18,7 @@ async fn the_ts_pipeline_description_builds() {
         .expect("GStreamer plugins of scripts/deps.sh are installed");
     let mut feeder = p.feeder().expect("the TS front has a source");
     assert!(feeder.feed(&[0x47; 188]), "a TS packet is taken");
-    p.stop(PushEnd::Reconnectable);
+    drop(p.stop(PushEnd::Reconnectable));
 }
 
 #[tokio::test]
@@ -92,7 +92,7 @@ async fn passthrough_only(qualities: &[&str], rtsp: bool) -> (bool, bool) {
         p.push(tag, timestamp, &bytes::Bytes::from(body)).expect("the pipeline takes the push");
     }
     let after = p.passthrough_only();
-    p.stop(PushEnd::Reconnectable);
+    drop(p.stop(PushEnd::Reconnectable));
     (before, after)
 }
 

@@ -19,7 +19,7 @@ use super::pace::Pacer;
 use super::session::{Action, IngestSession, SessionError};
 use crate::domain::content_key::MasterKey;
 use crate::domain::random_token;
-use crate::domain::stream::InputInfo;
+use crate::domain::stream::{InputInfo, InputRole};
 use crate::media::ingest::flv::Tag;
 use crate::media::ingest::limits::Limits;
 use crate::media::ingest::pipeline::{IngestPipeline, PipelineReport};
@@ -200,7 +200,15 @@ impl Connection {
                 Ok(why) => why.clone(),
                 Err(e) => format!("connection error: {e}"),
             };
-            push::end(&self.app.streams, &push.stream_id, &push.project_id, push.pipeline, &why).await;
+            push::end(
+                &self.app.streams,
+                &self.app.outputs,
+                &push.stream_id,
+                &push.project_id,
+                push.pipeline,
+                &why,
+            )
+            .await;
         }
         result.map(|_| ())
     }
@@ -448,13 +456,14 @@ impl Connection {
         }
         // The session first: it admits one push per stream, and the channel relies on that.
         // Only the refusals of the stream's state reach the client, never a database error.
-        let kill = match push::begin(&self.app.streams, &stream).await {
-            Ok(kill) => kill,
+        let opened = match push::begin(&self.app.streams, &stream).await {
+            Ok(opened) => opened,
             Err(Refused::State(e)) => return Err(e.to_string()),
             Err(Refused::Unavailable) => return Err("ingest is unavailable".into()),
         };
         let front = |outputs| IngestPipeline::start(&stream.id, outputs);
-        let Ok((pipeline, reports)) = push::start(&self.app.streams, &self.app.outputs, &stream, front).await
+        let Ok((pipeline, reports)) =
+            push::start(&self.app.streams, &self.app.outputs, &stream, &opened, front).await
         else {
             return Err("ingest is unavailable".to_string());
         };
@@ -462,10 +471,10 @@ impl Connection {
         self.push = Some(Push {
             stream_id: stream.id,
             project_id: stream.project_id,
-            kill,
+            kill: opened.kill,
             pipeline,
             reports,
-            input: InputInfo::default(),
+            input: InputInfo { active: Some(InputRole::Primary), ..Default::default() },
             rate_from: (Instant::now(), self.media_bytes),
             pacer: Pacer::default(),
             paced: false,

@@ -264,7 +264,10 @@ fn decide(
     };
     match stream.state().status {
         StreamStatus::Disabled => return Err(refused(Reject::Forbidden, "the stream is disabled")),
-        StreamStatus::Live => return Err(refused(Reject::Conflict, "the stream is live already")),
+        // A session here that waits for its publisher (within the reconnect window) takes it back.
+        StreamStatus::Live if !srt.streams.sessions.is_waiting(&stream.id) => {
+            return Err(refused(Reject::Conflict, "the stream is live already"))
+        }
         _ => {}
     }
     // SRT's access-control code 1402 (`SRT_REJX_OVERLOAD`) also stands for "exceeded credits".
@@ -286,15 +289,15 @@ fn decide(
 async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted: Admitted) {
     let _admitted = admitted;
     let Some(stream) = accepted_stream(&srt, &socket).await else { return };
-    let kill = match push::begin(&srt.streams, &stream).await {
-        Ok(kill) => kill,
+    let opened = match push::begin(&srt.streams, &stream).await {
+        Ok(opened) => opened,
         Err(e) => {
             tracing::info!(stream = %stream.id, %peer, error = ?e, "srt push refused");
             return;
         }
     };
     srt.live.fetch_add(1, Ordering::Relaxed);
-    let started = push::start(&srt.streams, &srt.outputs, &stream, |outputs| {
+    let started = push::start(&srt.streams, &srt.outputs, &stream, &opened, |outputs| {
         IngestPipeline::start_ts(&stream.id, outputs)
     })
     .await;
@@ -312,7 +315,8 @@ async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted:
                         let publisher = Publisher { audio_codec: None, sends_keyframes: true };
                         let ended =
                             async { done.await.unwrap_or_else(|_| "the receive thread ended".into()) };
-                        push::watch(&srt.streams, &stream, &pipeline, reports, &kill, publisher, ended).await
+                        push::watch(&srt.streams, &stream, &pipeline, reports, &opened.kill, publisher, ended)
+                            .await
                     }
                     Err(e) => format!("starting the receive thread: {e}"),
                 }
@@ -322,7 +326,7 @@ async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted:
         // Wakes the receive thread, which ends with the socket.
         socket.close();
         tracing::info!(stream = %stream.id, %peer, why, "SRT push ended");
-        push::end(&srt.streams, &stream.id, &stream.project_id, pipeline, &why).await;
+        push::end(&srt.streams, &srt.outputs, &stream.id, &stream.project_id, pipeline, &why).await;
     }
     srt.live.fetch_sub(1, Ordering::Relaxed);
 }

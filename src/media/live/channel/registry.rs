@@ -25,7 +25,8 @@ impl Channels {
     }
 
     /// The channel a new push feeds, and its generation: the same channel after a discontinuity
-    /// when the last push ended within [`RECONNECT_GRACE`](super::RECONNECT_GRACE) with the same settings, else a new one.
+    /// when its playlists have not ended (the live session goes on) and its settings are the
+    /// same, else a new one.
     /// The caller holds the stream's push session (one at a time): a channel still draining
     /// the previous push is continued too, and that push's late output is ignored.
     pub fn start_push(&self, stream_id: &str, config: ChannelConfig) -> (Arc<Channel>, u32) {

@@ -26,6 +26,11 @@ pub(super) struct Timeline {
 }
 
 impl Timeline {
+    /// The wall-clock time at which the media so far ends.
+    pub(super) fn end_date(&self) -> Option<DateTime<Utc>> {
+        self.origin.map(|o| o + chrono::Duration::nanoseconds((self.end * 1e9) as i64))
+    }
+
     /// A new push begins: its shift is decided by its first part.
     pub(super) fn next_push(&mut self) {
         self.shift = None;

@@ -1,0 +1,88 @@
+use super::*;
+
+fn format(width: i32, height: i32, rate: i32) -> Format {
+    Format {
+        video: Some(
+            gst::Caps::builder("video/x-h264")
+                .field("width", width)
+                .field("height", height)
+                .field("framerate", gst::Fraction::new(30, 1))
+                .build(),
+        ),
+        audio: Some(gst::Caps::builder("audio/mpeg").field("rate", rate).field("channels", 2i32).build()),
+    }
+}
+
+#[test]
+fn a_slate_is_a_second_of_h264_from_a_keyframe_and_one_frame_of_silence() {
+    crate::media::gst::init().expect("GStreamer");
+    let slate = Slate::of(&format(320, 240, 44_100)).expect("renders");
+    let video = slate.video.as_ref().expect("video");
+    let s = video.caps.structure(0).expect("caps");
+    assert_eq!(s.name().as_str(), "video/x-h264");
+    assert_eq!((s.get::<i32>("width").ok(), s.get::<i32>("height").ok()), (Some(320), Some(240)));
+    assert_eq!(s.get::<&str>("stream-format").ok(), Some("avc"));
+    assert!(s.has_field("codec_data"), "{s}");
+    assert_eq!(video.frames.len(), 30, "one second at 30 fps");
+    assert!(!video.frames[0].flags().contains(gst::BufferFlags::DELTA_UNIT), "it starts with a keyframe");
+    assert!(video.frames[1..].iter().all(|f| f.flags().contains(gst::BufferFlags::DELTA_UNIT)));
+    assert_eq!(video.frame, gst::ClockTime::from_nseconds(33_333_333));
+    let audio = slate.audio.as_ref().expect("audio");
+    let a = audio.caps.structure(0).expect("caps");
+    assert_eq!((a.get::<i32>("rate").ok(), a.get::<i32>("channels").ok()), (Some(44_100), Some(2)));
+    assert!(a.has_field("codec_data"), "{a}");
+    assert_eq!(audio.frames.len(), 1);
+    // The same format again is the slate kept.
+    assert!(Arc::ptr_eq(&slate, &Slate::of(&format(320, 240, 44_100)).expect("kept")));
+    // Nothing to make it like, or sizes out of reason: refused.
+    assert!(Slate::of(&Format::default()).is_err());
+    assert!(Slate::of(&Format { video: format(100_000, 240, 8).video, audio: None }).is_err());
+}
+
+#[test]
+fn the_feed_catches_up_to_now_then_keeps_to_the_clock() {
+    crate::media::gst::init().expect("GStreamer");
+    let slate = Slate::of(&format(160, 120, 48_000)).expect("renders");
+    let pipeline = gst::parse::launch(
+        "tee name=video ! appsink name=v sync=false async=false wait-on-eos=false \
+         tee name=audio ! appsink name=a sync=false async=false wait-on-eos=false",
+    )
+    .expect("builds")
+    .downcast::<gst::Pipeline>()
+    .expect("a pipeline");
+    let pipeline = crate::media::gst::StopOnDrop(pipeline);
+    pipeline.0.set_state(gst::State::Playing).expect("plays");
+    let mut feed = SlateFeed::new(&pipeline.0, "st", slate).expect("tees");
+    let started = Instant::now();
+    feed.run(Utc::now() - chrono::Duration::milliseconds(500)).expect("runs");
+    let sink = |name: &str| {
+        pipeline.0.by_name(name).and_then(|e| e.downcast::<gst_app::AppSink>().ok()).expect("sink")
+    };
+    let (v, a) = (sink("v"), sink("a"));
+    let mut times = Vec::new();
+    // Half a second behind: the first 15 frames come at once.
+    while times.len() < 15 {
+        let sample = v.try_pull_sample(gst::ClockTime::from_seconds(2)).expect("a frame");
+        times.push(sample.buffer().and_then(|b| b.pts()).expect("pts"));
+    }
+    assert!(started.elapsed() < Duration::from_millis(300), "caught up in {:?}", started.elapsed());
+    // Then one frame a frame's time.
+    while times.len() < 45 {
+        let sample = v.try_pull_sample(gst::ClockTime::from_seconds(2)).expect("a frame");
+        times.push(sample.buffer().and_then(|b| b.pts()).expect("pts"));
+    }
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(900), "45 frames from 0.5 s behind take a second: {took:?}");
+    for (i, t) in times.iter().enumerate() {
+        assert_eq!(*t, gst::ClockTime::from_nseconds(33_333_333) * i as u64, "frame {i}");
+    }
+    let audio = a.try_pull_sample(gst::ClockTime::from_seconds(2)).expect("audio");
+    assert_eq!(audio.buffer().and_then(|b| b.pts()), Some(gst::ClockTime::ZERO));
+    feed.end();
+    // The end reaches the tees: what was sent is taken, then EOS.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !v.is_eos() && Instant::now() < deadline {
+        let _ = v.try_pull_sample(gst::ClockTime::from_mseconds(100));
+    }
+    assert!(v.is_eos(), "EOS after the end");
+}
