@@ -85,8 +85,7 @@ pub struct Stream {
     pub dvr_enabled: bool,
     /// DVR window in seconds.
     pub dvr_duration: i64,
-    /// Seconds the stream stays `live` after its publisher goes away: players are shown a slate
-    /// meanwhile, and a publisher back within it continues the same session and recording.
+    /// Seconds the stream stays `live`, showing a slate, after its publisher goes away.
     pub reconnect_window: i64,
     pub drm_enabled: bool,
     /// Whether playback needs a signed URL from a playback ticket.
@@ -145,8 +144,7 @@ pub struct CreateStream {
     pub dvr_enabled: Option<bool>,
     /// Seconds, 60–43200 (default 3600).
     pub dvr_duration: Option<i64>,
-    /// Seconds, 0–1800 (default 10): how long the stream stays `live`, showing a slate, after
-    /// its publisher goes away. 0 ends the session at once.
+    /// Seconds, 0–1800 (default 10), the stream stays `live`, showing a slate, without publisher.
     pub reconnect_window: Option<i64>,
     pub drm_enabled: Option<bool>,
 }
@@ -226,13 +224,9 @@ pub enum CreateStreamResponse {
     Created(Json<StreamWithCredentials>),
 }
 
-/// A new stream's `reconnectWindow` (CONTRACT: Continuity).
-const DEFAULT_RECONNECT_WINDOW: i64 = 10;
-
 fn flag(b: bool) -> i64 {
     i64::from(b)
 }
-
 /// `rtmp://<public host>:<rtmp port>`, or `rtmps://…:<rtmps port>` when TLS is configured.
 fn rtmp_base(app: &ApiState) -> String {
     let (scheme, port) = app.endpoints.ingest_scheme_port();
@@ -444,7 +438,7 @@ impl StreamsApi {
             vod_enabled: flag(b.vod_enabled.unwrap_or(false)),
             dvr_enabled: flag(b.dvr_enabled.unwrap_or(false)),
             dvr_duration: b.dvr_duration.unwrap_or(3600),
-            reconnect_window: b.reconnect_window.unwrap_or(DEFAULT_RECONNECT_WINDOW),
+            reconnect_window: b.reconnect_window.unwrap_or(crate::domain::stream::DEFAULT_RECONNECT_WINDOW),
             drm_enabled: flag(b.drm_enabled.unwrap_or(false)),
             signed_playback: 0,
             status: StreamStatus::Pending.as_str().to_string(),

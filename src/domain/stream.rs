@@ -133,6 +133,9 @@ impl DisabledReason {
     }
 }
 
+/// A new stream's `reconnectWindow`, seconds (CONTRACT: Continuity).
+pub const DEFAULT_RECONNECT_WINDOW: i64 = 10;
+
 /// What feeds a live stream's outputs now (CONTRACT: Continuity).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Enum, serde::Serialize, serde::Deserialize)]
 #[oai(rename_all = "lowercase")]

@@ -8,6 +8,7 @@ mod auth;
 mod client_ip;
 mod cluster;
 mod console;
+mod continuity;
 mod credits;
 mod errors;
 mod events;

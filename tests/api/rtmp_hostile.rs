@@ -400,7 +400,7 @@ async fn a_rushed_push_at_a_low_bitrate_is_not_taken_for_a_silent_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_that_changes_its_video_codec_is_ended() {
     let app = spawn_app(Backend::Sqlite).await;
-    let s = create_stream(&app, "codec change").await;
+    let s = crate::rtmp_limits::create_stream_ending_with_push(&app, "codec change").await;
     let id = s["_id"].as_str().expect("id").to_string();
     let flv = std::fs::read(crate::support::clip("ingest-720p30-2500k-6s.flv")).expect("the clip");
     let tags = flv_tags(&flv);

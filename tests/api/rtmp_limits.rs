@@ -23,6 +23,15 @@ pub async fn create_stream(app: &TestApp, name: &str) -> Value {
     resp.json().await.unwrap()
 }
 
+/// A stream whose push session ends with its push (`reconnectWindow: 0`): for tests of when a
+/// push ends, which a reconnect window would otherwise cover with the slate.
+pub async fn create_stream_ending_with_push(app: &TestApp, name: &str) -> Value {
+    let body = json!({"name": name, "reconnectWindow": 0});
+    let resp = app.post_json_with(&app.project_url("/streams"), &app.key, &body).await;
+    assert_eq!(resp.status(), 201);
+    resp.json().await.unwrap()
+}
+
 pub async fn status(app: &TestApp, id: &str) -> Value {
     app.get_with(&app.project_url(&format!("/streams/{id}")), &app.key).await.json().await.unwrap()
 }
@@ -121,7 +130,7 @@ async fn a_push_without_media_ends_after_10_s() {
     let app = spawn_app(Backend::Sqlite).await;
     let rx = Receiver::start().await;
     create_webhook(&app, &rx.url(), json!(["stream.live", "stream.ended"])).await;
-    let s = create_stream(&app, "silent").await;
+    let s = create_stream_ending_with_push(&app, "silent").await;
     let id = s["_id"].as_str().unwrap();
     let addr = app.app.rtmp_addr().unwrap();
     let mut sock = publish_silently(addr, &credentials(&s)).await;

@@ -9,7 +9,7 @@ import { handOver } from '../lib/credentials';
 import { Link, navigate } from '../lib/router';
 import { canWrite } from '../lib/session';
 
-const FIELDS = ['name', 'qualities', 'protocols', 'vodEnabled', 'dvrEnabled', 'dvrDuration', 'drmEnabled'] as const;
+const FIELDS = ['name', 'qualities', 'protocols', 'vodEnabled', 'dvrEnabled', 'dvrDuration', 'reconnectWindow', 'drmEnabled'] as const;
 
 export function StreamNew({ project }: { project: Project }) {
   const base = `/p/${encodeURIComponent(project.slug)}/streams`;
@@ -19,6 +19,7 @@ export function StreamNew({ project }: { project: Project }) {
   const [vodEnabled, setVod] = useState(false);
   const [dvrEnabled, setDvr] = useState(false);
   const [dvrDuration, setDvrDuration] = useState('3600');
+  const [reconnectWindow, setReconnectWindow] = useState('10');
   const [drmEnabled, setDrm] = useState(false);
   const form = useForm(FIELDS);
 
@@ -51,6 +52,7 @@ export function StreamNew({ project }: { project: Project }) {
                   dvrEnabled,
                   // An empty or non-numeric duration goes to the server as is, which names the field.
                   dvrDuration: dvrEnabled ? Number(dvrDuration) : null,
+                  reconnectWindow: Number(reconnectWindow),
                   drmEnabled,
                 },
               }),
@@ -112,6 +114,19 @@ export function StreamNew({ project }: { project: Project }) {
             errors={form.errors.fields.dvrDuration}
           />
         )}
+        <TextField
+          id="reconnectWindow"
+          label="Reconnect window (seconds)"
+          type="number"
+          inputMode="numeric"
+          min={0}
+          max={1800}
+          step={1}
+          value={reconnectWindow}
+          onValue={setReconnectWindow}
+          hint="How long the stream stays live, showing a slate, when the publisher drops: 0 to 1800 seconds."
+          errors={form.errors.fields.reconnectWindow}
+        />
         <CheckboxField
           id="drmEnabled"
           label="Encrypt segments (AES-128; pair it with signed playback)"

@@ -102,6 +102,8 @@ export function StreamPage({ project, id }: { project: Project; id: string }) {
           <dd>{s.vodEnabled ? 'each session becomes a VOD' : 'off'}</dd>
           <dt>DVR</dt>
           <dd>{s.dvrEnabled ? `on, ${s.dvrDuration} s` : 'off'}</dd>
+          <dt>Reconnect window</dt>
+          <dd>{s.reconnectWindow} s</dd>
           <dt>DRM (AES-128)</dt>
           <dd>{s.drmEnabled ? 'on' : 'off'}</dd>
           <dt>Signed playback</dt>

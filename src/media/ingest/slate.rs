@@ -45,6 +45,8 @@ pub struct Format {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Key {
     video: Option<(i32, i32, i32, i32)>,
+    /// The H.264 profile, as the push's caps name it (x264 makes the slate in the same one).
+    profile: &'static str,
     audio: Option<(i32, i32)>,
 }
 
@@ -62,7 +64,14 @@ impl Key {
             let (rate, channels) = (s.get::<i32>("rate").ok()?, s.get::<i32>("channels").ok()?);
             Some(((8000..=96_000).contains(&rate).then_some(rate)?, channels.clamp(1, 2)))
         });
-        Key { video, audio }
+        let profile =
+            format.video.as_ref().and_then(|c| c.structure(0)).and_then(|s| s.get::<&str>("profile").ok());
+        let profile = match profile {
+            Some("baseline" | "constrained-baseline") => "constrained-baseline",
+            Some("high") => "high",
+            _ => "main",
+        };
+        Key { video, profile, audio }
     }
 }
 
@@ -103,6 +112,7 @@ impl Slate {
         let video = key
             .video
             .map(|(w, h, n, d)| {
+                let profile = key.profile;
                 // One second of frames: the first a keyframe, the others repeat it (a few bytes each).
                 let frames = ((n + d - 1) / d).max(2);
                 let description = format!(
@@ -110,7 +120,7 @@ impl Slate {
                      ! video/x-raw,format=I420,width={w},height={h},framerate={n}/{d} \
                      ! textoverlay text=\"{CARD_TEXT}\" valignment=center halignment=center font-desc=\"Sans 20\" \
                      ! x264enc tune=zerolatency speed-preset=veryfast bframes=0 key-int-max={frames} \
-                     ! video/x-h264,profile=main ! h264parse ! video/x-h264,stream-format=avc,alignment=au \
+                     ! video/x-h264,profile={profile} ! h264parse ! video/x-h264,stream-format=avc,alignment=au \
                      ! appsink name=out sync=false"
                 );
                 let frame = gst::ClockTime::SECOND.mul_div_floor(d as u64, n as u64).unwrap_or(gst::ClockTime::ZERO);

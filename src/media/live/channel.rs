@@ -11,8 +11,7 @@
 //! there; a channel's folder is removed by that writer once the channel has left the map, never
 //! in a `Drop`; and the map lock is released before a channel that left it is retired.
 //!
-//! Here: the channel's state and its write side (fed by the pipeline); `serve` answers the
-//! origin's requests; `registry` holds the channels of the process.
+//! Here: the channel's state and write side; `serve` answers the origin; `registry` holds them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -27,7 +26,7 @@ use super::dvr::{DiskSink, NotQueued, SegmentSink, Write, Writer};
 use crate::domain::content_key::ContentKey;
 use crate::media::hls::live::{Config, MediaPlaylist, Part, Window};
 pub use crate::media::live::segments::Kind;
-use crate::media::live::segments::{Record, RenditionInfo, SegmentOutput};
+use crate::media::live::segments::{recorder_for, Record, RenditionInfo, SegmentOutput};
 
 mod registry;
 mod serve;
@@ -162,15 +161,6 @@ struct State {
     timeline: timeline::Timeline,
     /// Generations the recording leaves out (the slate's).
     unrecorded: BTreeSet<u32>,
-}
-
-/// The recorder, for what generation `generation` feeds (none for one it leaves out).
-fn recorder_for<'a>(
-    recorder: &'a Option<Box<dyn SegmentOutput>>,
-    unrecorded: &BTreeSet<u32>,
-    generation: u32,
-) -> Option<&'a dyn SegmentOutput> {
-    recorder.as_deref().filter(|_| !unrecorded.contains(&generation))
 }
 
 /// Why a file or playlist could not be served.

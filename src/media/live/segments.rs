@@ -34,3 +34,13 @@ pub enum Record {
 pub trait SegmentOutput: Send + Sync {
     fn record(&self, item: Record);
 }
+
+/// The recorder, for what generation `generation` of a channel feeds (none for one it leaves
+/// out: the slate's).
+pub fn recorder_for<'a>(
+    recorder: &'a Option<Box<dyn SegmentOutput>>,
+    unrecorded: &std::collections::BTreeSet<u32>,
+    generation: u32,
+) -> Option<&'a dyn SegmentOutput> {
+    recorder.as_deref().filter(|_| !unrecorded.contains(&generation))
+}

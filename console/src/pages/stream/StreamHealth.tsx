@@ -33,6 +33,12 @@ export function StreamHealth({ stream }: { stream: Stream }) {
         </p>
       ) : (
         <dl class="facts">
+          <dt>Input</dt>
+          <dd data-testid="stream-input">
+            {input?.active === 'slate'
+              ? 'the slate: the publisher is away (reconnect window)'
+              : input?.active ?? '—'}
+          </dd>
           <dt>Uptime</dt>
           <dd>{Number.isFinite(since) ? seconds((now - since) / 1000) : '—'}</dd>
           <dt>Input bitrate</dt>

@@ -1,0 +1,126 @@
+//! What a viewer sees when the publisher goes away within the stream's reconnect window
+//! (CONTRACT: Continuity): hls.js in Chromium plays on through the slate, never errors and
+//! never stalls, and plays the publisher again when it is back; with the window lapsed the
+//! playlists end.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::live_hls::get_text;
+use crate::support::player::{Player, Report};
+use crate::support::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
+
+fn push(url: &str) -> Killed {
+    ffmpeg_push(url, "testsrc2=size=640x360:rate=30", 120, &["-b:v", "800k", "-b:a", "96k"])
+}
+
+async fn active_input(t: &TestApp, id: &str) -> String {
+    let v: Value =
+        t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json");
+    v["input"]["active"].as_str().unwrap_or_default().to_string()
+}
+
+/// The longest time (s) in `reports` from `since` (page ms) on that the picture did not move
+/// on while the page's clock did: consecutive reports whose `currentTime` advanced less than
+/// the time between them, added up while that lasts.
+fn longest_hold(reports: &[Report], since: f64) -> f64 {
+    let (mut longest, mut run) = (0.0f64, 0.0f64);
+    let from: Vec<&Report> = reports.iter().filter(|r| r.t >= since).collect();
+    for pair in from.windows(2) {
+        let (dt, played) = ((pair[1].t - pair[0].t) / 1000.0, pair[1].current_time - pair[0].current_time);
+        let held = (dt - played).max(0.0);
+        // Catching up (a rate above 1) plays more than the clock: that ends a run.
+        run = if played < dt * 0.5 { run + held } else { 0.0 };
+        longest = longest.max(run);
+    }
+    longest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue 54, not met yet: hls.js (LL, source variant) stalls about 0.9 s into the slate for good \
+            (the element's buffer stops while hls.js's video buffer goes on; the audio is suspected); \
+            the playlists, the parts' times and their decoding were checked and are continuous"]
+async fn hls_js_plays_through_the_slate_and_back_to_the_publisher() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let body = json!({"name": "continuity", "qualities": ["240p"], "reconnectWindow": 12});
+    let stream: Value =
+        t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
+    let (id, rtmp) = (stream["_id"].as_str().expect("id"), stream["ingestUrl"].as_str().expect("ingestUrl"));
+    let master = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let first = push(rtmp);
+    eventually("the master playlist", Duration::from_secs(30), || async {
+        (get_text(&t, &master).await.0 == 200).then_some(())
+    })
+    .await;
+    let player = Player::start(&master).await;
+    player
+        .wait_until("hls.js playing for 4 s", Duration::from_secs(60), |rs| {
+            rs.iter().rev().find(|r| r.current_time > 0.0).is_some_and(|r| r.current_time >= 4.0)
+        })
+        .await;
+
+    // The publisher is killed: the slate, and the player plays on.
+    let page_now = player.last().map(|r| r.t).unwrap_or_default();
+    drop(first);
+    let gone = Instant::now();
+    eventually("the slate", Duration::from_secs(5), || async {
+        (active_input(&t, id).await == "slate").then_some(())
+    })
+    .await;
+    let slate_after = gone.elapsed();
+    let at_drop = player.last().map(|r| r.current_time).unwrap_or_default();
+    let reports = player
+        .wait_until("8 s of play through the slate", Duration::from_secs(30), |rs| {
+            rs.last().is_some_and(|r| r.current_time >= at_drop + 8.0)
+        })
+        .await;
+    let last = reports.last().expect("a report");
+    assert!(last.fatal_errors().is_empty(), "errors through the slate: {:?}", last.errors);
+    let held = longest_hold(&reports, page_now);
+    eprintln!("the slate was on {slate_after:?} after the kill; the picture held at most {held:.2} s");
+    assert!(held <= 0.5, "the player stalled {held:.2} s through the slate: {:?}", last.events);
+
+    // The publisher is back: the player plays its push on.
+    let page_back = player.last().map(|r| r.t).unwrap_or_default();
+    let second = push(rtmp);
+    eventually("the publisher again", Duration::from_secs(15), || async {
+        (active_input(&t, id).await == "primary").then_some(())
+    })
+    .await;
+    let at_back = player.last().map(|r| r.current_time).unwrap_or_default();
+    let reports = player
+        .wait_until("8 s of play after the publisher came back", Duration::from_secs(30), |rs| {
+            rs.last().is_some_and(|r| r.current_time >= at_back + 8.0)
+        })
+        .await;
+    let last = reports.last().expect("a report");
+    assert!(last.fatal_errors().is_empty(), "errors after the publisher came back: {:?}", last.errors);
+    let held = longest_hold(&reports, page_back);
+    eprintln!("after the publisher came back the picture held at most {held:.2} s");
+    assert!(held <= 0.5, "the player stalled {held:.2} s at the publisher's return: {:?}", last.events);
+
+    // Gone for good: after the window the stream ends and so do the playlists.
+    let (_, text) = get_text(&t, &master).await;
+    let variant = text.lines().find(|l| !l.is_empty() && !l.starts_with('#')).expect("a variant");
+    let playlist = format!("{}{variant}", &master[..master.rfind('/').expect("a path") + 1]);
+    drop(second);
+    let gone = Instant::now();
+    eventually("the stream to end", Duration::from_secs(30), || async {
+        let v: Value =
+            t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.ok()?;
+        (v["status"] == "idle").then_some(())
+    })
+    .await;
+    assert!(
+        gone.elapsed() >= Duration::from_secs(10),
+        "the window is 12 s: ended after {:?}",
+        gone.elapsed()
+    );
+    eventually("EXT-X-ENDLIST", Duration::from_secs(10), || async {
+        get_text(&t, &playlist).await.1.contains("#EXT-X-ENDLIST").then_some(())
+    })
+    .await;
+    let last = player.last().expect("a report");
+    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+}
