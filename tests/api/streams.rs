@@ -63,6 +63,7 @@ async fn create_applies_defaults_and_returns_credentials_once(app: TestApp) {
         (Some(false), Some(false), Some(false))
     );
     assert_eq!(s["dvrDuration"], 3600);
+    assert_eq!(s["reconnectWindow"], 10, "the contract's default window");
     let rtmp = app.app.rtmp_port();
     assert_eq!(s["rtmpPort"], rtmp);
     assert_eq!(s["ingestUrl"], format!("rtmp://127.0.0.1:{rtmp}/live/{key}?user={user}&pass={pass}"));
@@ -111,7 +112,7 @@ async fn create_validates_every_field(app: TestApp) {
             &url,
             &app.key,
             &json!({"name": "", "qualities": ["720p", "721p"], "protocols": ["hls"],
-            "dvrDuration": 30, "vodEnabled": "yes", "bogus": 1}),
+            "dvrDuration": 30, "reconnectWindow": 1801, "vodEnabled": "yes", "bogus": 1}),
         )
         .await,
         400,
@@ -125,6 +126,7 @@ async fn create_validates_every_field(app: TestApp) {
             "protocols.0 must be one of llhls, webrtc, rtsp",
             "vodEnabled must be a boolean",
             "dvrDuration must be an integer from 60 to 43200",
+            "reconnectWindow must be an integer from 0 to 1800",
             "property bogus should not exist"
         ])
     );
