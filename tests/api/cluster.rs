@@ -150,15 +150,6 @@ async fn blocking_reload_after(client: &Client, playlist: &str, body: &str) -> (
     (held, blocked)
 }
 
-fn events_for(rx: &Receiver, id: &str) -> Vec<String> {
-    rx.received()
-        .iter()
-        .map(|r| r.json())
-        .filter(|b| b["data"]["id"] == id)
-        .map(|b| b["event"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
     let db = fresh_postgres_url().await;
@@ -353,10 +344,10 @@ async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
     assert!(streams.iter().any(|c| c == "h264"), "the recording plays: {streams:?}");
     eventually("stream.ended and vod.complete delivered", Duration::from_secs(20), || async {
         let got = rx.received().iter().filter(|r| r.json()["event"] == "vod.complete").count();
-        (events_for(&rx, &id).contains(&"stream.ended".to_string()) && got == 1).then_some(())
+        (rx.events_for(&id).contains(&"stream.ended".to_string()) && got == 1).then_some(())
     })
     .await;
-    assert_eq!(events_for(&rx, &id), ["stream.live", "stream.ended"], "one stream.ended");
+    assert_eq!(rx.events_for(&id), ["stream.live", "stream.ended"], "one stream.ended");
 
     let nodes = get_json(&client, &nodes_url, ADMIN).await;
     let a_row = nodes["nodes"]
@@ -394,10 +385,10 @@ async fn three_nodes_serve_any_url_and_take_over_a_dead_node() {
     blocking_reload(&client, &playlist_b).await;
     assert_eq!(c.metric(&client, "sluice_push_sessions").await, Some(1), "C holds the push");
     eventually("the second stream.live", Duration::from_secs(20), || async {
-        (events_for(&rx, &id).len() >= 3).then_some(())
+        (rx.events_for(&id).len() >= 3).then_some(())
     })
     .await;
-    assert_eq!(events_for(&rx, &id), ["stream.live", "stream.ended", "stream.live"]);
+    assert_eq!(rx.events_for(&id), ["stream.live", "stream.ended", "stream.live"]);
 }
 
 async fn text_owned(client: Client, url: String) -> (u16, String) {

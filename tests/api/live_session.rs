@@ -86,16 +86,6 @@ async fn status_of(t: &TestApp, id: &str) -> (String, String) {
     (status, v["input"]["active"].as_str().unwrap_or_default().to_string())
 }
 
-/// The stream events the receiver got for `id`, in order.
-fn stream_events(rx: &Receiver, id: &str) -> Vec<String> {
-    rx.received()
-        .iter()
-        .map(|r| r.json())
-        .filter(|b| b["data"]["id"] == id)
-        .map(|b| b["event"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// The number of the last part a media playlist lists (`p<n>.m4s`).
 fn last_part(playlist: &str) -> Option<u64> {
     playlist
@@ -258,7 +248,7 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
         encoders,
         "the slate and the second push feed the session's encoders"
     );
-    assert_eq!(stream_events(&rx, &id), ["stream.live"], "one stream.live, no stream.ended yet");
+    assert_eq!(rx.events_for(&id), ["stream.live"], "one stream.live, no stream.ended yet");
 
     // The publisher goes for good: the slate, then after the window the session ends, as one
     // recording, with one stream.ended.
@@ -279,7 +269,7 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     let slate = ended.rsplit("#EXT-X-DISCONTINUITY\n").next().unwrap_or_default();
     assert!(slate.matches("#EXTINF:").count() >= 3, "{ended}");
     eventually("stream.ended", Duration::from_secs(10), || async {
-        (stream_events(&rx, &id) == ["stream.live", "stream.ended"]).then_some(())
+        (rx.events_for(&id) == ["stream.live", "stream.ended"]).then_some(())
     })
     .await;
     assert_eq!(status_of(&t, &id).await.0, "idle");
@@ -298,7 +288,7 @@ async fn a_dropped_publisher_comes_back_to_the_same_session(second: Second) {
     let first = master.lines().find(|l| !l.is_empty() && !l.starts_with('#')).expect("a variant");
     let (_, media) = get_text(&t, &format!("{base}{first}")).await;
     assert_eq!(media.matches("#EXT-X-DISCONTINUITY").count(), 1, "the recording has no slate:\n{media}");
-    assert_eq!(stream_events(&rx, &id), ["stream.live", "stream.ended"]);
+    assert_eq!(rx.events_for(&id), ["stream.live", "stream.ended"]);
     drop(rtsp);
     drop(viewer);
 }

@@ -115,6 +115,16 @@ impl Receiver {
         self.state.most_held.load(std::sync::atomic::Ordering::SeqCst)
     }
 
+    /// The events received whose `data.id` is `id`, by name, in order.
+    pub fn events_for(&self, id: &str) -> Vec<String> {
+        self.received()
+            .iter()
+            .map(|r| r.json())
+            .filter(|b| b["data"]["id"] == id)
+            .map(|b| b["event"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     pub fn received(&self) -> Vec<Received> {
         self.state.received.lock().unwrap().clone()
     }

@@ -105,12 +105,7 @@ impl IngestPipeline {
         stream_id: &str,
         outputs: Outputs,
     ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
-        init()?;
-        let pipeline = gst::parse::launch(DESCRIPTION)
-            .map_err(|e| format!("ingest pipeline: {e}"))?
-            .downcast::<gst::Pipeline>()
-            .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
-        pipeline.set_property("name", format!("ingest-{stream_id}"));
+        let pipeline = launch(DESCRIPTION, &format!("ingest-{stream_id}"))?;
         let front = FlvFront::new(&pipeline, stream_id)?;
         let (p, reports) = IngestPipeline::assemble(pipeline, Front::Flv(Box::new(front)), outputs, false)?;
         Ok((p, reports))
@@ -126,12 +121,7 @@ impl IngestPipeline {
     ) -> Result<(IngestPipeline, mpsc::Receiver<PipelineReport>), String> {
         let stream_id = stream_id.to_string();
         tokio::task::spawn_blocking(move || {
-            init()?;
-            let pipeline = gst::parse::launch(TS_DESCRIPTION)
-                .map_err(|e| format!("ingest pipeline: {e}"))?
-                .downcast::<gst::Pipeline>()
-                .map_err(|_| "ingest pipeline is not a pipeline".to_string())?;
-            pipeline.set_property("name", format!("ingest-ts-{stream_id}"));
+            let pipeline = launch(TS_DESCRIPTION, &format!("ingest-ts-{stream_id}"))?;
             let src = pipeline
                 .by_name("src")
                 .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
@@ -155,12 +145,7 @@ impl IngestPipeline {
     ) -> Result<IngestPipeline, String> {
         let stream_id = stream_id.to_string();
         tokio::task::spawn_blocking(move || {
-            init()?;
-            let pipeline = gst::parse::launch(DESCRIPTION)
-                .map_err(|e| format!("slate pipeline: {e}"))?
-                .downcast::<gst::Pipeline>()
-                .map_err(|_| "slate pipeline is not a pipeline".to_string())?;
-            pipeline.set_property("name", format!("slate-{stream_id}"));
+            let pipeline = launch(DESCRIPTION, &format!("slate-{stream_id}"))?;
             let feed = SlateFeed::new(&pipeline, &stream_id, slate)?;
             let (mut p, _reports) = IngestPipeline::assemble(pipeline, Front::Slate(feed), outputs, false)?;
             let _ = p.wall.set(base);
@@ -348,6 +333,17 @@ impl Filler for IngestPipeline {
     fn stop(self: Box<Self>, end: PushEnd) {
         drop(IngestPipeline::stop(*self, end));
     }
+}
+
+/// The pipeline of `description`, named `name` (GStreamer initialised first).
+fn launch(description: &str, name: &str) -> Result<gst::Pipeline, String> {
+    init()?;
+    let pipeline = gst::parse::launch(description)
+        .map_err(|e| format!("{name}: {e}"))?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| format!("{name} is not a pipeline"))?;
+    pipeline.set_property("name", name);
+    Ok(pipeline)
 }
 
 /// Feeds bytes into a front's `appsrc` without blocking: a full source drops them (the demuxer

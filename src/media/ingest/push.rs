@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use crate::domain::stream::{InputInfo, InputRole};
 use crate::media::ingest::liveness::Liveness;
 use crate::media::ingest::pipeline::IngestPipeline;
-pub use crate::media::ingest::pipeline::PipelineReport;
+use crate::media::ingest::pipeline::PipelineReport;
 use crate::media::ingest::slate::{Format, Slate};
 use crate::media::live::session::{LiveSessions, Outputs, PushEnd, ENDED_BY_API};
 pub use crate::services::streams::Opened;
