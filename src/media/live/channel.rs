@@ -28,6 +28,7 @@ use crate::media::hls::live::{Config, MediaPlaylist, Part, Window};
 pub use crate::media::live::segments::Kind;
 use crate::media::live::segments::{recorder_for, Record, RenditionInfo, SegmentOutput};
 
+mod handover;
 mod registry;
 mod serve;
 #[cfg(test)]
@@ -113,6 +114,7 @@ struct Rendition {
     reconnected: bool,
     /// Recent parts by number (`p<n>.m4s`); the oldest are dropped once no playlist lists them.
     parts: VecDeque<(u64, Bytes)>,
+    hand_over: handover::HandOver,
     next_part: u64,
     /// Chunks of the open segment.
     open: Vec<Bytes>,
@@ -244,17 +246,6 @@ impl Channel {
         self.lock().recorder.is_some()
     }
 
-    /// The recording leaves generation `generation` out (the slate's media is not recorded).
-    pub fn skip_recording(&self, generation: u32) {
-        self.lock().unrecorded.insert(generation);
-    }
-
-    /// The wall-clock time at which the media so far ends (the latest end of any rendition's
-    /// part), once any part came.
-    pub fn media_end(&self) -> Option<DateTime<Utc>> {
-        self.lock().timeline.end_date()
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -283,10 +274,11 @@ impl Channel {
                 self.close_segment(name, r, writer.as_ref(), recorder, generation - 1, false);
             }
             // The part the last push hinted will not come (see `push_ended`, which may not have
-            // run yet: a ladder drains after its publisher is gone).
+            // run yet: a ladder drains after its publisher is gone) unless it handed over.
             if !r.playlist.has_map_hint() {
                 r.next_part += 1;
             }
+            r.hand_over = Default::default();
             // The discontinuity goes before the new push's first part, with the section it
             // needs: known when its initialization section comes (`feed`).
             r.reconnected = true;
@@ -315,6 +307,7 @@ impl Channel {
             init_generation: generation,
             reconnected: false,
             parts: VecDeque::new(),
+            hand_over: Default::default(),
             next_part: 0,
             open: Vec::new(),
             segments: BTreeMap::new(),
@@ -391,6 +384,7 @@ impl Channel {
                 }
                 r.inits.insert(generation, data);
             }
+            Chunk::Part { .. } if r.hand_over == handover::HandOver::Done => return,
             Chunk::Part { starts_segment, independent, duration, pdt, data } => {
                 if starts_segment && !r.playlist.open_parts().is_empty() {
                     self.close_segment(name, r, writer.as_ref(), recorder, generation, true);
@@ -412,6 +406,7 @@ impl Channel {
                 r.parts.push_back((n, served));
                 r.playlist.push_part(Part { duration, independent, uri: format!("p{n}.m4s") }, pdt);
                 r.playlist.set_preload_hint(Some(format!("p{}.m4s", n + 1)));
+                r.part_added(generation);
                 // Keep the parts a playlist can list (three target durations) and some more.
                 let keep = ((4.0 * self.config.segment) / self.config.part).ceil() as usize + 8;
                 while r.parts.len() > keep {
@@ -566,7 +561,10 @@ impl Channel {
             // its own initialization section: the hint moves past it (a request held for it
             // gets 404, RFC 8216bis 6.2.6), and the next push's section is hinted too (B.1), so
             // no player that preloads hints parses the new push's media with the old section.
-            r.next_part += 1;
+            // A hand-over hinted both already.
+            if !r.playlist.has_map_hint() {
+                r.next_part += 1;
+            }
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
             r.playlist.set_map_hint(Some(format!("init{}.mp4", generation + 1)));
         }

@@ -31,6 +31,10 @@ use crate::metrics::{PerStream, StreamCounters};
 use crate::services::policy::{KeyError, Policies, Resource};
 use crate::store::streams::StreamRow;
 
+/// How long a publisher that rejoins waits for the slate to hand the playlists over: about one
+/// part (200 ms by default), or the slate has stalled.
+const HAND_OVER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What one push feeds: LL-HLS packaging (streams that list `llhls`) and the tap that WHEP
 /// viewers and RTSP sessions take from (streams that list `webrtc` or `rtsp`), and its place in
 /// the stream's live session.
@@ -293,9 +297,17 @@ impl LiveSessions {
         closed: watch::Receiver<bool>,
     ) -> Result<Outputs, KeyError> {
         let _joining = self.sessions.joining(&stream.id).await;
-        // A filler stops first: from here on its output is an older generation's.
-        let filler = self.sessions.get(&stream.id).and_then(|s| s.lock().filler.take());
-        if let Some((_, filler)) = filler {
+        // A filler stops first, once it handed the playlists over (Channel::hand_over): from
+        // here on its output is an older generation's.
+        let session = self.sessions.get(&stream.id);
+        let held = session.map(|s| {
+            let mut held = s.lock();
+            (held.filler.take(), held.channel.clone())
+        });
+        if let Some((Some((_, filler)), channel)) = held {
+            if let Some((channel, generation)) = channel {
+                channel.hand_over(generation, HAND_OVER).await;
+            }
             filler.stop(PushEnd::Reconnectable);
         }
         let live =

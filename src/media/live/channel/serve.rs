@@ -178,7 +178,7 @@ impl Channel {
 
     /// Runs `try_now` until it gives an answer (`Some`), an error, or `timeout` passes
     /// (`Ok(None)`). Woken by every change of the channel, never by polling.
-    async fn wait<T>(
+    pub(super) async fn wait<T>(
         &self,
         timeout: Duration,
         mut try_now: impl FnMut() -> Result<Option<T>, Miss>,

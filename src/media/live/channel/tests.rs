@@ -511,3 +511,55 @@ async fn a_reconnect_with_the_same_section_keeps_it_and_another_gets_its_own() {
         assert_eq!(served[32], time, "{uri} is its own push's section");
     }
 }
+
+#[tokio::test]
+async fn a_hand_over_hints_the_next_push_before_its_media_and_adds_nothing_after() {
+    let channels = Channels::default();
+    let (c, g) = channels.start_push("st", config());
+    c.add_rendition(g, "360p", video(), TIMING);
+    c.feed(g, "360p", init_section(1, 64));
+    feed(&c, g, "360p", 2);
+    let t = Duration::from_millis(10);
+    let playlist =
+        || async { c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap().to_string() };
+    assert!(playlist().await.contains("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p12.m4s\"\n"));
+
+    // The hand-over waits for the generation's next part: that one is the part hinted, and the
+    // playlist that adds it hints the next push's first part and section.
+    let handing = c.hand_over(g, Duration::from_secs(5));
+    let feeding = async {
+        tokio::task::yield_now().await;
+        c.feed(g, "360p", part(true, 7));
+    };
+    tokio::time::timeout(Duration::from_secs(5), async { tokio::join!(handing, feeding) })
+        .await
+        .expect("the hand-over returns once the part came");
+    let text = playlist().await;
+    assert!(text.contains("p12.m4s"), "{text}");
+    assert!(
+        text.contains(
+            "#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"p13.m4s\"\n#EXT-X-PRELOAD-HINT:TYPE=MAP,URI=\"init1.mp4\""
+        ),
+        "{text}"
+    );
+
+    // Nothing more of that generation is added, and neither its end nor the next push moves the
+    // hint: the next push's first part is the one hinted.
+    c.feed(g, "360p", part(false, 8));
+    assert_eq!(playlist().await, text);
+    c.push_ended(g);
+    let (_, g1) = channels.start_push("st", config());
+    c.add_rendition(g1, "360p", video(), TIMING);
+    c.feed(g1, "360p", init_section(2, 80));
+    feed(&c, g1, "360p", 1);
+    let text = playlist().await;
+    assert!(text.contains("#EXT-X-DISCONTINUITY\n#EXT-X-MAP:URI=\"init1.mp4\""), "{text}");
+    let after = text.split("#EXT-X-DISCONTINUITY\n").nth(1).expect("after the discontinuity");
+    assert!(after.contains("URI=\"p13.m4s\""), "{text}");
+
+    // A hand-over with no part to come returns after its timeout; the part it waited for is
+    // then skipped as at any push's end.
+    let started = std::time::Instant::now();
+    c.hand_over(g1, Duration::from_millis(100)).await;
+    assert!(started.elapsed() >= Duration::from_millis(100));
+}
