@@ -41,22 +41,38 @@ fn longest_hold(reports: &[Report], since: f64) -> f64 {
 /// `since` (page ms); returns the longest hold.
 async fn plays_on(player: &Player, what: &str, since: f64) -> f64 {
     let at = player.last().map(|r| r.current_time).unwrap_or_default();
-    let reports = player
-        .wait_until(&format!("8 s of play {what}"), Duration::from_secs(30), |rs| {
-            rs.last().is_some_and(|r| r.current_time >= at + 8.0)
-        })
-        .await;
+    // Polled here rather than with `wait_until`, so that a player that never gets there is
+    // judged (and its timeline shown) as one that stalls.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut reports = player.reports();
+    while Instant::now() < deadline && !reports.last().is_some_and(|r| r.current_time >= at + 8.0) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        reports = player.reports();
+    }
     let last = reports.last().expect("a report");
     assert!(last.fatal_errors().is_empty(), "errors {what}: {:?}", last.errors);
-    let held = longest_hold(&reports, since);
-    assert!(held <= 0.5, "the player stalled {held:.2} s {what}: {:?}", last.events);
+    let mut held = longest_hold(&reports, since);
+    if last.current_time < at + 8.0 {
+        held = held.max(30.0);
+    }
+    if held > 0.5 {
+        // What hls.js loaded and appended, with each source buffer's ranges (player.html's
+        // timeline), for the reason.
+        // SLUICE_TEST_TIMELINE=<file>: the whole timeline, into that file.
+        if let Some(path) = std::env::var_os("SLUICE_TEST_TIMELINE") {
+            let _ = std::fs::write(path, last.timeline.join("\n"));
+        }
+        let from = last.timeline.len().saturating_sub(300);
+        eprintln!("the player's timeline, last lines:\n{}", last.timeline[from..].join("\n"));
+    }
+    assert!(held <= 0.5, "the player stalled {held:.2} s {what}: {:?} {:?}", last.events, last.errors);
     held
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 54, not met yet: hls.js (LL, source variant) stalls about 0.9 s into the slate for good \
-            (the element's buffer stops while hls.js's video buffer goes on; the audio is suspected); \
-            the playlists, the parts' times and their decoding were checked and are continuous"]
+#[ignore = "issue 54, not met yet: passes in about one run of three; in the others hls.js (LL) finds \
+            'no media' in an audio part of the slate (fragParsingError, then fragGap for the rest of the \
+            segment) and its audio buffer stops, or its audio stops after the publisher's return"]
 async fn hls_js_plays_through_the_slate_and_back_to_the_publisher() {
     let t = spawn_app(Backend::Sqlite).await;
     let body = json!({"name": "continuity", "qualities": ["240p"], "reconnectWindow": 12});
@@ -69,10 +85,12 @@ async fn hls_js_plays_through_the_slate_and_back_to_the_publisher() {
         (get_text(&t, &master).await.0 == 200).then_some(())
     })
     .await;
-    let player = Player::start(&master).await;
+    let player = Player::start_opts(&master, "lowLatency=1&stampFor=40000").await;
+    // Four seconds of play: hls.js starts near the live edge, so from where it started.
     player
         .wait_until("hls.js playing for 4 s", Duration::from_secs(60), |rs| {
-            rs.iter().rev().find(|r| r.current_time > 0.0).is_some_and(|r| r.current_time >= 4.0)
+            let start = rs.iter().find(|r| r.current_time > 0.0).map(|r| r.current_time);
+            start.zip(rs.last()).is_some_and(|(start, last)| last.current_time >= start + 4.0)
         })
         .await;
 

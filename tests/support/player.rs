@@ -435,7 +435,7 @@ impl Player {
     }
 
     /// The player page on `hls_url` with `options` (player.html's query) after it.
-    async fn start_opts(hls_url: &str, options: &str) -> Player {
+    pub async fn start_opts(hls_url: &str, options: &str) -> Player {
         let player =
             Player::open(|addr| format!("http://{addr}/player.html?src={}&{options}", encode(hls_url))).await;
         player.wait_until("the player page's first report", FIRST_REPORT, |r| !r.is_empty()).await;

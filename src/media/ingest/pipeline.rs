@@ -22,7 +22,7 @@ use crate::media::ingest::flv::Tag;
 use crate::media::ingest::front::FlvFront;
 use crate::media::ingest::slate::{Format, Slate, SlateFeed};
 use crate::media::live;
-use crate::media::live::channel::Channel;
+use crate::media::live::channel::{Channel, MediaEnds};
 use crate::media::live::encoders::EncoderSlot;
 use crate::media::live::pipeline::{WallBase, DRAIN};
 use crate::media::live::session::{Filler, Outputs, PushEnd, SessionPush};
@@ -134,15 +134,16 @@ impl IngestPipeline {
     }
 
     /// Builds and starts the slate's pipeline: the tees of `pipelines/ingest.txt` fed with
-    /// `slate`'s frames in real time from `base` (the wall-clock time its media begins at: where
-    /// the ended push's media ended, so the playlists' dates and media times go on without a
-    /// hole). Off the async workers, as [`IngestPipeline::start`].
+    /// `slate`'s frames in real time, each track from where the ended push's media of its kind
+    /// ended (`ends`; now when nothing came), so the playlists' dates and media times go on
+    /// without a hole. Off the async workers, as [`IngestPipeline::start`].
     pub async fn start_slate(
         stream_id: &str,
         outputs: Outputs,
         slate: Arc<Slate>,
-        base: chrono::DateTime<chrono::Utc>,
+        ends: MediaEnds,
     ) -> Result<IngestPipeline, String> {
+        let base = ends.base().unwrap_or_else(chrono::Utc::now);
         let stream_id = stream_id.to_string();
         tokio::task::spawn_blocking(move || {
             let pipeline = launch(DESCRIPTION, &format!("slate-{stream_id}"))?;
@@ -150,7 +151,7 @@ impl IngestPipeline {
             let (mut p, _reports) = IngestPipeline::assemble(pipeline, Front::Slate(feed), outputs, false)?;
             let _ = p.wall.set(base);
             if let Front::Slate(feed) = &mut p.front {
-                feed.run(base)?;
+                feed.run(base, ends)?;
             }
             Ok(p)
         })

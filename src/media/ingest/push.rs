@@ -195,8 +195,8 @@ async fn cover(
         }
     };
     let Some((outputs, push)) = sessions.fill(stream_id, closed.clone()).await else { return };
-    let base = outputs.live.as_ref().and_then(|l| l.channel.media_end()).unwrap_or_else(chrono::Utc::now);
-    let pipeline = match IngestPipeline::start_slate(stream_id, outputs, slate, base).await {
+    let ends = outputs.live.as_ref().map(|l| l.channel.media_ends()).unwrap_or_default();
+    let pipeline = match IngestPipeline::start_slate(stream_id, outputs, slate, ends).await {
         Ok(pipeline) => pipeline,
         Err(e) => {
             tracing::warn!(stream = %stream_id, error = %e, "the slate did not start; players wait for the publisher");

@@ -22,6 +22,8 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
+use crate::media::live::channel::MediaEnds;
+
 /// The words on the default card.
 pub const CARD_TEXT: &str = "The stream will resume shortly";
 /// The card's colour (ARGB): a dark slate grey.
@@ -217,13 +219,18 @@ impl SlateFeed {
         })
     }
 
-    /// Starts the feeding thread: media time zero is wall-clock time `base`.
-    pub(crate) fn run(&mut self, base: DateTime<Utc>) -> Result<(), String> {
+    /// Starts the feeding thread: media time zero is wall-clock time `base`, and each track
+    /// begins where the push's media of its kind ended (`ends`, none before `base`).
+    pub(crate) fn run(&mut self, base: DateTime<Utc>, ends: MediaEnds) -> Result<(), String> {
         let behind = (Utc::now() - base).to_std().unwrap_or_default().min(MAX_CATCH_UP);
         let zero = Instant::now().checked_sub(behind).unwrap_or_else(Instant::now);
-        let tracks: Vec<(gst::Pad, &'static str)> = [(&self.video, "video"), (&self.audio, "audio")]
+        let from = |end: Option<DateTime<Utc>>| {
+            let after = end.and_then(|e| (e - base).to_std().ok()).unwrap_or_default();
+            gst::ClockTime::from_nseconds(after.min(MAX_CATCH_UP).as_nanos() as u64)
+        };
+        let tracks: Vec<Start> = [(&self.video, "video", ends.video), (&self.audio, "audio", ends.audio)]
             .into_iter()
-            .map(|(p, k)| (p.clone(), k))
+            .map(|(pad, kind, end)| Start { pad: pad.clone(), kind, from: from(end) })
             .collect();
         let (slate, stop, id) = (self.slate.clone(), self.stop.clone(), self.stream_id.clone());
         let thread = std::thread::Builder::new()
@@ -246,16 +253,25 @@ impl SlateFeed {
     }
 }
 
+/// Where a track of the slate starts: its tee's pad, its kind, and the media time of its first
+/// frame.
+struct Start {
+    pad: gst::Pad,
+    kind: &'static str,
+    from: gst::ClockTime,
+}
+
 /// The feeding thread: each track's events, then its frames in turn, the earlier first, each
 /// sent when the wall clock reaches it (`zero` + its time).
-fn feed(slate: &Slate, pads: &[(gst::Pad, &'static str)], zero: Instant, stop: &AtomicBool, stream_id: &str) {
+fn feed(slate: &Slate, tracks: &[Start], zero: Instant, stop: &AtomicBool, stream_id: &str) {
     struct Running<'a> {
         pad: &'a gst::Pad,
         track: &'a Track,
+        from: gst::ClockTime,
         sent: u64,
     }
     let mut running = Vec::new();
-    for (pad, kind) in pads {
+    for Start { pad, kind, from } in tracks {
         let track = match *kind {
             "video" => slate.video.as_ref(),
             _ => slate.audio.as_ref(),
@@ -264,11 +280,11 @@ fn feed(slate: &Slate, pads: &[(gst::Pad, &'static str)], zero: Instant, stop: &
         let Some(track) = track else { continue };
         pad.send_event(gst::event::Caps::new(&track.caps));
         pad.send_event(gst::event::Segment::new(&gst::FormattedSegment::<gst::ClockTime>::new()));
-        running.push(Running { pad, track, sent: 0 });
+        running.push(Running { pad, track, from: *from, sent: 0 });
     }
     while !stop.load(Ordering::SeqCst) {
-        let Some(next) = running.iter_mut().min_by_key(|r| r.track.frame * r.sent) else { return };
-        let at = next.track.frame * next.sent;
+        let Some(next) = running.iter_mut().min_by_key(|r| r.from + r.track.frame * r.sent) else { return };
+        let at = next.from + next.track.frame * next.sent;
         let due = zero + Duration::from_nanos(at.nseconds());
         let now = Instant::now();
         if due > now {

@@ -35,6 +35,7 @@ mod serve;
 mod tests;
 mod timeline;
 
+pub use handover::MediaEnds;
 pub use registry::Channels;
 pub use serve::Rendered;
 use serve::Stored;
@@ -394,7 +395,7 @@ impl Channel {
                     r.init_generation = generation;
                     r.continue_after_discontinuity();
                 }
-                let data = timeline.place(r.scale, pdt, duration, data);
+                let data = timeline.place(name, r.scale, pdt, duration, data);
                 let n = r.next_part;
                 r.next_part += 1;
                 // Each part on its own, under the IV of the segment it belongs to.

@@ -413,7 +413,7 @@ impl LiveSessions {
         };
         let (channel, generation) = self.channels.start_push(&stream.id, config);
         if filler {
-            channel.skip_recording(generation);
+            channel.fill_with(generation);
         }
         // A new session of a `vodEnabled` stream is recorded; a reconnect within the grace
         // period continues the channel, and with it the recording it has.

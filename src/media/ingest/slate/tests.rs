@@ -54,7 +54,11 @@ fn the_feed_catches_up_to_now_then_keeps_to_the_clock() {
     pipeline.0.set_state(gst::State::Playing).expect("plays");
     let mut feed = SlateFeed::new(&pipeline.0, "st", slate).expect("tees");
     let started = Instant::now();
-    feed.run(Utc::now() - chrono::Duration::milliseconds(500)).expect("runs");
+    // The push's video ended half a second ago, its audio 200 ms later: each track starts at
+    // its own end.
+    let base = Utc::now() - chrono::Duration::milliseconds(500);
+    let ends = MediaEnds { video: Some(base), audio: Some(base + chrono::Duration::milliseconds(200)) };
+    feed.run(base, ends).expect("runs");
     let sink = |name: &str| {
         pipeline.0.by_name(name).and_then(|e| e.downcast::<gst_app::AppSink>().ok()).expect("sink")
     };
@@ -77,7 +81,7 @@ fn the_feed_catches_up_to_now_then_keeps_to_the_clock() {
         assert_eq!(*t, gst::ClockTime::from_nseconds(33_333_333) * i as u64, "frame {i}");
     }
     let audio = a.try_pull_sample(gst::ClockTime::from_seconds(2)).expect("audio");
-    assert_eq!(audio.buffer().and_then(|b| b.pts()), Some(gst::ClockTime::ZERO));
+    assert_eq!(audio.buffer().and_then(|b| b.pts()), Some(gst::ClockTime::from_mseconds(200)));
     feed.end();
     // The end reaches the tees: what was sent is taken, then EOS.
     let deadline = Instant::now() + Duration::from_secs(5);

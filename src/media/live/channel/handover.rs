@@ -13,7 +13,31 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Channel, Rendition};
+use super::{Channel, Kind, Rendition};
+
+/// Where a channel's media so far ends, per track, as wall-clock times: the video's (the latest
+/// end of its video renditions) and the audio's.
+///
+/// The latest, because a player starts the media after a discontinuity where its playlist says
+/// the last segment ended and maps the other track by it: hls.js on `source`, whose last part
+/// ended one frame after the rung's, with the slate started at the rung's end, placed the audio
+/// after it one frame late and stalled at that hole. Started at the latest end, the other
+/// renditions' audio overlaps by as much instead, which plays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MediaEnds {
+    pub video: Option<DateTime<Utc>>,
+    pub audio: Option<DateTime<Utc>>,
+}
+
+impl MediaEnds {
+    /// The earlier of the two: where a continuation that starts each track at its end begins.
+    pub fn base(&self) -> Option<DateTime<Utc>> {
+        match (self.video, self.audio) {
+            (Some(v), Some(a)) => Some(v.min(a)),
+            (v, a) => v.or(a),
+        }
+    }
+}
 
 /// Where a rendition is in a hand-over.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -38,15 +62,31 @@ impl Rendition {
 }
 
 impl Channel {
-    /// The recording leaves generation `generation` out (the slate's media is not recorded).
-    pub fn skip_recording(&self, generation: u32) {
-        self.lock().unrecorded.insert(generation);
+    /// Generation `generation` is the slate's: the recording leaves it out, and its media is
+    /// placed by its dates alone (each of its tracks is dated to start where that kind of media
+    /// ended: [`Channel::media_ends`]).
+    pub fn fill_with(&self, generation: u32) {
+        let mut s = self.lock();
+        s.unrecorded.insert(generation);
+        if s.generation == generation {
+            s.timeline.place_by_dates();
+        }
     }
 
-    /// The wall-clock time at which the media so far ends (the latest end of any rendition's
-    /// part), once any part came.
-    pub fn media_end(&self) -> Option<DateTime<Utc>> {
-        self.lock().timeline.end_date()
+    /// Where the media so far ends, per track, once any part came (renditions that ended
+    /// are left out).
+    pub fn media_ends(&self) -> MediaEnds {
+        let s = self.lock();
+        let mut ends = MediaEnds::default();
+        for (name, end) in s.timeline.end_dates() {
+            let Some(r) = s.renditions.get(name).filter(|r| !r.playlist.is_ended()) else { continue };
+            let track = match r.kind {
+                Kind::Video { .. } => &mut ends.video,
+                Kind::Audio { .. } => &mut ends.audio,
+            };
+            *track = Some(track.map_or(end, |t| t.max(end)));
+        }
+        ends
     }
 
     /// Ends generation `generation` after each rendition's next part (see the module's doc);

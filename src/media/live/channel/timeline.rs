@@ -6,6 +6,13 @@
 //! that keeps its timestamp offset across it, or places segments by their dates, or maps one
 //! rendition's new times by another's, finds the new push's media where the playlist says
 //! (docs/live-hls.md, "The end of a push, reconnects and DVR").
+//!
+//! A push's renditions need not end together: a publisher's video lags its audio by its
+//! encoder's delay when it goes away. So each rendition's end is kept, and a push's shift is
+//! decided against the end of the rendition whose part comes first: the slate, whose tracks
+//! start where each ended ([`Timeline::end_dates`]), continues every rendition with no hole.
+
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -20,27 +27,42 @@ pub(super) struct Timeline {
     /// Where the session's media ends so far (seconds on the moved timeline): the latest end of
     /// any rendition's part.
     end: f64,
+    /// Where each rendition's media ends so far (seconds on the moved timeline).
+    ends: HashMap<String, f64>,
     /// How far the current push is moved (seconds); decided by its first part, of whichever
     /// rendition, so that every rendition moves alike and keeps its sync.
     shift: Option<f64>,
+    /// The current push is placed by its dates alone: the slate, whose tracks are dated to start
+    /// where each rendition's media ended (another rendition's later end must not move them).
+    by_dates: bool,
 }
 
 impl Timeline {
-    /// The wall-clock time at which the media so far ends.
-    pub(super) fn end_date(&self) -> Option<DateTime<Utc>> {
-        self.origin.map(|o| o + chrono::Duration::nanoseconds((self.end * 1e9) as i64))
+    /// The wall-clock time at which each rendition's media so far ends.
+    pub(super) fn end_dates(&self) -> impl Iterator<Item = (&str, DateTime<Utc>)> + '_ {
+        let origin = self.origin;
+        self.ends.iter().filter_map(move |(name, end)| {
+            Some((name.as_str(), origin? + chrono::Duration::nanoseconds((end * 1e9) as i64)))
+        })
     }
 
     /// A new push begins: its shift is decided by its first part.
     pub(super) fn next_push(&mut self) {
         self.shift = None;
+        self.by_dates = false;
     }
 
-    /// The part `data`, dated `pdt` and lasting `duration` seconds, of a rendition whose timescale
-    /// is `scale`, moved onto the timeline. A part that is not a chunk this can read is kept as
-    /// it is.
+    /// The current push is placed by its dates alone (see `by_dates`).
+    pub(super) fn place_by_dates(&mut self) {
+        self.by_dates = true;
+    }
+
+    /// The part `data`, dated `pdt` and lasting `duration` seconds, of rendition `rendition`
+    /// whose timescale is `scale`, moved onto the timeline. A part that is not a chunk this can
+    /// read is kept as it is.
     pub(super) fn place(
         &mut self,
+        rendition: &str,
         scale: u32,
         pdt: Option<DateTime<Utc>>,
         duration: f64,
@@ -52,11 +74,15 @@ impl Timeline {
         if self.origin.is_none() {
             self.origin = pdt.map(at);
         }
-        let (origin, end) = (self.origin, self.end);
+        let (origin, end) = (self.origin, self.ends.get(rendition).copied().unwrap_or(self.end));
+        let by_dates = self.by_dates;
         let shift = *self.shift.get_or_insert_with(|| {
             let after_end = end - seconds(start);
             let by_clock = origin.zip(pdt).and_then(|(o, p)| (at(p) - o).num_nanoseconds());
-            by_clock.map_or(after_end, |ns| ns as f64 / 1e9).max(after_end).max(0.0)
+            match by_clock.map(|ns| ns as f64 / 1e9) {
+                Some(by_clock) if by_dates => by_clock.max(0.0),
+                by_clock => by_clock.unwrap_or(after_end).max(after_end).max(0.0),
+            }
         });
         let ticks = (shift * f64::from(scale)).round() as u64;
         let placed = match ticks {
@@ -66,7 +92,10 @@ impl Timeline {
                 None => return data,
             },
         };
-        self.end = self.end.max(seconds(start + ticks) + duration);
+        let placed_end = seconds(start + ticks) + duration;
+        self.end = self.end.max(placed_end);
+        let own = self.ends.entry(rendition.to_string()).or_insert(placed_end);
+        *own = own.max(placed_end);
         placed
     }
 }
@@ -99,7 +128,8 @@ mod tests {
         each: u32,
     ) -> Bytes {
         let duration = f64::from(samples * each) / f64::from(scale);
-        t.place(scale, pdt, duration, chunk(at, samples, each))
+        let rendition = if scale == 90_000 { "video" } else { "audio" };
+        t.place(rendition, scale, pdt, duration, chunk(at, samples, each))
     }
 
     #[test]
@@ -146,14 +176,42 @@ mod tests {
     }
 
     #[test]
+    fn each_rendition_continues_from_its_own_end() {
+        let d0 = DateTime::parse_from_rfc3339("2026-12-02T12:00:00Z").unwrap().with_timezone(&Utc);
+        let at = |s: f64| Some(d0 + chrono::Duration::milliseconds((s * 1000.0) as i64));
+        let mut t = Timeline::default();
+        // A push whose video ends at 1.0 s and whose audio runs on to about 2.0 s (an encoder's
+        // delay when the publisher went).
+        place(&mut t, 90_000, at(0.0), 0, 30, 3000);
+        place(&mut t, 48_000, at(0.0), 0, 94, 1024);
+        let ends: HashMap<&str, DateTime<Utc>> = t.end_dates().collect();
+        assert_eq!(ends["video"], d0 + chrono::Duration::seconds(1));
+        assert!(ends["audio"] > d0 + chrono::Duration::milliseconds(2000));
+        // A push dated at the video's end (audio 1.005 s of media later, at the audio's end),
+        // placed by its dates: each track lands where its own media ended, no hole.
+        t.next_push();
+        t.place_by_dates();
+        let video = place(&mut t, 90_000, at(1.0), 0, 3, 3000);
+        assert_eq!(cmaf::decode_time(&video), Some(90_000));
+        let audio_at: f64 = 94.0 * 1024.0 / 48_000.0 - 1.0;
+        let audio = place(&mut t, 48_000, at(2.005), (audio_at * 48_000.0).round() as u32, 10, 1024);
+        assert_eq!(cmaf::decode_time(&audio), Some(94 * 1024));
+        // Without `place_by_dates`, a push dated before its first rendition's media ended goes
+        // after that end (1.1 s), never over what was played.
+        t.next_push();
+        let video = place(&mut t, 90_000, at(1.0), 0, 3, 3000);
+        assert_eq!(cmaf::decode_time(&video), Some(99_000));
+    }
+
+    #[test]
     fn what_is_not_a_chunk_passes_as_it_is() {
         let mut t = Timeline::default();
         place(&mut t, 90_000, None, 0, 60, 3000);
         t.next_push();
         let bytes = Bytes::from_static(b"not a chunk");
-        assert_eq!(t.place(90_000, None, 0.1, bytes.clone()), bytes);
+        assert_eq!(t.place("video", 90_000, None, 0.1, bytes.clone()), bytes);
         // No timescale known: kept.
         let c = chunk(0, 1, 3000);
-        assert_eq!(t.place(0, None, 0.1, c.clone()), c);
+        assert_eq!(t.place("video", 0, None, 0.1, c.clone()), c);
     }
 }
