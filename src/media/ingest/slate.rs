@@ -78,6 +78,7 @@ impl Key {
 }
 
 /// One track of the slate: its caps, and the frames that repeat (each with its duration).
+#[derive(Clone)]
 pub struct Track {
     caps: gst::Caps,
     frames: Vec<gst::Buffer>,
@@ -99,14 +100,39 @@ impl Slate {
         static KEPT_SLATES: OnceLock<Mutex<VecDeque<Arc<Slate>>>> = OnceLock::new();
         let kept = KEPT_SLATES.get_or_init(Default::default);
         let lock = || kept.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slate) = lock().iter().find(|s| s.key == key) {
-            return Ok(slate.clone());
+        let kept_one = lock().iter().find(|s| s.key == key).cloned();
+        let slate = match kept_one {
+            Some(slate) => slate,
+            None => {
+                let slate = Arc::new(Slate::render(key)?);
+                let mut kept = lock();
+                kept.push_front(slate.clone());
+                kept.truncate(KEPT);
+                slate
+            }
+        };
+        Ok(slate.with_audio_config_of(format))
+    }
+
+    /// The slate with the push's AAC configuration (`codec_data`) where it is the same format
+    /// (raw AAC at the same rate and channels): its silence decodes the same under it, and the
+    /// audio rendition's initialization section stays the push's, so players need no new one
+    /// (hls.js 1.6 does not load a new one that a partial segment brings before its parts:
+    /// its audio stopped there for good).
+    fn with_audio_config_of(self: Arc<Slate>, format: &Format) -> Arc<Slate> {
+        let (Some(track), Some(push)) = (self.audio.as_ref(), format.audio.as_ref()) else { return self };
+        let (Some(ours), Some(theirs)) = (track.caps.structure(0), push.structure(0)) else { return self };
+        let same = |field: &str| ours.get::<i32>(field).ok() == theirs.get::<i32>(field).ok();
+        let raw = theirs.get::<&str>("stream-format").ok() == Some("raw");
+        if theirs.name() != "audio/mpeg" || !raw || !same("mpegversion") || !same("rate") || !same("channels")
+        {
+            return self;
         }
-        let slate = Arc::new(Slate::render(key)?);
-        let mut kept = lock();
-        kept.push_front(slate.clone());
-        kept.truncate(KEPT);
-        Ok(slate)
+        if !theirs.has_field("codec_data") || push == &track.caps {
+            return self;
+        }
+        let audio = Some(Track { caps: push.clone(), ..track.clone() });
+        Arc::new(Slate { key: self.key, video: self.video.clone(), audio })
     }
 
     fn render(key: Key) -> Result<Slate, String> {

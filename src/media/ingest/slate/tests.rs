@@ -90,3 +90,31 @@ fn the_feed_catches_up_to_now_then_keeps_to_the_clock() {
     }
     assert!(v.is_eos(), "EOS after the end");
 }
+
+#[test]
+fn the_slate_takes_the_pushs_aac_configuration_when_the_format_is_the_same() {
+    crate::media::gst::init().expect("GStreamer");
+    // ffmpeg's AAC-LC, 48 kHz stereo: five bytes (with the SBR sync extension), not voaacenc's two.
+    let config = gst::Buffer::from_slice([0x11u8, 0x90, 0x56, 0xe5, 0x00]);
+    let aac = |rate: i32, stream_format: &str| {
+        gst::Caps::builder("audio/mpeg")
+            .field("mpegversion", 4i32)
+            .field("stream-format", stream_format)
+            .field("rate", rate)
+            .field("channels", 2i32)
+            .field("codec_data", config.clone())
+            .build()
+    };
+    let push = Format { video: None, audio: Some(aac(48_000, "raw")) };
+    let slate = Slate::of(&push).expect("renders");
+    assert_eq!(slate.audio.as_ref().map(|a| &a.caps), push.audio.as_ref(), "the push's configuration");
+    // Not the same format (ADTS): the slate keeps its own.
+    let adts = Format { video: None, audio: Some(aac(48_000, "adts")) };
+    let own = Slate::of(&adts).expect("renders");
+    let caps = &own.audio.as_ref().expect("audio").caps;
+    assert_ne!(Some(caps), adts.audio.as_ref());
+    assert_ne!(
+        caps.structure(0).and_then(|s| s.get::<gst::Buffer>("codec_data").ok()).map(|b| b.size()),
+        Some(5)
+    );
+}
