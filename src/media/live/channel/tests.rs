@@ -471,13 +471,19 @@ fn init_section(time: u8, width: u8) -> Chunk {
     Chunk::Init(Bytes::from([boxed(b"ftyp", b"cmf2"), boxed(b"moov", &[mvhd, trak].concat())].concat()))
 }
 
-#[tokio::test]
-async fn a_reconnect_with_the_same_section_keeps_it_and_another_gets_its_own() {
-    let channels = Channels::default();
+/// A push of `st` with two segments of rendition `360p` after its section (written at 1).
+fn two_segments(channels: &Channels) -> (Arc<Channel>, u32) {
     let (c, g) = channels.start_push("st", config());
     c.add_rendition(g, "360p", video(), TIMING);
     c.feed(g, "360p", init_section(1, 64));
     feed(&c, g, "360p", 2);
+    (c, g)
+}
+
+#[tokio::test]
+async fn a_reconnect_with_the_same_section_keeps_it_and_another_gets_its_own() {
+    let channels = Channels::default();
+    let (c, g) = two_segments(&channels);
     c.push_ended(g);
     let t = Duration::from_millis(10);
     let playlist =
@@ -515,10 +521,7 @@ async fn a_reconnect_with_the_same_section_keeps_it_and_another_gets_its_own() {
 #[tokio::test]
 async fn a_hand_over_hints_the_next_push_before_its_media_and_adds_nothing_after() {
     let channels = Channels::default();
-    let (c, g) = channels.start_push("st", config());
-    c.add_rendition(g, "360p", video(), TIMING);
-    c.feed(g, "360p", init_section(1, 64));
-    feed(&c, g, "360p", 2);
+    let (c, g) = two_segments(&channels);
     let t = Duration::from_millis(10);
     let playlist =
         || async { c.playlist("360p", PlaylistQuery::default(), t).await.unwrap().unwrap().to_string() };

@@ -24,9 +24,6 @@ pub(super) struct Timeline {
     /// The wall-clock time of media time zero: the first push's first part's date less its
     /// decode time.
     origin: Option<DateTime<Utc>>,
-    /// Where the session's media ends so far (seconds on the moved timeline): the latest end of
-    /// any rendition's part.
-    end: f64,
     /// Where each rendition's media ends so far (seconds on the moved timeline).
     ends: HashMap<String, f64>,
     /// How far the current push is moved (seconds); decided by its first part, of whichever
@@ -74,9 +71,11 @@ impl Timeline {
         if self.origin.is_none() {
             self.origin = pdt.map(at);
         }
-        let (origin, end) = (self.origin, self.ends.get(rendition).copied().unwrap_or(self.end));
-        let by_dates = self.by_dates;
+        let (origin, ends, by_dates) = (self.origin, &self.ends, self.by_dates);
         let shift = *self.shift.get_or_insert_with(|| {
+            // A rendition new to the session starts after the latest end of any.
+            let end =
+                ends.get(rendition).copied().unwrap_or_else(|| ends.values().fold(0.0, |a, &b| a.max(b)));
             let after_end = end - seconds(start);
             let by_clock = origin.zip(pdt).and_then(|(o, p)| (at(p) - o).num_nanoseconds());
             match by_clock.map(|ns| ns as f64 / 1e9) {
@@ -93,7 +92,6 @@ impl Timeline {
             },
         };
         let placed_end = seconds(start + ticks) + duration;
-        self.end = self.end.max(placed_end);
         let own = self.ends.entry(rendition.to_string()).or_insert(placed_end);
         *own = own.max(placed_end);
         placed
