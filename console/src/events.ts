@@ -30,6 +30,7 @@ export const STREAM_EVENTS = [
   'stream.live',
   'stream.ended',
   'stream.disabled',
+  'stream.input_switched',
 ] as const satisfies readonly EventName[];
 
 export const VOD_EVENTS = [

@@ -3,7 +3,7 @@
 
 use poem_openapi::types::Example;
 
-use super::streams::{CreateStream, ObsSettings, PlaybackUrls, Stream, StreamWithCredentials};
+use super::streams::{BackupIngest, CreateStream, ObsSettings, PlaybackUrls, Stream, StreamWithCredentials};
 use super::vod::{CreateVod, UploadTarget, Vod, VodWithUpload};
 use super::webhooks::{CreateWebhook, CreatedWebhook, Webhook};
 use crate::domain::stream::{Protocol, Quality, StreamStatus};
@@ -74,6 +74,18 @@ impl Example for StreamWithCredentials {
                 "srt://media.example.com:8890?streamid=publish:k7f3q9x2m4&passphrase={password}"
             ),
             push_password: password.into(),
+            backup: BackupIngest {
+                ingest_url: format!(
+                    "rtmp://media.example.com:1935/backup/k7f3q9x2m4?user=u_st8w2k4n&pass={password}"
+                ),
+                srt_url: format!(
+                    "srt://media.example.com:8890?streamid=backup:k7f3q9x2m4&passphrase={password}"
+                ),
+                obs: ObsSettings {
+                    server: "rtmp://media.example.com:1935/backup".into(),
+                    stream_key: "k7f3q9x2m4".into(),
+                },
+            },
         }
     }
 }

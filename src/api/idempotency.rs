@@ -41,6 +41,8 @@ pub const SECRETS: &[(&str, &str)] = &[
     ("StreamWithCredentials", "pushPassword"),
     ("StreamWithCredentials", "ingestUrl"),
     ("StreamWithCredentials", "srtUrl"),
+    ("BackupIngest", "ingestUrl"),
+    ("BackupIngest", "srtUrl"),
     ("CreatedWebhook", "secret"),
     ("CreatedApiKey", "key"),
     ("Invitation", "token"),

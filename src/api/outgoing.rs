@@ -6,7 +6,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, Webhook};
 
 use super::ApiTags;
-use crate::events::catalog::{StreamEventData, TestEventData, VodEventData};
+use crate::events::catalog::{StreamEventData, StreamInputSwitchedData, TestEventData, VodEventData};
 use crate::events::EventName;
 
 /// The body of a stream event delivery.
@@ -18,6 +18,17 @@ pub struct StreamEventEnvelope {
     pub event: EventName,
     pub created_at: String,
     pub data: StreamEventData,
+}
+
+/// The body of a `stream.input_switched` delivery.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StreamInputSwitchedEnvelope {
+    /// The delivery identifier (also `X-Service-Delivery`); the same on every retry.
+    pub id: String,
+    pub event: EventName,
+    pub created_at: String,
+    pub data: StreamInputSwitchedData,
 }
 
 /// The body of a VOD event delivery.
@@ -92,6 +103,7 @@ outgoing_webhooks! {
     OnStreamLive => "stream.live", "onStreamLive", StreamEventEnvelope, "stream.live: the first push opened a session";
     OnStreamEnded => "stream.ended", "onStreamEnded", StreamEventEnvelope, "stream.ended: the push disconnected, or the stream was killed";
     OnStreamDisabled => "stream.disabled", "onStreamDisabled", StreamEventEnvelope, "stream.disabled: the stream was disabled; data.reason says why";
+    OnStreamInputSwitched => "stream.input_switched", "onStreamInputSwitched", StreamInputSwitchedEnvelope, "stream.input_switched: the input feeding a live stream changed between its primary and its backup publisher; data.from and data.to say which";
     OnVodUploaded => "vod.uploaded", "onVodUploaded", VodEventEnvelope, "vod.uploaded: the source landed in storage and passed validation";
     OnVodProcessing => "vod.processing", "onVodProcessing", VodEventEnvelope, "vod.processing: transcoding started";
     OnVodComplete => "vod.complete", "onVodComplete", VodEventEnvelope, "vod.complete: renditions, master playlist and thumbnail are published";

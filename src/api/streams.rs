@@ -24,6 +24,9 @@ use crate::services::streams::StreamError;
 use crate::store::streams::{StreamFilter, StreamRow};
 use crate::store::{is_unique_violation, Db};
 
+mod ingest;
+pub use ingest::{BackupIngest, ObsSettings};
+
 /// A stream in a list.
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase")]
@@ -55,14 +58,6 @@ pub struct PlaybackUrls {
     /// RTSP address (RTP over UDP or TCP), playing while the stream is live.
     #[oai(skip_serializing_if_is_none)]
     pub rtsp: Option<String>,
-}
-
-/// OBS's two fields: Settings → Stream → Server and Stream Key.
-#[derive(Debug, Object)]
-#[oai(rename_all = "camelCase")]
-pub struct ObsSettings {
-    pub server: String,
-    pub stream_key: String,
 }
 
 /// The full stream record.
@@ -126,6 +121,7 @@ pub struct StreamWithCredentials {
     pub srt_url: String,
     /// Shown only when created or rotated.
     pub push_password: String,
+    pub backup: BackupIngest,
 }
 
 /// Body of `POST /streams`.
@@ -278,24 +274,20 @@ impl Stream {
     }
 
     fn with_credentials(row: &StreamRow, app: &ApiState, password: String) -> StreamWithCredentials {
-        let ingest_url = format!(
-            "{}/live/{}?user={}&pass={}",
-            rtmp_base(app),
-            row.stream_key,
-            row.push_username,
-            password
-        );
-        let srt_url = format!(
-            "srt://{}:{}?streamid=publish:{}&passphrase={}",
-            app.settings.public_host(),
-            app.endpoints.srt_port(),
-            row.stream_key,
-            password
-        );
+        let (base, key, user) = (rtmp_base(app), &row.stream_key, &row.push_username);
+        let srt = |mode: &str| {
+            let (host, port) = (app.settings.public_host(), app.endpoints.srt_port());
+            format!("srt://{host}:{port}?streamid={mode}:{key}&passphrase={password}")
+        };
         StreamWithCredentials {
             stream: Stream::from_row(row, app),
-            ingest_url,
-            srt_url,
+            ingest_url: format!("{base}/live/{key}?user={user}&pass={password}"),
+            srt_url: srt("publish"),
+            backup: BackupIngest {
+                ingest_url: format!("{base}/backup/{key}?user={user}&pass={password}"),
+                srt_url: srt("backup"),
+                obs: ObsSettings { server: format!("{base}/backup"), stream_key: key.clone() },
+            },
             push_password: password,
         }
     }

@@ -166,6 +166,11 @@ pub struct InputInfo {
     pub audio_channels: Option<i32>,
     /// Measured over the last few seconds, audio and video together.
     pub bitrate_kbps: Option<i64>,
+    /// The other inputs that stand by ready to take over (`backup`; `primary` while the backup
+    /// feeds the stream).
+    #[serde(default)]
+    #[oai(default)]
+    pub standing_by: Vec<InputRole>,
 }
 
 /// Where a stream is: its status, with the reason when disabled.

@@ -4,7 +4,7 @@
 use poem_openapi::types::ToJSON;
 use poem_openapi::{Enum, Object};
 
-use crate::domain::stream::{DisabledReason, StreamStatus};
+use crate::domain::stream::{DisabledReason, InputRole, StreamStatus};
 use crate::domain::vod::{OutputFormat, VodStatus};
 
 /// Every event a webhook can subscribe to.
@@ -22,6 +22,10 @@ pub enum EventName {
     /// The stream was disabled (manually, deleted, credit kill or no input); carries `reason`.
     #[oai(rename = "stream.disabled")]
     StreamDisabled,
+    /// The input that feeds a live stream changed between its primary and its backup publisher;
+    /// carries `from` and `to`.
+    #[oai(rename = "stream.input_switched")]
+    StreamInputSwitched,
     /// The source file landed in storage and passed validation.
     #[oai(rename = "vod.uploaded")]
     VodUploaded,
@@ -72,11 +76,12 @@ crate::domain::closed_string_set!(
 );
 
 impl EventName {
-    pub const ALL: [EventName; 9] = [
+    pub const ALL: [EventName; 10] = [
         EventName::StreamCreated,
         EventName::StreamLive,
         EventName::StreamEnded,
         EventName::StreamDisabled,
+        EventName::StreamInputSwitched,
         EventName::VodUploaded,
         EventName::VodProcessing,
         EventName::VodComplete,
@@ -90,6 +95,7 @@ impl EventName {
             EventName::StreamLive => "stream.live",
             EventName::StreamEnded => "stream.ended",
             EventName::StreamDisabled => "stream.disabled",
+            EventName::StreamInputSwitched => "stream.input_switched",
             EventName::VodUploaded => "vod.uploaded",
             EventName::VodProcessing => "vod.processing",
             EventName::VodComplete => "vod.complete",
@@ -132,6 +138,23 @@ pub struct StreamEventData {
     pub reason: Option<DisabledReason>,
 }
 
+/// `data` of `stream.input_switched`: the stream, and the inputs before and after.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StreamInputSwitchedData {
+    pub id: String,
+    pub name: String,
+    pub stream_key: String,
+    pub status: StreamStatus,
+    pub project_id: String,
+    pub vod_enabled: bool,
+    pub created_at: String,
+    /// The input that fed the stream before.
+    pub from: InputRole,
+    /// The input that feeds it now.
+    pub to: InputRole,
+}
+
 /// `data` of the VOD events.
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
@@ -169,6 +192,7 @@ pub enum Event {
     StreamLive(StreamEventData),
     StreamEnded(StreamEventData),
     StreamDisabled(StreamEventData),
+    StreamInputSwitched(StreamInputSwitchedData),
     VodUploaded(VodEventData),
     VodProcessing(VodEventData),
     VodComplete(VodEventData),
@@ -183,6 +207,7 @@ impl Event {
             Event::StreamLive(_) => EventName::StreamLive,
             Event::StreamEnded(_) => EventName::StreamEnded,
             Event::StreamDisabled(_) => EventName::StreamDisabled,
+            Event::StreamInputSwitched(_) => EventName::StreamInputSwitched,
             Event::VodUploaded(_) => EventName::VodUploaded,
             Event::VodProcessing(_) => EventName::VodProcessing,
             Event::VodComplete(_) => EventName::VodComplete,
@@ -198,6 +223,7 @@ impl Event {
             | Event::StreamLive(d)
             | Event::StreamEnded(d)
             | Event::StreamDisabled(d) => d.to_json(),
+            Event::StreamInputSwitched(d) => d.to_json(),
             Event::VodUploaded(d)
             | Event::VodProcessing(d)
             | Event::VodComplete(d)

@@ -2,7 +2,8 @@
 //! every emitter (API handlers, ingest, the transcode workers), so a `data` object cannot differ
 //! by who sent it.
 
-use super::catalog::{StreamEventData, VodEventData};
+use super::catalog::{StreamEventData, StreamInputSwitchedData, VodEventData};
+use crate::domain::stream::InputRole;
 use crate::domain::time::iso;
 use crate::domain::vod::{OutputFormat, VodStatus};
 use crate::store::streams::StreamRow;
@@ -21,6 +22,12 @@ pub fn stream(row: &StreamRow) -> StreamEventData {
         created_at: iso(row.created_at),
         reason: state.reason,
     }
+}
+
+/// `data` of `stream.input_switched`.
+pub fn input_switched(row: &StreamRow, from: InputRole, to: InputRole) -> StreamInputSwitchedData {
+    let StreamEventData { id, name, stream_key, status, project_id, vod_enabled, created_at, .. } = stream(row);
+    StreamInputSwitchedData { id, name, stream_key, status, project_id, vod_enabled, created_at, from, to }
 }
 
 /// `data` of the VOD events; `playback_base` is `{playback_base}` as served.

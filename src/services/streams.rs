@@ -46,7 +46,7 @@ enum Write {
 
 mod sessions;
 use sessions::Waiting;
-pub use sessions::{LiveSessions, Opened};
+pub use sessions::{LiveSessions, Opened, Standby, StandingBy};
 
 pub(super) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -328,7 +328,45 @@ impl Streams {
 
     /// Records what a live push sends, off the media path: the connection never waits on the
     /// database for it.
+    /// The input that stood by as `standby` takes the stream's session over when nobody feeds
+    /// it ([`LiveSessions::take_over`]); a switch between the primary and the backup is
+    /// `stream.input_switched` (`{from, to}`). Returns its push.
+    pub async fn take_over(&self, stream: &StreamRow, standby: &Arc<Standby>) -> Option<Opened> {
+        let (opened, before) = self.sessions.take_over(&stream.id, standby)?;
+        let to = standby.role;
+        tracing::info!(stream = %stream.id, from = ?before, to = ?to, "an input that stood by takes over");
+        if before != to {
+            let event = Event::StreamInputSwitched(payload::input_switched(stream, before, to));
+            let (outbox, project_id, stream_id) =
+                (self.outbox.clone(), stream.project_id.clone(), stream.id.clone());
+            // Off the media path: a database that does not answer delays only the event.
+            tokio::spawn(async move {
+                if let Err(e) = outbox.emit(&project_id, &event).await {
+                    tracing::error!(stream = %stream_id, error = %e, "queueing stream.input_switched");
+                }
+            });
+        }
+        Some(opened)
+    }
+
+    /// The inputs that stand by changed (one is ready, or left): the input is recorded again.
+    pub fn standby_changed(&self, stream_id: &str) {
+        if let Some(info) = self.sessions.last_input(stream_id) {
+            self.write_input(stream_id, info);
+        }
+    }
+
+    /// Records what the push sends, with the inputs that stand by ready (off the caller's path).
     pub fn record_input(&self, stream_id: &str, info: &InputInfo) {
+        if info.active != Some(crate::domain::stream::InputRole::Slate) && info.video_codec.is_some() {
+            self.sessions.note_audio(stream_id, info.audio_codec.is_some());
+        }
+        let info = self.sessions.with_standby(stream_id, info);
+        self.write_input(stream_id, info);
+    }
+
+    fn write_input(&self, stream_id: &str, info: InputInfo) {
+        let info = &info;
         let json = serde_json::to_string(info).unwrap_or_default();
         let (db, stream_id) = (self.db.clone(), stream_id.to_string());
         tokio::spawn(async move {

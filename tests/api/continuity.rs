@@ -15,7 +15,7 @@ fn push(url: &str) -> Killed {
     ffmpeg_push(url, "testsrc2=size=640x360:rate=30", 120, &["-b:v", "800k", "-b:a", "96k"])
 }
 
-async fn active_input(t: &TestApp, id: &str) -> String {
+pub async fn active_input(t: &TestApp, id: &str) -> String {
     let v: Value =
         t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json");
     v["input"]["active"].as_str().unwrap_or_default().to_string()
@@ -39,7 +39,7 @@ fn longest_hold(reports: &[Report], since: f64) -> f64 {
 
 /// Waits for 8 s more of play and asserts it had no fatal error and no hold over 0.5 s since
 /// `since` (page ms); returns the longest hold.
-async fn plays_on(player: &Player, what: &str, since: f64) -> f64 {
+pub async fn plays_on(player: &Player, what: &str, since: f64) -> f64 {
     let at = player.last().map(|r| r.current_time).unwrap_or_default();
     // Polled here rather than with `wait_until`, so that a player that never gets there is
     // judged (and its timeline shown) as one that stalls.

@@ -5,6 +5,7 @@ mod support;
 
 mod api_keys;
 mod auth;
+mod backup;
 mod client_ip;
 mod cluster;
 mod console;

@@ -77,6 +77,9 @@ pub struct Report {
     pub low_latency: bool,
     pub playback_rate: f64,
     pub ready_state: u32,
+    /// The mean colour of the picture on screen, `[r, g, b]`, once a frame shows.
+    #[serde(default)]
+    pub colour: Option<[f64; 3]>,
     /// Decoded picture size: non-zero only once video actually decodes.
     pub video_width: u32,
     pub video_height: u32,

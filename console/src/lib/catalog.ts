@@ -57,6 +57,7 @@ export const EVENT_FILTERS_FALLBACK = [
   'stream.live',
   'stream.ended',
   'stream.disabled',
+  'stream.input_switched',
   'vod.uploaded',
   'vod.processing',
   'vod.complete',

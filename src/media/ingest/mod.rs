@@ -14,4 +14,5 @@ pub mod push;
 pub mod rtmp;
 pub mod slate;
 pub mod srt;
+pub mod standby;
 pub mod whip;

@@ -253,6 +253,14 @@ impl IngestPipeline {
         !realtime && !self.transcodes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Dates the push as if its message stamped `newest` (ms) came now: an input that stood by
+    /// starts from its buffered keyframe, older than its newest message (an RTMP front only).
+    pub fn date_from(&mut self, newest: u32) {
+        if matches!(self.front, Front::Flv(_)) && self.wall.get().is_none() {
+            let _ = self.wall.set(chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(newest)));
+        }
+    }
+
     /// Feeds one RTMP audio or video payload, on the calling thread. Until the first keyframe
     /// has reached the `video` tee, a video tag may build the ladder (its caps do: bins are
     /// built and started, which blocks); on a multi-threaded runtime those tags run in

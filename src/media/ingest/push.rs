@@ -26,7 +26,7 @@ use crate::media::ingest::pipeline::PipelineReport;
 use crate::media::ingest::slate::{Format, Slate};
 use crate::media::live::session::{LiveSessions, Outputs, PushEnd, ENDED_BY_API};
 pub use crate::services::streams::Opened;
-use crate::services::streams::{StreamError, Streams};
+use crate::services::streams::{Standby, StreamError, Streams};
 use crate::store::streams::StreamRow;
 
 /// How often [`watch`] reads the liveness counters.
@@ -169,9 +169,32 @@ pub async fn end(
         return;
     }
     let Some(closed) = streams.publisher_gone(stream_id, project_id, why).await else { return };
-    // The push's last parts are in the channel before the slate continues it.
-    let _ = released.await;
-    cover(streams, sessions, stream_id, format, closed).await;
+    // The session waits from here on: an input that stands by may take it over now. The slate
+    // comes only once the push's last parts are in the channel, and only if none does.
+    let (streams, sessions, stream_id) = (streams.clone(), sessions.clone(), stream_id.to_string());
+    tokio::spawn(async move {
+        let _ = released.await;
+        cover(&streams, &sessions, &stream_id, format, closed).await;
+    });
+}
+
+/// Takes the stream's session over with the input that stood by as `standby`, if nobody feeds
+/// it now ([`Streams::take_over`]), and starts the front's pipeline with `front`. `None` when
+/// it may not take over (yet); on a failure to start the push session is ended.
+pub async fn take_over<T, E, F, Fut>(
+    streams: &Streams,
+    sessions: &LiveSessions,
+    stream: &StreamRow,
+    standby: &Arc<Standby>,
+    front: F,
+) -> Option<Result<(T, Opened), NotStarted<E>>>
+where
+    E: std::fmt::Display,
+    F: FnOnce(Outputs) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    let opened = streams.take_over(stream, standby).await?;
+    Some(start(streams, sessions, stream, &opened, front).await.map(|started| (started, opened)))
 }
 
 /// Feeds the slate into the stream's live session while its push session waits for the
@@ -183,7 +206,8 @@ async fn cover(
     format: Format,
     mut closed: watch::Receiver<bool>,
 ) {
-    if !streams.sessions.is_waiting(stream_id) {
+    // An input that stands by ready takes the session over instead.
+    if !streams.sessions.is_waiting(stream_id) || streams.sessions.has_ready_standby(stream_id, None) {
         return;
     }
     let made = tokio::task::spawn_blocking(move || Slate::of(&format)).await;

@@ -1,6 +1,7 @@
 //! The push sessions of this process, by stream id: one per stream, each with the signal that
-//! ends it, the reconnect window it waits out when its publisher goes away, and the live time it
-//! has drawn that the meter has not charged yet.
+//! ends it, the reconnect window it waits out when its publisher goes away, the inputs that
+//! stand by to take it over (a backup publisher, or the primary back while the backup feeds it),
+//! and the live time it has drawn that the meter has not charged yet.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -9,6 +10,50 @@ use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
 
 use super::millis;
+use crate::domain::stream::{InputInfo, InputRole};
+
+/// How long a session whose publisher went away waits for an input that stands by to take it
+/// over, when the stream's own reconnect window is shorter.
+const TAKE_OVER_GRACE: Duration = Duration::from_secs(5);
+/// A standby input is ready while it has a keyframe to start from and sent media this recently.
+const READY_FOR: Duration = Duration::from_secs(1);
+
+/// A publisher's connection that stands by to feed a session: a backup while the primary is
+/// live, or the primary back while the backup feeds it. Its front buffers its media back to its
+/// last keyframe and says so ([`Standby::note_ready`]).
+#[derive(Debug)]
+pub struct Standby {
+    pub role: InputRole,
+    /// Until when it counts as ready: a keyframe buffered, and media lately.
+    ready_until: Mutex<Option<Instant>>,
+}
+
+impl Standby {
+    fn new(role: InputRole) -> Standby {
+        Standby { role, ready_until: Mutex::new(None) }
+    }
+
+    /// Its front has a keyframe to start from and media has just come.
+    pub fn note_ready(&self) {
+        *self.ready_until.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + READY_FOR);
+    }
+
+    /// Its buffer holds no keyframe (it was reset).
+    pub fn note_unready(&self) {
+        *self.ready_until.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready_until.lock().unwrap_or_else(|p| p.into_inner()).is_some_and(|t| Instant::now() < t)
+    }
+}
+
+/// What a connection standing by holds: its place, and what says the session is over.
+#[derive(Debug, Clone)]
+pub struct StandingBy {
+    pub standby: Arc<Standby>,
+    pub closed: watch::Receiver<bool>,
+}
 
 /// One open push session of this process.
 struct Session {
@@ -32,6 +77,16 @@ struct Session {
     lapse: Arc<Notify>,
     /// Set to `true` when the session closes: the live session's outputs end then.
     closed: watch::Sender<bool>,
+    /// The role of the input that feeds it now, or fed it last.
+    active: InputRole,
+    /// Tells the push that feeds it now to step down (an input that stands by takes over).
+    step_down: watch::Sender<bool>,
+    /// Inputs that stand by, at most one per role.
+    standby: Vec<Arc<Standby>>,
+    /// Whether the push that feeds it sends audio, once known: a standby input must send the same.
+    audio: Option<bool>,
+    /// What was last recorded of its input (recorded again when an input stands by or leaves).
+    input: Option<InputInfo>,
 }
 
 /// A push session opened by [`Streams::begin_push`]: what ends it early, and what says it is over
@@ -43,6 +98,8 @@ pub struct Opened {
     /// The push continues a session whose publisher went away within its reconnect window: the
     /// stream was live all along and no `stream.live` is sent.
     pub rejoined: bool,
+    /// Becomes `true` when the push is to step down: an input that stands by takes over.
+    pub step_down: watch::Receiver<bool>,
 }
 
 /// A session whose publisher went away and that waits out its window.
@@ -79,13 +136,11 @@ impl LiveSessions {
             if session.publishing || session.closing {
                 return None;
             }
-            session.publishing = true;
-            session.pushes += 1;
-            let (kill, closed) = (session.kill.clone(), session.closed.subscribe());
-            return Some(Opened { kill, closed, rejoined: true });
+            return Some(Self::feed(session, InputRole::Primary));
         }
         let kill = Arc::new(Notify::new());
         let (closed, closed_rx) = watch::channel(false);
+        let (step_down, step_down_rx) = watch::channel(false);
         let session = Session {
             kill: kill.clone(),
             project_id: project_id.to_string(),
@@ -97,9 +152,131 @@ impl LiveSessions {
             pushes: 1,
             lapse: Arc::new(Notify::new()),
             closed,
+            active: InputRole::Primary,
+            step_down,
+            standby: Vec::new(),
+            audio: None,
+            input: None,
         };
         sessions.insert(stream_id.to_string(), session);
-        Some(Opened { kill, closed: closed_rx, rejoined: false })
+        Some(Opened { kill, closed: closed_rx, rejoined: false, step_down: step_down_rx })
+    }
+
+    /// A push of `role` feeds the waiting `session` from now on.
+    fn feed(session: &mut Session, role: InputRole) -> Opened {
+        session.publishing = true;
+        session.pushes += 1;
+        session.active = role;
+        session.audio = None;
+        let (step_down, step_down_rx) = watch::channel(false);
+        session.step_down = step_down;
+        let (kill, closed) = (session.kill.clone(), session.closed.subscribe());
+        Opened { kill, closed, rejoined: true, step_down: step_down_rx }
+    }
+
+    /// Stands a connection of `role` by for the stream's session: a backup while the session
+    /// lasts (the primary live, or away within its window) and no backup feeds it; the primary
+    /// while it does not feed it itself. Errs with why not, for the publisher.
+    pub fn stand_by(&self, stream_id: &str, role: InputRole) -> Result<StandingBy, &'static str> {
+        let mut sessions = self.lock();
+        let session = match sessions.get_mut(stream_id) {
+            Some(s) if s.started && !s.closing => s,
+            _ if role == InputRole::Backup => return Err("the stream has no live primary to back up"),
+            _ => return Err("the stream is not live"),
+        };
+        if session.publishing && session.active == role {
+            return Err(match role {
+                InputRole::Backup => "the backup feeds the stream already",
+                _ => "the stream is live already",
+            });
+        }
+        if session.standby.iter().any(|s| s.role == role) {
+            return Err("an input of this role stands by already");
+        }
+        let standby = Arc::new(Standby::new(role));
+        session.standby.push(standby.clone());
+        Ok(StandingBy { standby, closed: session.closed.subscribe() })
+    }
+
+    /// The connection that stood by as `standby` is gone.
+    pub fn leave(&self, stream_id: &str, standby: &Arc<Standby>) {
+        if let Some(session) = self.lock().get_mut(stream_id) {
+            session.standby.retain(|s| !Arc::ptr_eq(s, standby));
+        }
+    }
+
+    /// The standby input takes the session over if nobody feeds it now (and, for a backup, no
+    /// ready primary stands by too): it feeds it from now on. Returns its push and the role of
+    /// the input that fed the session before.
+    pub(super) fn take_over(&self, stream_id: &str, standby: &Arc<Standby>) -> Option<(Opened, InputRole)> {
+        let mut sessions = self.lock();
+        let session = sessions.get_mut(stream_id)?;
+        let here = session.standby.iter().any(|s| Arc::ptr_eq(s, standby));
+        if session.publishing || session.closing || !session.started || !here {
+            return None;
+        }
+        let primary_ready = session.standby.iter().any(|s| s.role == InputRole::Primary && s.is_ready());
+        if standby.role == InputRole::Backup && primary_ready {
+            return None;
+        }
+        session.standby.retain(|s| !Arc::ptr_eq(s, standby));
+        let before = session.active;
+        Some((Self::feed(session, standby.role), before))
+    }
+
+    /// A primary that stands by has its keyframe: the backup that feeds the session steps down
+    /// (and the primary takes over when it has). Returns whether it was told.
+    pub fn claim(&self, stream_id: &str, standby: &Standby) -> bool {
+        let sessions = self.lock();
+        let Some(session) = sessions.get(stream_id) else { return false };
+        let told = standby.role == InputRole::Primary
+            && session.publishing
+            && session.active == InputRole::Backup
+            && !*session.step_down.borrow();
+        if told {
+            session.step_down.send_replace(true);
+        }
+        told
+    }
+
+    /// Whether an input other than `role` stands by, ready to take the stream's session over.
+    pub fn has_ready_standby(&self, stream_id: &str, role: Option<InputRole>) -> bool {
+        self.lock()
+            .get(stream_id)
+            .is_some_and(|s| s.standby.iter().any(|sb| Some(sb.role) != role && sb.is_ready()))
+    }
+
+    /// Whether the stream's session here is fed by its backup now.
+    pub fn backup_feeds(&self, stream_id: &str) -> bool {
+        self.lock().get(stream_id).is_some_and(|s| s.publishing && s.active == InputRole::Backup)
+    }
+
+    /// Notes whether the push that feeds the stream's session sends audio.
+    pub(super) fn note_audio(&self, stream_id: &str, audio: bool) {
+        if let Some(session) = self.lock().get_mut(stream_id) {
+            session.audio = Some(audio || session.audio == Some(true));
+        }
+    }
+
+    /// `info` with the inputs that stand by ready now, kept as the input last recorded.
+    pub(super) fn with_standby(&self, stream_id: &str, info: &InputInfo) -> InputInfo {
+        let mut info = info.clone();
+        if let Some(session) = self.lock().get_mut(stream_id) {
+            info.standing_by = session.standby.iter().filter(|s| s.is_ready()).map(|s| s.role).collect();
+            session.input = Some(info.clone());
+        }
+        info
+    }
+
+    /// The input last recorded, with the inputs that stand by ready now.
+    pub(super) fn last_input(&self, stream_id: &str) -> Option<InputInfo> {
+        let last = self.lock().get(stream_id).and_then(|s| s.input.clone())?;
+        Some(self.with_standby(stream_id, &last))
+    }
+
+    /// Whether the push that feeds the stream's session sends audio, once known.
+    pub fn audio(&self, stream_id: &str) -> Option<bool> {
+        self.lock().get(stream_id).and_then(|s| s.audio)
     }
 
     /// The session went live: its time counts from now.
@@ -111,16 +288,18 @@ impl LiveSessions {
         }
     }
 
-    /// The publisher of a started session with a reconnect window went away: the session waits.
+    /// The publisher of a started session with a reconnect window, or with an input that stands
+    /// by, went away: the session waits (at least [`TAKE_OVER_GRACE`] for an input that stands by).
     pub(super) fn wait(&self, stream_id: &str) -> Option<Waiting> {
         let mut sessions = self.lock();
         let session = sessions.get_mut(stream_id)?;
-        if !session.started || session.closing || session.window.is_zero() {
+        let standing = !session.standby.is_empty();
+        if !session.started || session.closing || (session.window.is_zero() && !standing) {
             return None;
         }
         session.publishing = false;
         Some(Waiting {
-            window: session.window,
+            window: if standing { session.window.max(TAKE_OVER_GRACE) } else { session.window },
             pushes: session.pushes,
             lapse: session.lapse.clone(),
             closed: session.closed.subscribe(),
@@ -257,6 +436,58 @@ mod tests {
         sessions.open("t", "p").expect("opens");
         sessions.started("t", Duration::ZERO);
         assert!(sessions.wait("t").is_none());
+    }
+
+    #[test]
+    fn a_backup_stands_by_takes_over_when_the_primary_goes_and_steps_down_when_it_is_back() {
+        let sessions = LiveSessions::default();
+        assert_eq!(
+            sessions.stand_by("s", InputRole::Backup).err(),
+            Some("the stream has no live primary to back up")
+        );
+        let primary = sessions.open("s", "p").expect("opens");
+        sessions.started("s", Duration::ZERO);
+        let backup = sessions.stand_by("s", InputRole::Backup).expect("stands by");
+        assert!(sessions.stand_by("s", InputRole::Backup).is_err(), "one backup");
+        assert!(sessions.stand_by("s", InputRole::Primary).is_err(), "the primary feeds it");
+        assert!(!sessions.has_ready_standby("s", None), "no keyframe yet");
+        assert!(sessions.take_over("s", &backup.standby).is_none(), "the primary feeds it");
+        backup.standby.note_ready();
+        assert!(sessions.has_ready_standby("s", Some(InputRole::Primary)));
+        assert!(!sessions.has_ready_standby("s", Some(InputRole::Backup)), "the one other than the backup");
+        // The primary goes: the session waits (with no window of its own) for the backup.
+        let waiting = sessions.wait("s").expect("waits for the input that stands by");
+        assert_eq!(waiting.window, TAKE_OVER_GRACE);
+        let (fed, before) = sessions.take_over("s", &backup.standby).expect("takes over");
+        assert!(fed.rejoined && Arc::ptr_eq(&fed.kill, &primary.kill));
+        assert_eq!(before, InputRole::Primary);
+        assert!(sessions.backup_feeds("s"));
+        assert!(sessions.open("s", "p").is_none(), "a primary does not push in while the backup feeds it");
+        // The primary is back: it stands by, and once it has its keyframe it claims the session.
+        let back = sessions.stand_by("s", InputRole::Primary).expect("the primary stands by");
+        assert!(!*fed.step_down.borrow());
+        back.standby.note_ready();
+        assert!(sessions.claim("s", &back.standby), "the backup is told to step down");
+        assert!(*fed.step_down.borrow());
+        assert!(!sessions.claim("s", &back.standby), "told once");
+        assert!(
+            sessions.take_over("s", &back.standby).is_none(),
+            "the backup feeds it until it stepped down"
+        );
+        // The backup stands by again as soon as its push ended, and the primary takes over first.
+        sessions.wait("s").expect("waits");
+        let again = sessions.stand_by("s", InputRole::Backup).expect("the backup stands by again");
+        again.standby.note_ready();
+        assert!(sessions.take_over("s", &again.standby).is_none(), "a ready primary goes first");
+        let (_, before) = sessions.take_over("s", &back.standby).expect("the primary takes over");
+        assert_eq!(before, InputRole::Backup);
+        assert!(!sessions.backup_feeds("s"));
+        // A standby that goes away is forgotten; the session's end is heard by those that stand by.
+        sessions.leave("s", &again.standby);
+        assert!(!sessions.has_ready_standby("s", None));
+        assert!(sessions.wait("s").is_none(), "no window and nobody standing by: the session ends");
+        sessions.close("s");
+        assert!(*again.closed.borrow());
     }
 
     #[test]

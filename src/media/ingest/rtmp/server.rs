@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 
 use super::auth::{self, AdobeStage};
 use super::pace::Pacer;
@@ -26,15 +26,15 @@ use crate::media::ingest::pipeline::{IngestPipeline, PipelineReport};
 use crate::media::ingest::push::{self, Refused};
 use crate::media::ingest::rtmp::challenges::Challenges;
 use crate::media::live::session::{LiveSessions, ENDED_BY_API};
-use crate::services::streams::Streams;
+use crate::services::streams::{StreamError, Streams};
 use crate::store::Db;
 use crate::tls::Tls;
 
 /// A write to the peer that takes longer than this ends the connection: a peer that does not
 /// read cannot hold a connection (or the deadlines, which wait while a write is pending).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the session's deadlines are polled.
-const TICK: Duration = Duration::from_secs(1);
+/// How often the session's deadlines are polled (and a push's silence, when an input stands by).
+const TICK: Duration = Duration::from_millis(250);
 /// How often the input bitrate is measured and recorded.
 const RATE_EVERY: Duration = Duration::from_secs(5);
 /// Merged reads: once a push's media flows, a read that drained the socket is followed by a wait
@@ -127,11 +127,18 @@ pub async fn start(app: Arc<Ingest>, addr: SocketAddr, tls: Option<Tls>) -> std:
     Ok(addr)
 }
 
+mod standby;
+use standby::StandbyInput;
+
 /// The push a connection has opened.
 struct Push {
     stream_id: String,
     project_id: String,
+    /// The stream as the push found it (the connection stands by with it after a step-down).
+    row: crate::store::streams::StreamRow,
     kill: Arc<Notify>,
+    /// Becomes `true` when an input that stands by takes over from this one.
+    step_down: watch::Receiver<bool>,
     pipeline: IngestPipeline,
     reports: mpsc::Receiver<PipelineReport>,
     input: InputInfo,
@@ -150,6 +157,10 @@ enum Wake {
     Tick,
     Killed,
     Report(Option<PipelineReport>),
+    /// An input that stood by takes over: the push steps down, the connection stands by.
+    StepDown,
+    /// The session this connection stands by for is over.
+    SessionOver,
 }
 
 struct Connection {
@@ -163,6 +174,15 @@ struct Connection {
     /// The stream whose push user passed the Adobe challenge on this connection.
     adobe_stream: Option<String>,
     push: Option<Push>,
+    /// The role `connect` asked for: application `live` is the primary, `backup` the backup.
+    role: InputRole,
+    /// The input this connection holds while it stands by instead of pushing.
+    standby: Option<StandbyInput>,
+    /// When the push's media last came (its silence hands over to an input that stands by).
+    last_media: Instant,
+    /// The publisher's latest sequence headers (sent once: a push that steps down stands by
+    /// with them).
+    headers: crate::media::ingest::standby::Gop,
     media_bytes: u64,
     /// No read before this: the push's media is ahead of real time ([`Pacer`]).
     hold: Option<Instant>,
@@ -184,6 +204,10 @@ impl Connection {
             connected: false,
             adobe_stream: None,
             push: None,
+            role: InputRole::Primary,
+            standby: None,
+            last_media: Instant::now(),
+            headers: Default::default(),
             media_bytes: 0,
             hold: None,
             merge: None,
@@ -195,6 +219,9 @@ impl Connection {
         let result = self.serve(&mut socket).await;
         // Over TLS the shutdown writes close_notify, which a peer that does not read would hold.
         let _ = tokio::time::timeout(WRITE_TIMEOUT, socket.shutdown()).await;
+        if let Some(standing) = self.standby.take() {
+            standing.leave(&self.app.streams);
+        }
         if let Some(push) = self.push.take() {
             let why = match &result {
                 Ok(why) => why.clone(),
@@ -226,6 +253,8 @@ impl Connection {
         let mut tick = tokio::time::interval(TICK);
         loop {
             let kill = self.push.as_ref().map(|p| p.kill.clone());
+            let mut step_down = self.push.as_ref().map(|p| p.step_down.clone());
+            let mut over = self.standby.as_ref().map(|s| s.closed());
             let reports = self.push.as_mut().map(|p| &mut p.reports);
             // The later of the two (`None` is before any `Some`).
             let until = self.hold.max(self.merge);
@@ -235,6 +264,8 @@ impl Connection {
                 _ = tick.tick() => Wake::Tick,
                 _ = async { match kill { Some(k) => k.notified().await, None => std::future::pending().await } } => Wake::Killed,
                 r = async { match reports { Some(r) => r.recv().await, None => std::future::pending().await } } => Wake::Report(r),
+                _ = async { match &mut step_down { Some(s) => drop(s.wait_for(|down| *down).await), None => std::future::pending().await } } => Wake::StepDown,
+                _ = async { match &mut over { Some(o) => drop(o.wait_for(|over| *over).await), None => std::future::pending().await } } => Wake::SessionOver,
             };
             match wake {
                 Wake::Read(0) => return Ok("client disconnected".into()),
@@ -243,6 +274,9 @@ impl Connection {
                     let had_media = self.media_bytes > 0;
                     let actions = self.session.feed(self.now(), &buf[..n])?;
                     if let Some(why) = self.handle(socket, actions).await? {
+                        return Ok(why);
+                    }
+                    if let Some(why) = self.take_over_if_due().await {
                         return Ok(why);
                     }
                     if let Some(until) = self.hold {
@@ -262,7 +296,19 @@ impl Connection {
                         return Ok(deadline.to_string());
                     }
                     self.measure_rate();
+                    if let Some(why) = self.silent() {
+                        if let Some(why) = self.step_down(why).await {
+                            return Ok(why);
+                        }
+                    }
                 }
+                Wake::StepDown => {
+                    let why = format!("the {} input took over", standby::name(standby::other(self.role)));
+                    if let Some(why) = self.step_down(why).await {
+                        return Ok(why);
+                    }
+                }
+                Wake::SessionOver => return Ok("the stream's session ended".into()),
                 Wake::Killed => return Ok(ENDED_BY_API.into()),
                 Wake::Report(Some(PipelineReport::Error(e))) => {
                     return Ok(format!("ingest pipeline failed: {e}"))
@@ -363,7 +409,13 @@ impl Connection {
     /// Media ahead of real time holds the next read back ([`Pacer`]). Errs with why the push
     /// ends when its pipeline can take no more.
     fn media(&mut self, tag: Tag, timestamp: u32, data: &bytes::Bytes) -> Result<(), String> {
+        if let Some(standing) = self.standby.as_mut() {
+            self.media_bytes += data.len() as u64;
+            return standing.media(&self.app.streams, tag, timestamp, data);
+        }
         if let Some(push) = self.push.as_mut() {
+            self.last_media = Instant::now();
+            self.headers.keep_config(tag, data);
             self.media_bytes += data.len() as u64;
             push.pipeline.push(tag, timestamp, data)?;
             if let Some(until) = push.pacer.note(Instant::now(), timestamp) {
@@ -381,9 +433,15 @@ impl Connection {
     /// whose credentials come on the stream name.
     async fn decide_connect(&mut self, app: &str, flash_ver: &str) -> Result<(), String> {
         let (app_name, query) = auth::split_query(app);
-        if app_name != "live" {
-            return Err("unknown application; publish to /live/<stream key>".into());
-        }
+        self.role = match app_name {
+            "live" => InputRole::Primary,
+            "backup" => InputRole::Backup,
+            _ => {
+                return Err(
+                    "unknown application; publish to /live/<stream key> (or /backup/<stream key>)".into()
+                )
+            }
+        };
         match auth::adobe_stage(&query) {
             AdobeStage::None if flash_ver.contains("Lavf") => Ok(()),
             AdobeStage::None => Err(auth::NEED_AUTH.into()),
@@ -454,10 +512,19 @@ impl Connection {
         if !authorised {
             return Err("wrong push credentials".into());
         }
+        if self.role == InputRole::Backup {
+            return self.stand_by(stream);
+        }
         // The session first: it admits one push per stream, and the channel relies on that.
         // Only the refusals of the stream's state reach the client, never a database error.
         let opened = match push::begin(&self.app.streams, &stream).await {
             Ok(opened) => opened,
+            // The primary back while the backup feeds the stream: it stands by until its keyframe.
+            Err(Refused::State(StreamError::LiveAlready))
+                if self.app.streams.sessions.backup_feeds(&stream.id) =>
+            {
+                return self.stand_by(stream);
+            }
             Err(Refused::State(e)) => return Err(e.to_string()),
             Err(Refused::Unavailable) => return Err("ingest is unavailable".into()),
         };
@@ -468,18 +535,32 @@ impl Connection {
             return Err("ingest is unavailable".to_string());
         };
         tracing::info!(stream = %stream.id, peer = %self.peer, "push started");
+        self.feed(&stream, opened, pipeline, reports);
+        Ok(())
+    }
+
+    /// The connection pushes `stream` from now on, through `pipeline`.
+    fn feed(
+        &mut self,
+        stream: &crate::store::streams::StreamRow,
+        opened: push::Opened,
+        pipeline: IngestPipeline,
+        reports: mpsc::Receiver<PipelineReport>,
+    ) {
+        self.last_media = Instant::now();
         self.push = Some(Push {
-            stream_id: stream.id,
-            project_id: stream.project_id,
+            stream_id: stream.id.clone(),
+            project_id: stream.project_id.clone(),
+            row: stream.clone(),
             kill: opened.kill,
+            step_down: opened.step_down,
             pipeline,
             reports,
-            input: InputInfo { active: Some(InputRole::Primary), ..Default::default() },
+            input: InputInfo { active: Some(self.role), ..Default::default() },
             rate_from: (Instant::now(), self.media_bytes),
             pacer: Pacer::default(),
             paced: false,
         });
-        Ok(())
     }
 }
 

@@ -1,0 +1,184 @@
+//! An RTMP connection that stands by (CONTRACT: Continuity, backup ingest): a backup while the
+//! primary is live, or the primary back (or gone quiet) while the backup feeds the stream. Its
+//! media goes into a [`Gop`] (nothing decoded), and it takes the stream's session over, from
+//! its last keyframe, as soon as nobody feeds it; a primary with a keyframe first tells the
+//! backup to step down. A push that steps down (an input took over, or it went quiet while one
+//! stood by ready) leaves its connection standing by.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::watch;
+
+use super::Connection;
+use crate::domain::stream::{InputInfo, InputRole};
+use crate::media::ingest::flv::Tag;
+use crate::media::ingest::pipeline::IngestPipeline;
+use crate::media::ingest::push;
+use crate::media::ingest::standby::Gop;
+use crate::services::streams::{StandingBy, Streams};
+use crate::store::streams::StreamRow;
+
+/// A push that sends nothing this long while another input stands by ready hands over to it.
+pub(super) const SILENCE: Duration = Duration::from_secs(1);
+
+/// The role's name in logs and reasons.
+pub(super) fn name(role: InputRole) -> &'static str {
+    match role {
+        InputRole::Primary => "primary",
+        InputRole::Backup => "backup",
+        InputRole::Slate => "slate",
+    }
+}
+
+/// The other publisher's role.
+pub(super) fn other(role: InputRole) -> InputRole {
+    match role {
+        InputRole::Primary => InputRole::Backup,
+        _ => InputRole::Primary,
+    }
+}
+
+/// What a connection that stands by holds.
+pub(super) struct StandbyInput {
+    stream: StreamRow,
+    standing: StandingBy,
+    gop: Gop,
+    /// Whether its codecs were checked against the input that feeds the stream.
+    checked: bool,
+    /// A primary told the backup to step down.
+    claimed: bool,
+    /// Nobody feeds the session and this input is ready: it takes over after this read.
+    due: bool,
+    /// Whether it was ready at its last message (the stream's input shows it standing by).
+    ready: bool,
+}
+
+impl StandbyInput {
+    pub(super) fn closed(&self) -> watch::Receiver<bool> {
+        self.standing.closed.clone()
+    }
+
+    pub(super) fn leave(self, streams: &Streams) {
+        streams.sessions.leave(&self.stream.id, &self.standing.standby);
+        if self.ready {
+            streams.standby_changed(&self.stream.id);
+        }
+    }
+
+    /// Keeps one message. Errs with why the connection ends: a codec the stream cannot take, or
+    /// not the tracks of the input that feeds it (the two inputs need the same codecs).
+    pub(super) fn media(
+        &mut self,
+        streams: &Streams,
+        tag: Tag,
+        timestamp: u32,
+        data: &Bytes,
+    ) -> Result<(), String> {
+        let (id, role, standby) = (&self.stream.id, self.standing.standby.role, &self.standing.standby);
+        if let Err(e) = self.gop.add(tag, timestamp, data) {
+            tracing::warn!(stream = %id, role = name(role), error = %e, "an input that stands by sends what the stream cannot take; refused");
+            return Err(format!("the {} input is refused: {e}", name(role)));
+        }
+        if !self.gop.ready() {
+            standby.note_unready();
+            if std::mem::replace(&mut self.ready, false) {
+                streams.standby_changed(id);
+            }
+            return Ok(());
+        }
+        if !std::mem::replace(&mut self.checked, true) {
+            if let Some(audio) = streams.sessions.audio(id).filter(|a| *a != self.gop.has_audio()) {
+                let (ours, theirs) = if audio { ("no audio", "AAC") } else { ("AAC", "no audio") };
+                tracing::warn!(stream = %id, role = name(role), "an input that stands by sends {ours}, the stream's input {theirs}; refused");
+                return Err(format!(
+                    "the {} input is refused: it sends {ours} and the stream's input {theirs} (the two inputs need the same codecs)",
+                    name(role)
+                ));
+            }
+        }
+        standby.note_ready();
+        if !std::mem::replace(&mut self.ready, true) {
+            streams.standby_changed(id);
+        }
+        if role == InputRole::Primary && !self.claimed {
+            self.claimed = streams.sessions.claim(id, standby);
+        }
+        self.due = streams.sessions.is_waiting(id);
+        Ok(())
+    }
+}
+
+impl Connection {
+    /// Stands this connection by for `stream`'s session. Errs with why not, for the publisher.
+    pub(super) fn stand_by(&mut self, stream: StreamRow) -> Result<(), String> {
+        let standing = self.app.streams.sessions.stand_by(&stream.id, self.role).map_err(str::to_string)?;
+        tracing::info!(stream = %stream.id, peer = %self.peer, role = name(self.role), "an input stands by");
+        self.standby = Some(StandbyInput {
+            stream,
+            standing,
+            gop: self.headers.configs(),
+            checked: false,
+            claimed: false,
+            due: false,
+            ready: false,
+        });
+        Ok(())
+    }
+
+    /// Takes the session over when the standby input is due to; returns why the connection
+    /// ends when that failed.
+    pub(super) async fn take_over_if_due(&mut self) -> Option<String> {
+        let standing = self.standby.as_mut().filter(|s| s.due)?;
+        standing.due = false;
+        let (stream, standby) = (standing.stream.clone(), standing.standing.standby.clone());
+        let front = |outputs| IngestPipeline::start(&stream.id, outputs);
+        let started = push::take_over(&self.app.streams, &self.app.outputs, &stream, &standby, front).await?;
+        let mut standing = self.standby.take()?;
+        let Ok(((mut pipeline, reports), opened)) = started else {
+            return Some("ingest is unavailable".into());
+        };
+        let tags = standing.gop.take();
+        self.headers = standing.gop.configs();
+        tracing::info!(stream = %stream.id, peer = %self.peer, role = name(self.role), buffered = tags.len(), "the input that stood by takes over");
+        if let Some(newest) = tags.last().map(|t| t.1) {
+            pipeline.date_from(newest);
+        }
+        let mut failed = None;
+        for (tag, timestamp, body) in &tags {
+            if let Err(why) = pipeline.push(*tag, *timestamp, body) {
+                failed = Some(why);
+                break;
+            }
+        }
+        self.feed(&stream, opened, pipeline, reports);
+        self.app
+            .streams
+            .record_input(&stream.id, &InputInfo { active: Some(self.role), ..Default::default() });
+        failed
+    }
+
+    /// Why the push steps down for its silence: no media for [`SILENCE`] while another input
+    /// stands by ready.
+    pub(super) fn silent(&self) -> Option<String> {
+        let push = self.push.as_ref()?;
+        if self.hold.is_some() || self.last_media.elapsed() < SILENCE {
+            return None;
+        }
+        let sessions = &self.app.streams.sessions;
+        sessions.has_ready_standby(&push.row.id, Some(self.role)).then(|| {
+            format!("no media for {} s; the {} input takes over", SILENCE.as_secs(), name(other(self.role)))
+        })
+    }
+
+    /// Ends the push for `why` and stands the connection by; returns why the connection ends
+    /// when it may not stand by.
+    pub(super) async fn step_down(&mut self, why: String) -> Option<String> {
+        let push = self.push.take()?;
+        let row = push.row.clone();
+        tracing::info!(stream = %row.id, peer = %self.peer, role = name(self.role), why, "the push steps down");
+        push::end(&self.app.streams, &self.app.outputs, &row.id, &row.project_id, push.pipeline, &why).await;
+        self.last_media = Instant::now();
+        self.stand_by(row).err().map(|e| format!("{why}; {e}"))
+    }
+}

@@ -1,0 +1,177 @@
+//! Backup ingest (CONTRACT: Continuity): a backup publisher stands by while the primary is live;
+//! when the primary is killed, hls.js in Chromium plays the backup's picture within 1.5 s
+//! without a hold over 0.5 s, and when the primary is back it takes over again; one session,
+//! one recording, one `stream.live`, one `stream.ended` and a `stream.input_switched` each
+//! way. Each input is painted a colour of its own, which the player reads off the screen.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::continuity::{active_input, plays_on};
+use crate::live_hls::get_text;
+use crate::support::player::{Player, Report};
+use crate::support::receiver::Receiver;
+use crate::support::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
+use crate::webhooks::create_webhook;
+
+const RED: &str = "color=c=0xC02020:size=640x360:rate=30";
+const BLUE: &str = "color=c=0x2020C0:size=640x360:rate=30";
+
+fn push(url: &str, colour: &str) -> Killed {
+    ffmpeg_push(url, colour, 30, &["-b:v", "600k", "-b:a", "96k"])
+}
+
+fn red(r: &Report) -> bool {
+    r.colour.is_some_and(|[r, _, b]| r > b + 60.0)
+}
+
+fn blue(r: &Report) -> bool {
+    r.colour.is_some_and(|[r, _, b]| b > r + 60.0)
+}
+
+async fn stream(t: &TestApp, id: &str) -> Value {
+    t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json")
+}
+
+/// Waits until the player shows `colour` after showing `before`; returns the page time between
+/// the last report of `before` and the first of `colour` (how long the switch took on screen).
+async fn switches(
+    player: &Player,
+    what: &str,
+    before: fn(&Report) -> bool,
+    colour: fn(&Report) -> bool,
+) -> f64 {
+    let from = player.last().map(|r| r.t).unwrap_or_default();
+    let reports = player
+        .wait_until(what, Duration::from_secs(20), |rs| rs.iter().any(|r| r.t > from && colour(r)))
+        .await;
+    let first = reports.iter().find(|r| r.t > from && colour(r)).map(|r| r.t).unwrap_or_default();
+    let last = reports.iter().rev().find(|r| r.t < first && before(r)).map_or(from, |r| r.t);
+    (first - last) / 1000.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns() {
+    if std::env::var_os("SLUICE_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_env_filter("sluice=info").with_test_writer().try_init();
+    }
+    let t = spawn_app(Backend::Sqlite).await;
+    let rx = Receiver::start().await;
+    create_webhook(&t, &rx.url(), json!(["*"])).await;
+    let body = json!({"name": "backed-up", "qualities": ["240p"], "vodEnabled": true, "reconnectWindow": 4});
+    let created: Value =
+        t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
+    let id = created["_id"].as_str().expect("id").to_string();
+    let primary_url = created["ingestUrl"].as_str().expect("ingestUrl").to_string();
+    let backup_url = created["backup"]["ingestUrl"].as_str().expect("backup.ingestUrl").to_string();
+    assert!(backup_url.contains("/backup/"), "{backup_url}");
+    assert!(created["backup"]["obs"]["server"].as_str().expect("obs").ends_with("/backup"));
+    assert!(created["backup"]["srtUrl"].as_str().expect("srtUrl").contains("streamid=backup:"));
+    let master = created["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+
+    // A backup without a live primary is refused: nothing stands by, nothing goes live.
+    let mut early = push(&backup_url, BLUE);
+    early.exits(Duration::from_secs(15)).await;
+    assert_eq!(stream(&t, &id).await["status"], "idle", "a backup alone does not go live");
+
+    let primary = push(&primary_url, RED);
+    eventually("the master playlist", Duration::from_secs(30), || async {
+        (get_text(&t, &master).await.0 == 200).then_some(())
+    })
+    .await;
+    let player = Player::start_opts(&master, "lowLatency=1&stampFor=60000").await;
+    player
+        .wait_until("hls.js playing the primary for 4 s", Duration::from_secs(60), |rs| {
+            let start = rs.iter().find(|r| r.current_time > 0.0).map(|r| r.current_time);
+            start.zip(rs.last()).is_some_and(|(start, last)| last.current_time >= start + 4.0 && red(last))
+        })
+        .await;
+    let backup = push(&backup_url, BLUE);
+    eventually("the backup standing by", Duration::from_secs(15), || async {
+        let v = stream(&t, &id).await;
+        (v["input"]["standingBy"] == json!(["backup"])).then_some(())
+    })
+    .await;
+    assert_eq!(active_input(&t, &id).await, "primary", "the backup only stands by");
+    assert!(player.last().is_some_and(|r| red(&r)), "the primary's picture plays");
+
+    // The primary is killed: the backup's picture within 1.5 s, and no hold over 0.5 s.
+    let page_now = player.last().map(|r| r.t).unwrap_or_default();
+    drop(primary);
+    let killed = Instant::now();
+    eventually("the backup active", Duration::from_secs(5), || async {
+        (active_input(&t, &id).await == "backup").then_some(())
+    })
+    .await;
+    let active_after = killed.elapsed();
+    let switch = switches(&player, "the backup's picture", red, blue).await;
+    let on_screen = killed.elapsed();
+    let held = plays_on(&player, "after the backup took over", page_now).await;
+    let latency = player.last().and_then(|r| r.latency).unwrap_or_default();
+    eprintln!(
+        "backup active {active_after:?} after the kill, on screen {switch:.2} s after the primary's last \
+         picture ({on_screen:?} after the kill, at a latency of {latency:.2} s); held at most {held:.2} s"
+    );
+    assert!(switch <= 1.5, "the backup's picture {switch:.2} s after the primary's last");
+
+    // The primary is back: it takes over again at its first keyframe.
+    let page_back = player.last().map(|r| r.t).unwrap_or_default();
+    let second = push(&primary_url, RED);
+    let back = Instant::now();
+    eventually("the primary active again", Duration::from_secs(15), || async {
+        (active_input(&t, &id).await == "primary").then_some(())
+    })
+    .await;
+    let active_after = back.elapsed();
+    let switch = switches(&player, "the primary's picture again", blue, red).await;
+    let held = plays_on(&player, "after the primary came back", page_back).await;
+    eprintln!(
+        "the primary active again {active_after:?} after it reconnected, on screen {switch:.2} s after the \
+         backup's last picture; held at most {held:.2} s"
+    );
+    assert!(switch <= 1.5, "the primary's picture {switch:.2} s after the backup's last");
+    eventually("the backup standing by again", Duration::from_secs(15), || async {
+        let v = stream(&t, &id).await;
+        (v["input"]["standingBy"] == json!(["backup"])).then_some(())
+    })
+    .await;
+
+    // Both go: the slate, then after the window the session ends, as one recording.
+    drop(second);
+    drop(backup);
+    eventually("the stream to end", Duration::from_secs(30), || async {
+        (stream(&t, &id).await["status"] == "idle").then_some(())
+    })
+    .await;
+    let last = player.last().expect("a report");
+    assert!(last.fatal_errors().is_empty(), "{:?}", last.errors);
+    let events = eventually("stream.ended", Duration::from_secs(10), || async {
+        let events = rx.events_for(&id);
+        events.contains(&"stream.ended".to_string()).then_some(events)
+    })
+    .await;
+    assert_eq!(
+        events,
+        ["stream.created", "stream.live", "stream.input_switched", "stream.input_switched", "stream.ended"],
+        "one session"
+    );
+    let switches: Vec<(String, String)> = rx
+        .received()
+        .iter()
+        .map(|r| r.json())
+        .filter(|b| b["event"] == "stream.input_switched" && b["data"]["id"] == id.as_str())
+        .map(|b| {
+            (b["data"]["from"].as_str().unwrap_or("").into(), b["data"]["to"].as_str().unwrap_or("").into())
+        })
+        .collect();
+    assert_eq!(switches, [("primary".into(), "backup".into()), ("backup".into(), "primary".into())]);
+    let vods = eventually("the recording", Duration::from_secs(60), || async {
+        let v: Value =
+            t.get_with(&t.project_url(&format!("/vod?streamId={id}")), &t.key).await.json().await.ok()?;
+        let items = v["items"].as_array().cloned().unwrap_or_default();
+        items.iter().all(|i| i["status"] == "complete").then_some(items).filter(|i| !i.is_empty())
+    })
+    .await;
+    assert_eq!(vods.len(), 1, "one recording holds both inputs: {vods:?}");
+}
