@@ -26,7 +26,8 @@ pub fn stream(row: &StreamRow) -> StreamEventData {
 
 /// `data` of `stream.input_switched`.
 pub fn input_switched(row: &StreamRow, from: InputRole, to: InputRole) -> StreamInputSwitchedData {
-    let StreamEventData { id, name, stream_key, status, project_id, vod_enabled, created_at, .. } = stream(row);
+    let StreamEventData { id, name, stream_key, status, project_id, vod_enabled, created_at, .. } =
+        stream(row);
     StreamInputSwitchedData { id, name, stream_key, status, project_id, vod_enabled, created_at, from, to }
 }
 

@@ -326,8 +326,6 @@ impl Streams {
         Ok(stale.len())
     }
 
-    /// Records what a live push sends, off the media path: the connection never waits on the
-    /// database for it.
     /// The input that stood by as `standby` takes the stream's session over when nobody feeds
     /// it ([`LiveSessions::take_over`]); a switch between the primary and the backup is
     /// `stream.input_switched` (`{from, to}`). Returns its push.
@@ -352,21 +350,21 @@ impl Streams {
     /// The inputs that stand by changed (one is ready, or left): the input is recorded again.
     pub fn standby_changed(&self, stream_id: &str) {
         if let Some(info) = self.sessions.last_input(stream_id) {
-            self.write_input(stream_id, info);
+            self.write_input(stream_id, &info);
         }
     }
 
-    /// Records what the push sends, with the inputs that stand by ready (off the caller's path).
+    /// Records what a live push sends, with the inputs that stand by ready, off the media path:
+    /// the connection never waits on the database for it.
     pub fn record_input(&self, stream_id: &str, info: &InputInfo) {
         if info.active != Some(crate::domain::stream::InputRole::Slate) && info.video_codec.is_some() {
             self.sessions.note_audio(stream_id, info.audio_codec.is_some());
         }
         let info = self.sessions.with_standby(stream_id, info);
-        self.write_input(stream_id, info);
+        self.write_input(stream_id, &info);
     }
 
-    fn write_input(&self, stream_id: &str, info: InputInfo) {
-        let info = &info;
+    fn write_input(&self, stream_id: &str, info: &InputInfo) {
         let json = serde_json::to_string(info).unwrap_or_default();
         let (db, stream_id) = (self.db.clone(), stream_id.to_string());
         tokio::spawn(async move {
