@@ -86,7 +86,7 @@ pub(crate) async fn discard(body: &mut RequestBody) {
     }
 }
 
-async fn drain<S, E>(mut chunks: S, mut read: usize)
+pub(crate) async fn drain<S, E>(mut chunks: S, mut read: usize)
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
 {

@@ -49,7 +49,7 @@ pub enum ApiError {
     /// The request body is larger than allowed.
     #[oai(status = 413)]
     PayloadTooLarge(Json<ErrorBody>),
-    /// The request body is not `application/json`.
+    /// The request body is not of a content type the operation takes (`application/json` but where it says otherwise).
     #[oai(status = 415)]
     UnsupportedMediaType(Json<ErrorBody>),
     /// Rate limited; retry after the given number of seconds.

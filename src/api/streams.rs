@@ -25,6 +25,7 @@ use crate::store::streams::{StreamFilter, StreamRow};
 use crate::store::{is_unique_violation, Db};
 
 mod ingest;
+pub mod slate;
 pub use ingest::{BackupIngest, ObsSettings};
 
 /// A stream in a list.

@@ -16,6 +16,7 @@ use crate::domain::credits;
 use crate::domain::stream::{DisabledReason, InputInfo, MoveError, StreamMove, StreamState, StreamStatus};
 use crate::domain::time::now_ms;
 use crate::events::{self, payload, Event, Outbox};
+use crate::store::slates::SlateInfo;
 use crate::store::streams::StreamRow;
 use crate::store::{Db, DbError};
 
@@ -115,6 +116,13 @@ impl Streams {
             return Err(StreamError::NoCredits);
         }
         Ok(())
+    }
+
+    /// The stream's own slate picture, if it has one: what is known of it, and its bytes.
+    pub async fn slate_picture(&self, stream_id: &str) -> Result<Option<(SlateInfo, Vec<u8>)>, DbError> {
+        let Some(info) = self.db.slate_info(stream_id).await? else { return Ok(None) };
+        let image = self.db.slate_image(stream_id, &info.digest).await?;
+        Ok(image.map(|image| (info, image)))
     }
 
     /// Whether the project may go live now, as far as credits go (SRT decides in its handshake,

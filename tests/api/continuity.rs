@@ -77,6 +77,9 @@ async fn hls_js_plays_through_the_slate_and_back_to_the_publisher() {
         t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
     let (id, rtmp) = (stream["_id"].as_str().expect("id"), stream["ingestUrl"].as_str().expect("ingestUrl"));
     let master = stream["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    // The stream's own slate: a green picture.
+    let green = crate::slate::picture("png", "0x00c000", "640x360");
+    assert_eq!(crate::slate::put_slate(&t, id, "image/png", green).await.status(), 200);
     let first = push(rtmp);
     eventually("the master playlist", Duration::from_secs(30), || async {
         (get_text(&t, &master).await.0 == 200).then_some(())
@@ -102,6 +105,14 @@ async fn hls_js_plays_through_the_slate_and_back_to_the_publisher() {
     let slate_after = gone.elapsed();
     let held = plays_on(&player, "through the slate", page_now).await;
     eprintln!("the slate was on {slate_after:?} after the kill; the picture held at most {held:.2} s");
+    // What the slate showed: the stream's green picture.
+    let green = |r: &Report| r.colour.is_some_and(|[r, g, b]| g > r + 80.0 && g > b + 80.0);
+    let reports = player.reports();
+    assert!(
+        reports.iter().any(|r| r.t > page_now && green(r)),
+        "the stream's green picture on screen during the slate: {:?}",
+        reports.iter().filter(|r| r.t > page_now).map(|r| r.colour).collect::<Vec<_>>()
+    );
 
     // The publisher is back: the player plays its push on.
     let page_back = player.last().map(|r| r.t).unwrap_or_default();

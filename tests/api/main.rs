@@ -35,6 +35,7 @@ mod rtmp_limits;
 mod rtmp_memory;
 mod secrets;
 mod signed;
+mod slate;
 mod srt;
 mod storage_s3;
 mod store;

@@ -23,6 +23,7 @@ use crate::domain::stream::{InputInfo, InputRole};
 use crate::media::ingest::liveness::Liveness;
 use crate::media::ingest::pipeline::IngestPipeline;
 use crate::media::ingest::pipeline::PipelineReport;
+use crate::media::ingest::slate::picture::{Kind, Picture};
 use crate::media::ingest::slate::{Format, Slate};
 use crate::media::live::session::{LiveSessions, Outputs, PushEnd, ENDED_BY_API};
 pub use crate::services::streams::Opened;
@@ -31,6 +32,28 @@ use crate::store::streams::StreamRow;
 
 /// How often [`watch`] reads the liveness counters.
 const TICK: Duration = Duration::from_secs(1);
+
+/// How long the slate waits for the stream's own picture before it shows the default card.
+const PICTURE_DEADLINE: Duration = Duration::from_secs(1);
+
+/// The stream's own slate picture, if it has one and the database gives it within
+/// [`PICTURE_DEADLINE`] (otherwise the default card, logged).
+async fn picture_of(streams: &Streams, stream_id: &str) -> Option<Picture> {
+    let (info, image) = match tokio::time::timeout(PICTURE_DEADLINE, streams.slate_picture(stream_id)).await {
+        Ok(Ok(found)) => found?,
+        Ok(Err(e)) => {
+            tracing::warn!(stream = %stream_id, error = %e, "loading the slate picture; the default card instead");
+            return None;
+        }
+        Err(_) => {
+            tracing::warn!(stream = %stream_id, "the slate picture took too long to load; the default card instead");
+            return None;
+        }
+    };
+    let kind = Kind::parse(&info.content_type)?;
+    let (width, height) = (u32::try_from(info.width).ok()?, u32::try_from(info.height).ok()?);
+    Some(Picture::stored(kind, width, height, info.digest, image))
+}
 
 /// Why a push was not opened.
 #[derive(Debug)]
@@ -210,7 +233,16 @@ async fn cover(
     if !streams.sessions.is_waiting(stream_id) || streams.sessions.has_ready_standby(stream_id, None) {
         return;
     }
-    let made = tokio::task::spawn_blocking(move || Slate::of(&format)).await;
+    let picture = picture_of(streams, stream_id).await;
+    let made = tokio::task::spawn_blocking(move || match picture {
+        // A picture that does not render (it was checked at upload) leaves the default card.
+        Some(p) => Slate::of(&format, Some(&p)).or_else(|e| {
+            tracing::warn!(error = %e, "the stream's slate picture did not render; the default card instead");
+            Slate::of(&format, None)
+        }),
+        None => Slate::of(&format, None),
+    })
+    .await;
     let slate = match made.map_err(|e| e.to_string()).and_then(|made| made) {
         Ok(slate) => slate,
         Err(e) => {

@@ -22,7 +22,10 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
+use self::picture::Picture;
 use crate::media::live::channel::MediaEnds;
+
+pub mod picture;
 
 /// The words on the default card.
 pub const CARD_TEXT: &str = "The stream will resume shortly";
@@ -44,16 +47,18 @@ pub struct Format {
 }
 
 /// The picture's size and frame rate, and the audio's rate and channels, a slate is made for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Key {
     video: Option<(i32, i32, i32, i32)>,
     /// The H.264 profile, as the push's caps name it (x264 makes the slate in the same one).
     profile: &'static str,
     audio: Option<(i32, i32)>,
+    /// The stream's own picture (its digest), or the default card.
+    picture: Option<String>,
 }
 
 impl Key {
-    fn of(format: &Format) -> Key {
+    fn of(format: &Format, picture: Option<&Picture>) -> Key {
         let video = format.video.as_ref().and_then(|c| c.structure(0)).and_then(|s| {
             let (w, h) = (s.get::<i32>("width").ok()?, s.get::<i32>("height").ok()?);
             let rate = s.get::<gst::Fraction>("framerate").ok().filter(|f| f.numer() > 0 && f.denom() > 0);
@@ -73,7 +78,7 @@ impl Key {
             Some("high") => "high",
             _ => "main",
         };
-        Key { video, profile, audio }
+        Key { video, profile, audio, picture: picture.map(|p| p.digest.clone()) }
     }
 }
 
@@ -93,10 +98,10 @@ pub struct Slate {
 }
 
 impl Slate {
-    /// The slate for a push that carried `format`: made now (blocking: it encodes) or kept from
-    /// an earlier one.
-    pub fn of(format: &Format) -> Result<Arc<Slate>, String> {
-        let key = Key::of(format);
+    /// The slate for a push that carried `format`, showing `picture` (or the default card):
+    /// made now (blocking: it encodes) or kept from an earlier one.
+    pub fn of(format: &Format, picture: Option<&Picture>) -> Result<Arc<Slate>, String> {
+        let key = Key::of(format, picture);
         static KEPT_SLATES: OnceLock<Mutex<VecDeque<Arc<Slate>>>> = OnceLock::new();
         let kept = KEPT_SLATES.get_or_init(Default::default);
         let lock = || kept.lock().unwrap_or_else(|p| p.into_inner());
@@ -104,7 +109,7 @@ impl Slate {
         let slate = match kept_one {
             Some(slate) => slate,
             None => {
-                let slate = Arc::new(Slate::render(key)?);
+                let slate = Arc::new(Slate::render(key, picture)?);
                 let mut kept = lock();
                 kept.push_front(slate.clone());
                 kept.truncate(KEPT);
@@ -132,10 +137,10 @@ impl Slate {
             return self;
         }
         let audio = Some(Track { caps: push.clone(), ..track.clone() });
-        Arc::new(Slate { key: self.key, video: self.video.clone(), audio })
+        Arc::new(Slate { key: self.key.clone(), video: self.video.clone(), audio })
     }
 
-    fn render(key: Key) -> Result<Slate, String> {
+    fn render(key: Key, picture: Option<&Picture>) -> Result<Slate, String> {
         crate::media::gst::init()?;
         let video = key
             .video
@@ -143,16 +148,28 @@ impl Slate {
                 let profile = key.profile;
                 // One second of frames: the first a keyframe, the others repeat it (a few bytes each).
                 let frames = ((n + d - 1) / d).max(2);
+                // The stream's picture, fitted into the size with borders, or the default card.
+                let still = match picture {
+                    Some(p) => format!(
+                        "{} ! videoconvert ! videoscale add-borders=true \
+                         ! video/x-raw,format=I420,width={w},height={h},pixel-aspect-ratio=1/1 \
+                         ! imagefreeze num-buffers={frames} ! video/x-raw,framerate={n}/{d}",
+                        p.decoder()
+                    ),
+                    None => format!(
+                        "videotestsrc pattern=solid-color foreground-color={CARD_COLOUR} num-buffers={frames} \
+                         ! video/x-raw,format=I420,width={w},height={h},framerate={n}/{d} \
+                         ! textoverlay text=\"{CARD_TEXT}\" valignment=center halignment=center font-desc=\"Sans 20\""
+                    ),
+                };
                 let description = format!(
-                    "videotestsrc pattern=solid-color foreground-color={CARD_COLOUR} num-buffers={frames} \
-                     ! video/x-raw,format=I420,width={w},height={h},framerate={n}/{d} \
-                     ! textoverlay text=\"{CARD_TEXT}\" valignment=center halignment=center font-desc=\"Sans 20\" \
+                    "{still} \
                      ! x264enc tune=zerolatency speed-preset=veryfast bframes=0 key-int-max={frames} \
                      ! video/x-h264,profile={profile} ! h264parse ! video/x-h264,stream-format=avc,alignment=au \
                      ! appsink name=out sync=false"
                 );
                 let frame = gst::ClockTime::SECOND.mul_div_floor(d as u64, n as u64).unwrap_or(gst::ClockTime::ZERO);
-                encoded(&description, frame)
+                encoded(&description, frame, picture)
             })
             .transpose()?;
         let audio = key
@@ -166,7 +183,7 @@ impl Slate {
                 let frame =
                     gst::ClockTime::SECOND.mul_div_floor(1024, rate as u64).unwrap_or(gst::ClockTime::ZERO);
                 // Past the encoder's priming, every frame of silence is the same: one repeats.
-                encoded(&description, frame).map(|mut t| {
+                encoded(&description, frame, None).map(|mut t| {
                     t.frames = t.frames.split_off(t.frames.len().saturating_sub(1));
                     t
                 })
@@ -179,8 +196,9 @@ impl Slate {
     }
 }
 
-/// Runs `description` (ending in an appsink named `out`) to its end: the caps and the buffers.
-fn encoded(description: &str, frame: gst::ClockTime) -> Result<Track, String> {
+/// Runs `description` (ending in an appsink named `out`, and with an appsrc named `img` that
+/// `picture` fills when there is one) to its end: the caps and the buffers.
+fn encoded(description: &str, frame: gst::ClockTime, picture: Option<&Picture>) -> Result<Track, String> {
     let pipeline = gst::parse::launch(description)
         .map_err(|e| format!("slate: {e}"))?
         .downcast::<gst::Pipeline>()
@@ -191,6 +209,9 @@ fn encoded(description: &str, frame: gst::ClockTime) -> Result<Track, String> {
         .by_name("out")
         .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
         .ok_or("slate: no appsink")?;
+    if let Some(picture) = picture {
+        picture.feed(&pipeline.0)?;
+    }
     pipeline.0.set_state(gst::State::Playing).map_err(|e| format!("slate: {e}"))?;
     let deadline = Instant::now() + RENDER_DEADLINE;
     let (mut caps, mut frames) = (None, Vec::new());

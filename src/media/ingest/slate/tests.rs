@@ -16,7 +16,7 @@ fn format(width: i32, height: i32, rate: i32) -> Format {
 #[test]
 fn a_slate_is_a_second_of_h264_from_a_keyframe_and_one_frame_of_silence() {
     crate::media::gst::init().expect("GStreamer");
-    let slate = Slate::of(&format(320, 240, 44_100)).expect("renders");
+    let slate = Slate::of(&format(320, 240, 44_100), None).expect("renders");
     let video = slate.video.as_ref().expect("video");
     let s = video.caps.structure(0).expect("caps");
     assert_eq!(s.name().as_str(), "video/x-h264");
@@ -33,16 +33,16 @@ fn a_slate_is_a_second_of_h264_from_a_keyframe_and_one_frame_of_silence() {
     assert!(a.has_field("codec_data"), "{a}");
     assert_eq!(audio.frames.len(), 1);
     // The same format again is the slate kept.
-    assert!(Arc::ptr_eq(&slate, &Slate::of(&format(320, 240, 44_100)).expect("kept")));
+    assert!(Arc::ptr_eq(&slate, &Slate::of(&format(320, 240, 44_100), None).expect("kept")));
     // Nothing to make it like, or sizes out of reason: refused.
-    assert!(Slate::of(&Format::default()).is_err());
-    assert!(Slate::of(&Format { video: format(100_000, 240, 8).video, audio: None }).is_err());
+    assert!(Slate::of(&Format::default(), None).is_err());
+    assert!(Slate::of(&Format { video: format(100_000, 240, 8).video, audio: None }, None).is_err());
 }
 
 #[test]
 fn the_feed_catches_up_to_now_then_keeps_to_the_clock() {
     crate::media::gst::init().expect("GStreamer");
-    let slate = Slate::of(&format(160, 120, 48_000)).expect("renders");
+    let slate = Slate::of(&format(160, 120, 48_000), None).expect("renders");
     let pipeline = gst::parse::launch(
         "tee name=video ! appsink name=v sync=false async=false wait-on-eos=false \
          tee name=audio ! appsink name=a sync=false async=false wait-on-eos=false",
@@ -106,15 +106,72 @@ fn the_slate_takes_the_pushs_aac_configuration_when_the_format_is_the_same() {
             .build()
     };
     let push = Format { video: None, audio: Some(aac(48_000, "raw")) };
-    let slate = Slate::of(&push).expect("renders");
+    let slate = Slate::of(&push, None).expect("renders");
     assert_eq!(slate.audio.as_ref().map(|a| &a.caps), push.audio.as_ref(), "the push's configuration");
     // Not the same format (ADTS): the slate keeps its own.
     let adts = Format { video: None, audio: Some(aac(48_000, "adts")) };
-    let own = Slate::of(&adts).expect("renders");
+    let own = Slate::of(&adts, None).expect("renders");
     let caps = &own.audio.as_ref().expect("audio").caps;
     assert_ne!(Some(caps), adts.audio.as_ref());
     assert_ne!(
         caps.structure(0).and_then(|s| s.get::<gst::Buffer>("codec_data").ok()).map(|b| b.size()),
         Some(5)
     );
+}
+
+/// The mean of each of a decoded I420 frame's planes' middles: (Y, U, V).
+fn middle_yuv(frame: &gst::BufferRef, width: usize, height: usize) -> (u8, u8, u8) {
+    let map = frame.map_readable().expect("readable");
+    let (y, chroma) = (width * height, (width / 2) * (height / 2));
+    let at = |plane: usize, w: usize, h: usize| map[plane + (h / 2) * w + w / 2];
+    (at(0, width, height), at(y, width / 2, height / 2), at(y + chroma, width / 2, height / 2))
+}
+
+#[test]
+fn a_streams_picture_is_its_slate_fitted_with_borders() {
+    crate::media::gst::init().expect("GStreamer");
+    // A red 4:3 picture (PNG) for a 16:9 stream: red in the middle, black borders at the sides.
+    let png = {
+        let pipeline = gst::parse::launch(
+            "videotestsrc pattern=red num-buffers=1 ! video/x-raw,width=160,height=120 ! videoconvert ! pngenc ! appsink name=out sync=false",
+        )
+        .expect("builds")
+        .downcast::<gst::Pipeline>()
+        .expect("a pipeline");
+        let pipeline = crate::media::gst::StopOnDrop(pipeline);
+        let sink =
+            pipeline.0.by_name("out").and_then(|e| e.downcast::<gst_app::AppSink>().ok()).expect("sink");
+        pipeline.0.set_state(gst::State::Playing).expect("plays");
+        let sample = sink.pull_sample().expect("a picture");
+        let bytes = sample.buffer().expect("bytes").map_readable().expect("readable").to_vec();
+        bytes
+    };
+    let picture = picture::check(picture::Kind::Png, png).expect("a good PNG");
+    let slate = Slate::of(&format(320, 180, 48_000), Some(&picture)).expect("renders");
+    let card = Slate::of(&format(320, 180, 48_000), None).expect("renders");
+    assert!(!Arc::ptr_eq(&slate, &card), "the picture's slate is not the card's");
+    let video = slate.video.as_ref().expect("video");
+    // Decode its keyframe and look at the middle and the left edge.
+    let pipeline = gst::parse::launch(
+        "appsrc name=in ! h264parse ! avdec_h264 ! videoconvert ! video/x-raw,format=I420 ! appsink name=out sync=false",
+    )
+    .expect("builds")
+    .downcast::<gst::Pipeline>()
+    .expect("a pipeline");
+    let pipeline = crate::media::gst::StopOnDrop(pipeline);
+    let src = pipeline.0.by_name("in").and_then(|e| e.downcast::<gst_app::AppSrc>().ok()).expect("src");
+    src.set_caps(Some(&video.caps));
+    let sink = pipeline.0.by_name("out").and_then(|e| e.downcast::<gst_app::AppSink>().ok()).expect("sink");
+    pipeline.0.set_state(gst::State::Playing).expect("plays");
+    let mut key = video.frames[0].copy();
+    key.get_mut().expect("writable").set_pts(gst::ClockTime::ZERO);
+    src.push_buffer(key).expect("taken");
+    src.end_of_stream().expect("eos");
+    let frame = sink.try_pull_sample(gst::ClockTime::from_seconds(5)).expect("decoded");
+    let frame = frame.buffer().expect("a frame");
+    let (y, u, v) = middle_yuv(frame, 320, 180);
+    // BT.601 red: Y ≈ 81, U ≈ 90, V ≈ 240.
+    assert!(v > 200 && u < 120 && (60..110).contains(&y), "the middle is red: Y {y} U {u} V {v}");
+    let map = frame.map_readable().expect("readable");
+    assert!(map[90 * 320 + 4] < 30, "the left border is black: Y {}", map[90 * 320 + 4]);
 }
