@@ -2,7 +2,8 @@
 //! when the primary is killed, hls.js in Chromium plays the backup's picture within 1.5 s
 //! without a hold over 0.5 s, and when the primary is back it takes over again; one session,
 //! one recording, one `stream.live`, one `stream.ended` and a `stream.input_switched` each
-//! way. Each input is painted a colour of its own, which the player reads off the screen.
+//! way. Each input is painted a colour of its own, which the player reads off the screen. RTMP
+//! and SRT each play both roles: an RTMP primary with an SRT backup, and the other way round.
 
 use std::time::{Duration, Instant};
 
@@ -12,14 +13,42 @@ use crate::continuity::{active_input, plays_on};
 use crate::live_hls::get_text;
 use crate::support::player::{Player, Report};
 use crate::support::receiver::Receiver;
-use crate::support::{eventually, ffmpeg_push, spawn_app, Backend, Killed, TestApp};
+use crate::support::{eventually, ffmpeg_push, ffmpeg_push_ts, spawn_app, Backend, Killed, TestApp};
 use crate::webhooks::create_webhook;
 
 const RED: &str = "color=c=0xC02020:size=640x360:rate=30";
 const BLUE: &str = "color=c=0x2020C0:size=640x360:rate=30";
 
-fn push(url: &str, colour: &str) -> Killed {
-    ffmpeg_push(url, colour, 30, &["-b:v", "600k", "-b:a", "96k"])
+/// The protocol an input publishes with.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    Rtmp,
+    Srt,
+}
+
+/// An input's publisher: RTMP to `created`'s URL for `role`, or SRT to its `srtUrl`.
+struct Input {
+    via: Via,
+    url: String,
+}
+
+impl Input {
+    fn of(created: &Value, role: &str, via: Via) -> Input {
+        let urls = if role == "backup" { &created["backup"] } else { created };
+        let field = match via {
+            Via::Rtmp => "ingestUrl",
+            Via::Srt => "srtUrl",
+        };
+        Input { via, url: urls[field].as_str().expect("an ingest URL").to_string() }
+    }
+
+    fn push(&self, colour: &str) -> Killed {
+        let extra = ["-b:v", "600k", "-b:a", "96k"];
+        match self.via {
+            Via::Rtmp => ffmpeg_push(&self.url, colour, 30, &extra),
+            Via::Srt => ffmpeg_push_ts(&self.url, colour, 30, &extra),
+        }
+    }
 }
 
 fn red(r: &Report) -> bool {
@@ -52,7 +81,16 @@ async fn switches(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns() {
+async fn an_srt_backup_takes_over_a_killed_rtmp_primary_and_hands_back_when_it_returns() {
+    backs_up(Via::Rtmp, Via::Srt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rtmp_backup_takes_over_a_killed_srt_primary_and_hands_back_when_it_returns() {
+    backs_up(Via::Srt, Via::Rtmp).await;
+}
+
+async fn backs_up(primary_via: Via, backup_via: Via) {
     if std::env::var_os("SLUICE_TEST_LOG").is_some() {
         let _ = tracing_subscriber::fmt().with_env_filter("sluice=info").with_test_writer().try_init();
     }
@@ -63,7 +101,8 @@ async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns()
     let created: Value =
         t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
     let id = created["_id"].as_str().expect("id").to_string();
-    let primary_url = created["ingestUrl"].as_str().expect("ingestUrl").to_string();
+    let (primary_input, backup_input) =
+        (Input::of(&created, "primary", primary_via), Input::of(&created, "backup", backup_via));
     let backup_url = created["backup"]["ingestUrl"].as_str().expect("backup.ingestUrl").to_string();
     assert!(backup_url.contains("/backup/"), "{backup_url}");
     assert!(created["backup"]["obs"]["server"].as_str().expect("obs").ends_with("/backup"));
@@ -71,11 +110,11 @@ async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns()
     let master = created["playbackUrls"]["hls"].as_str().expect("hls").to_string();
 
     // A backup without a live primary is refused: nothing stands by, nothing goes live.
-    let mut early = push(&backup_url, BLUE);
+    let mut early = backup_input.push(BLUE);
     early.exits(Duration::from_secs(15)).await;
     assert_eq!(stream(&t, &id).await["status"], "idle", "a backup alone does not go live");
 
-    let primary = push(&primary_url, RED);
+    let primary = primary_input.push(RED);
     eventually("the master playlist", Duration::from_secs(30), || async {
         (get_text(&t, &master).await.0 == 200).then_some(())
     })
@@ -87,7 +126,7 @@ async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns()
             start.zip(rs.last()).is_some_and(|(start, last)| last.current_time >= start + 4.0 && red(last))
         })
         .await;
-    let backup = push(&backup_url, BLUE);
+    let backup = backup_input.push(BLUE);
     eventually("the backup standing by", Duration::from_secs(15), || async {
         let v = stream(&t, &id).await;
         (v["input"]["standingBy"] == json!(["backup"])).then_some(())
@@ -110,14 +149,14 @@ async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns()
     let held = plays_on(&player, "after the backup took over", page_now).await;
     let latency = player.last().and_then(|r| r.latency).unwrap_or_default();
     eprintln!(
-        "backup active {active_after:?} after the kill, on screen {switch:.2} s after the primary's last \
+        "{primary_via:?} primary, {backup_via:?} backup: backup active {active_after:?} after the kill, on screen {switch:.2} s after the primary's last \
          picture ({on_screen:?} after the kill, at a latency of {latency:.2} s); held at most {held:.2} s"
     );
     assert!(switch <= 1.5, "the backup's picture {switch:.2} s after the primary's last");
 
     // The primary is back: it takes over again at its first keyframe.
     let page_back = player.last().map(|r| r.t).unwrap_or_default();
-    let second = push(&primary_url, RED);
+    let second = primary_input.push(RED);
     let back = Instant::now();
     eventually("the primary active again", Duration::from_secs(15), || async {
         (active_input(&t, &id).await == "primary").then_some(())
@@ -127,7 +166,7 @@ async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns()
     let switch = switches(&player, "the primary's picture again", blue, red).await;
     let held = plays_on(&player, "after the primary came back", page_back).await;
     eprintln!(
-        "the primary active again {active_after:?} after it reconnected, on screen {switch:.2} s after the \
+        "{primary_via:?} primary, {backup_via:?} backup: the primary active again {active_after:?} after it reconnected, on screen {switch:.2} s after the \
          backup's last picture; held at most {held:.2} s"
     );
     assert!(switch <= 1.5, "the primary's picture {switch:.2} s after the backup's last");
@@ -137,9 +176,16 @@ async fn the_backup_takes_over_a_killed_primary_and_hands_back_when_it_returns()
     })
     .await;
 
-    // Both go: the slate, then after the window the session ends, as one recording.
-    drop(second);
+    // Both go, the backup first (an SRT caller killed is only silent until its connection
+    // times out; once it is no longer ready it does not take over): the slate, then after the
+    // window the session ends, as one recording.
     drop(backup);
+    eventually("the backup no longer standing by", Duration::from_secs(15), || async {
+        let v = stream(&t, &id).await;
+        (v["input"]["standingBy"] == json!([])).then_some(())
+    })
+    .await;
+    drop(second);
     eventually("the stream to end", Duration::from_secs(30), || async {
         (stream(&t, &id).await["status"] == "idle").then_some(())
     })

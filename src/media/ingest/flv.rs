@@ -72,10 +72,29 @@ pub fn audio(body: &Bytes) -> Result<Audio, String> {
         return Err(format!("the audio is not AAC (FLV sound format {format}); only AAC is taken"));
     }
     Ok(match body.get(1) {
-        Some(0) if body.len() > 2 => Audio::Config(body.slice(2..)),
+        Some(0) if body.len() > 2 => Audio::Config(plain_asc(body.slice(2..))),
         Some(1) if body.len() > 2 => Audio::Frame(body.slice(2..)),
         _ => Audio::Skip,
     })
+}
+
+/// An AudioSpecificConfig in its plain form: AAC-LC that signals, after its two bytes, the
+/// backward-compatible extension saying there is no SBR (ffmpeg's FLV muxer writes
+/// `11 90 56 e5 00` for 48 kHz stereo) is the same configuration as its first two bytes, which is
+/// what `aacparse` makes of ADTS (SRT). One form for both lets a session's audio rendition keep
+/// one initialization section when its input changes between RTMP and SRT (hls.js 1.6 stops an
+/// audio track for good at a new one that a partial segment brings).
+pub fn plain_asc(config: Bytes) -> Bytes {
+    let lc = config.first().is_some_and(|b| b >> 3 == 2);
+    let no_sbr = config.len() == 5
+        && (u16::from_be_bytes([config[2], config[3]]) >> 5) == 0x2b7
+        && config[3] & 0x1f == 5
+        && config[4] & 0x80 == 0;
+    if lc && no_sbr {
+        config.slice(..2)
+    } else {
+        config
+    }
 }
 
 /// The SPS and PPS of an AVC configuration (ISO/IEC 14496-15 §5.3.3.1), as NAL units prefixed
@@ -144,6 +163,19 @@ pub fn flv_tags(flv: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_aac_configuration_without_sbr_is_given_in_its_plain_form() {
+        let plain = |b: &'static [u8]| plain_asc(Bytes::from_static(b));
+        assert_eq!(plain(&[0x11, 0x90, 0x56, 0xe5, 0x00]), Bytes::from_static(&[0x11, 0x90]), "ffmpeg's LC");
+        assert_eq!(plain(&[0x12, 0x10]), Bytes::from_static(&[0x12, 0x10]));
+        // SBR present (HE-AAC signalled backward-compatibly): kept whole.
+        assert_eq!(plain(&[0x11, 0x90, 0x56, 0xe5, 0x80]).len(), 5);
+        // Not LC (HE-AAC explicit, AOT 5): kept whole.
+        assert_eq!(plain(&[0x29, 0x90, 0x56, 0xe5, 0x00]).len(), 5);
+        let body = Bytes::from_static(&[0xAF, 0, 0x11, 0x90, 0x56, 0xe5, 0x00]);
+        assert!(matches!(audio(&body), Ok(Audio::Config(c)) if c.as_ref() == [0x11, 0x90]));
+    }
 
     #[test]
     fn video_bodies() {

@@ -261,6 +261,14 @@ impl IngestPipeline {
         }
     }
 
+    /// Dates an MPEG-TS push's first media as arrived at `at`: an SRT input that stood by starts
+    /// from its buffered keyframe, which came that long ago.
+    pub fn date_ts_from(&mut self, at: chrono::DateTime<chrono::Utc>) {
+        if matches!(self.front, Front::Ts(_)) {
+            let _ = self.wall.set(at);
+        }
+    }
+
     /// Feeds one RTMP audio or video payload, on the calling thread. Until the first keyframe
     /// has reached the `video` tee, a video tag may build the ladder (its caps do: bins are
     /// built and started, which blocks); on a multi-threaded runtime those tags run in

@@ -119,8 +119,10 @@ where
 }
 
 /// What [`watch`] knows of the publisher beyond the pipeline's reports.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Publisher {
+    /// Which of the stream's inputs it is.
+    pub role: InputRole,
     /// The audio codec it sends, when the pipeline's is a transcode of it (WHIP's Opus).
     pub audio_codec: Option<&'static str>,
     /// It sends keyframes unasked, so a push with media but none for long is ended (WebRTC
@@ -139,7 +141,7 @@ pub async fn watch(
     publisher: Publisher,
     front_ended: impl Future<Output = String>,
 ) -> String {
-    let mut input = InputInfo { active: Some(InputRole::Primary), ..Default::default() };
+    let mut input = InputInfo { active: Some(publisher.role), ..Default::default() };
     let mut liveness = Liveness::new(publisher.sends_keyframes);
     let mut tick = tokio::time::interval(TICK);
     tokio::pin!(front_ended);

@@ -10,6 +10,8 @@ use bytes::Bytes;
 
 use crate::media::ingest::flv::{self, Audio, Tag, Video};
 
+pub mod ts;
+
 /// The most a standby input's buffer holds: a 2-s GOP at 30 Mbit/s, or 10 s of 30-fps video
 /// with its audio.
 const MAX_BYTES: usize = 8 << 20;

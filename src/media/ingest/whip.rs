@@ -13,6 +13,7 @@ use gstreamer::prelude::*;
 use tokio::sync::mpsc;
 
 use crate::domain::content_key::MasterKey;
+use crate::domain::stream::InputRole;
 use crate::media::ingest::pipeline::{Front, IngestPipeline, PipelineReport};
 use crate::media::ingest::push::{self, NotStarted, Publisher, Refused};
 use crate::media::live::session::{LiveSessions, Outputs, PushEnd};
@@ -127,7 +128,8 @@ impl Whip {
         let this = self.clone();
         let session = peer.clone();
         tokio::spawn(async move {
-            let publisher = Publisher { audio_codec: Some("opus"), sends_keyframes: false };
+            let publisher =
+                Publisher { role: InputRole::Primary, audio_codec: Some("opus"), sends_keyframes: false };
             let lost = session.lost();
             let ended = async {
                 tokio::select! {

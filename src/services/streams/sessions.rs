@@ -190,12 +190,23 @@ impl LiveSessions {
                 _ => "the stream is live already",
             });
         }
-        if session.standby.iter().any(|s| s.role == role) {
-            return Err("an input of this role stands by already");
+        // One of this role that is not ready (quiet, or gone without a word, as an SRT caller
+        // killed is until its connection times out) gives its place to the new one.
+        if let Some(at) = session.standby.iter().position(|s| s.role == role) {
+            if session.standby[at].is_ready() {
+                return Err("an input of this role stands by already");
+            }
+            session.standby.remove(at);
         }
         let standby = Arc::new(Standby::new(role));
         session.standby.push(standby.clone());
         Ok(StandingBy { standby, closed: session.closed.subscribe() })
+    }
+
+    /// Whether `standby` still stands by for the stream's session (another input of its role
+    /// may have taken its place).
+    pub fn is_standing(&self, stream_id: &str, standby: &Arc<Standby>) -> bool {
+        self.lock().get(stream_id).is_some_and(|s| s.standby.iter().any(|sb| Arc::ptr_eq(sb, standby)))
     }
 
     /// The connection that stood by as `standby` is gone.

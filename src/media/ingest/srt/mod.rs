@@ -17,8 +17,12 @@
 //! pipeline's `appsrc` (never waiting: a full source drops); a tokio task watches the session as
 //! WHIP's does and ends it on disconnect, DELETE/disable, a pipeline error, no media for 10 s
 //! or no keyframe for 30 s.
+//!
+//! A caller with `streamid=backup:<streamKey>` is the stream's backup (CONTRACT: Continuity): it
+//! is accepted while the stream is live, and stands by ([`input`]), as RTMP's does.
 
 pub mod ffi;
+mod input;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::net::{IpAddr, SocketAddr};
@@ -26,14 +30,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::oneshot;
-
 use self::ffi::{Opt, Reject, Socket, SrtError, SrtSocket};
 use crate::domain::content_key::MasterKey;
-use crate::domain::stream::StreamStatus;
+use crate::domain::stream::{InputRole, StreamStatus};
 use crate::media::ingest::limits::{Admitted, Limits};
-use crate::media::ingest::pipeline::{Feeder, IngestPipeline};
-use crate::media::ingest::push::{self, Publisher};
 use crate::media::live::session::LiveSessions;
 use crate::ratelimit::{per_second, Limiter};
 use crate::services::streams::Streams;
@@ -157,9 +157,16 @@ fn accept_loop(listener: &Socket, srt: &Weak<Srt>, runtime: &tokio::runtime::Han
     }
 }
 
-/// The stream key a caller's stream id names: `publish:<key>`, or the SRT access-control form
-/// `#!::r=<key>,m=publish`. A key is what Sluice hands out (letters, digits, `-`, `_`).
+/// The stream key a caller's stream id names: `publish:<key>` or `backup:<key>`, or the SRT
+/// access-control form `#!::r=<key>,m=publish`. A key is what Sluice hands out (letters,
+/// digits, `-`, `_`).
 pub fn stream_key(stream_id: &str) -> Result<&str, Reject> {
+    caller(stream_id).map(|(key, _)| key)
+}
+
+/// The stream key a caller's stream id names, and which of the stream's inputs it is.
+pub fn caller(stream_id: &str) -> Result<(&str, InputRole), Reject> {
+    let mut role = InputRole::Primary;
     let key = if let Some(fields) = stream_id.strip_prefix("#!::") {
         let (mut key, mut mode) = (None, None);
         for field in fields.split(',') {
@@ -175,6 +182,9 @@ pub fn stream_key(stream_id: &str) -> Result<&str, Reject> {
         key.ok_or(Reject::BadRequest)?
     } else if let Some(key) = stream_id.strip_prefix("publish:") {
         key
+    } else if let Some(key) = stream_id.strip_prefix("backup:") {
+        role = InputRole::Backup;
+        key
     } else if stream_id.starts_with("play:") || stream_id.starts_with("read:") {
         return Err(Reject::BadMode);
     } else {
@@ -183,7 +193,7 @@ pub fn stream_key(stream_id: &str) -> Result<&str, Reject> {
     let well_formed = (1..=128).contains(&key.len())
         && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
     if well_formed {
-        Ok(key)
+        Ok((key, role))
     } else {
         Err(Reject::BadRequest)
     }
@@ -241,7 +251,8 @@ fn decide(
         tracing::info!(%peer, ?reason, why, "srt push refused");
         reason
     };
-    let key = stream_key(id).map_err(|r| refused(r, "the stream id is not publish:<stream key>"))?;
+    let (key, role) = caller(id)
+        .map_err(|r| refused(r, "the stream id is not publish:<stream key> or backup:<stream key>"))?;
     if !srt.limits.has_room(peer.ip()) {
         return Err(refused(Reject::Overload, "too many connections"));
     }
@@ -262,11 +273,19 @@ fn decide(
         }
         Err(_) => return Err(refused(Reject::Internal, "the stream lookup timed out")),
     };
-    match stream.state().status {
-        StreamStatus::Disabled => return Err(refused(Reject::Forbidden, "the stream is disabled")),
-        // A session here that waits for its publisher (within the reconnect window) takes it back.
-        StreamStatus::Live if !srt.streams.sessions.is_waiting(&stream.id) => {
+    let sessions = &srt.streams.sessions;
+    match (stream.state().status, role) {
+        (StreamStatus::Disabled, _) => return Err(refused(Reject::Forbidden, "the stream is disabled")),
+        // A session here that waits for its publisher (within the reconnect window) takes it
+        // back; the primary back while the backup feeds the stream stands by.
+        (StreamStatus::Live, InputRole::Primary)
+            if !sessions.is_waiting(&stream.id) && !sessions.backup_feeds(&stream.id) =>
+        {
             return Err(refused(Reject::Conflict, "the stream is live already"))
+        }
+        (StreamStatus::Live, _) => {}
+        (_, InputRole::Backup) => {
+            return Err(refused(Reject::Conflict, "the stream has no live primary to back up"))
         }
         _ => {}
     }
@@ -285,87 +304,26 @@ fn decide(
     Ok(())
 }
 
-/// An accepted caller's push, from opening its session to its end ([`push`]).
+/// An accepted caller's connection, from opening its push session (or standing by) to its end.
 async fn session(srt: Arc<Srt>, socket: Arc<Socket>, peer: SocketAddr, admitted: Admitted) {
     let _admitted = admitted;
-    let Some(stream) = accepted_stream(&srt, &socket).await else { return };
-    let opened = match push::begin(&srt.streams, &stream).await {
-        Ok(opened) => opened,
-        Err(e) => {
-            tracing::info!(stream = %stream.id, %peer, error = ?e, "srt push refused");
-            return;
-        }
-    };
+    let Some((stream, role)) = accepted_stream(&srt, &socket).await else { return };
     srt.live.fetch_add(1, Ordering::Relaxed);
-    let started = push::start(&srt.streams, &srt.outputs, &stream, &opened, |outputs| {
-        IngestPipeline::start_ts(&stream.id, outputs)
-    })
-    .await;
-    if let Ok((pipeline, reports)) = started {
-        tracing::info!(stream = %stream.id, %peer, "SRT push started");
-        let why = match pipeline.feeder() {
-            Some(feeder) => {
-                let (done_tx, done) = oneshot::channel();
-                let receiving = socket.clone();
-                let started = std::thread::Builder::new()
-                    .name("srt-recv".into())
-                    .spawn(move || receive(&receiving, feeder, done_tx));
-                match started {
-                    Ok(_) => {
-                        let publisher = Publisher { audio_codec: None, sends_keyframes: true };
-                        let ended =
-                            async { done.await.unwrap_or_else(|_| "the receive thread ended".into()) };
-                        push::watch(&srt.streams, &stream, &pipeline, reports, &opened.kill, publisher, ended)
-                            .await
-                    }
-                    Err(e) => format!("starting the receive thread: {e}"),
-                }
-            }
-            None => "ingest pipeline has no source".into(),
-        };
-        // Wakes the receive thread, which ends with the socket.
-        socket.close();
-        tracing::info!(stream = %stream.id, %peer, why, "SRT push ended");
-        push::end(&srt.streams, &srt.outputs, &stream.id, &stream.project_id, pipeline, &why).await;
-    }
+    input::run(&srt, socket, peer, stream, role).await;
     srt.live.fetch_sub(1, Ordering::Relaxed);
 }
 
 /// The stream an accepted caller named (its passphrase was that stream's: libsrt checked it).
-async fn accepted_stream(srt: &Srt, socket: &Socket) -> Option<StreamRow> {
+async fn accepted_stream(srt: &Srt, socket: &Socket) -> Option<(StreamRow, InputRole)> {
     let id = socket.stream_id()?;
-    let key = stream_key(&id).ok()?;
+    let (key, role) = caller(&id).ok()?;
     match srt.db.stream_by_key(key).await {
-        Ok(stream) => stream,
+        Ok(stream) => stream.map(|s| (s, role)),
         Err(e) => {
             tracing::error!(error = %e, "srt: loading stream");
             None
         }
     }
-}
-
-/// The receive thread: the caller's messages into the pipeline until the connection ends, the
-/// socket is closed (the session ended) or the pipeline takes nothing more.
-fn receive(socket: &Socket, mut feeder: Feeder, done: oneshot::Sender<String>) {
-    // A receive waits at most this long, so a session that ended is noticed.
-    if let Err(e) = socket.set_i32(Opt::RcvTimeo, 1000) {
-        let _ = done.send(format!("SRT socket: {e}"));
-        return;
-    }
-    let mut buf = vec![0u8; MESSAGE];
-    let why = loop {
-        match socket.recv(&mut buf) {
-            Ok(Some(n)) => {
-                if !feeder.feed(&buf[..n]) {
-                    break "ingest pipeline stopped".to_string();
-                }
-            }
-            Ok(None) if done.is_closed() => break String::new(),
-            Ok(None) => {}
-            Err(e) => break format!("the publisher disconnected ({})", e.text),
-        }
-    };
-    let _ = done.send(why);
 }
 
 #[cfg(test)]
@@ -386,5 +344,8 @@ mod tests {
         assert_eq!(stream_key("publish:a b"), Err(Reject::BadRequest));
         assert_eq!(stream_key("publish:a/../b"), Err(Reject::BadRequest));
         assert_eq!(stream_key(&format!("publish:{}", "a".repeat(129))), Err(Reject::BadRequest));
+        assert_eq!(caller("backup:abc"), Ok(("abc", InputRole::Backup)));
+        assert_eq!(caller("publish:abc"), Ok(("abc", InputRole::Primary)));
+        assert_eq!(caller("backup:"), Err(Reject::BadRequest));
     }
 }

@@ -76,6 +76,9 @@ impl StandbyInput {
         data: &Bytes,
     ) -> Result<(), String> {
         let (id, role, standby) = (&self.stream.id, self.standing.standby.role, &self.standing.standby);
+        if !streams.sessions.is_standing(id, standby) {
+            return Err(format!("another {} input took its place", name(role)));
+        }
         if let Err(e) = self.gop.add(tag, timestamp, data) {
             tracing::warn!(stream = %id, role = name(role), error = %e, "an input that stands by sends what the stream cannot take; refused");
             return Err(format!("the {} input is refused: {e}", name(role)));
