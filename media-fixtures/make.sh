@@ -102,7 +102,10 @@ case "$cmd" in
         ;;
     loop)
         [[ $# -eq 2 ]] || die "loop needs FILE URL"
-        exec ffmpeg -nostdin -loglevel quiet -re -stream_loop -1 -i "$1" -c copy -f flv "$2"
+        # SRT carries MPEG-TS; RTMP, FLV.
+        format=flv
+        [[ $2 == srt://* ]] && format=mpegts
+        exec ffmpeg -nostdin -loglevel quiet -re -stream_loop -1 -i "$1" -c copy -f "$format" "$2"
         ;;
     rush)
         [[ $# -eq 2 ]] || die "rush needs FILE URL"

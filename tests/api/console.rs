@@ -538,3 +538,63 @@ async fn an_upload_that_drops_resumes_from_the_servers_offset() {
     assert_ne!(vods["items"][0]["status"], "failed");
     eprintln!("console: an upload cut at {at_cut:.0} % went on from {lowest:.0} % (the first chunk is {first_chunk:.0} %)");
 }
+
+#[tokio::test]
+async fn the_stream_page_shows_the_backup_encoder_and_replaces_the_slate() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let b = Browser::start(1280).await;
+    b.goto(&t.url("/")).await;
+    sign_in(&b, &t.email, &t.password).await;
+    b.click(&testid("stream-new")).await;
+    b.fill(&testid("stream-name"), "backed-up").await;
+    b.click(&testid("stream-save")).await;
+    // The backup encoder's settings, shown with the credentials (this once).
+    let primary =
+        b.wait_shown(&testid("ingest-url"), Duration::from_secs(10), |s| s.starts_with("rtmp://")).await;
+    let backup = b.shown(&testid("backup-ingest-url")).await;
+    assert!(backup.contains("/backup/") && backup == primary.replacen("/live/", "/backup/", 1), "{backup}");
+    assert!(b.shown(&testid("backup-srt-url")).await.contains("streamid=backup:"));
+    assert!(b.shown(&testid("backup-obs-server")).await.ends_with("/backup"));
+    let id = path_of(&b).await.rsplit('/').next().unwrap_or_default().to_string();
+
+    // The slate: the default card, then a picture chosen in the file input, then the card again.
+    let slate = testid("stream-slate");
+    b.wait_shown(&slate, Duration::from_secs(10), |s| s.starts_with("The default card")).await;
+    let dir = tempfile::tempdir().expect("a folder");
+    let png = dir.path().join("slate.png");
+    std::fs::write(&png, crate::slate::picture("png", "green", "640x360")).expect("written");
+    b.find(&testid("slate-file")).await.send_keys(&png.display().to_string()).await.expect("choose the file");
+    b.wait_shown(&slate, Duration::from_secs(10), |s| s.starts_with("Your picture: PNG, 640×360")).await;
+    let url = t.project_url(&format!("/streams/{id}/slate"));
+    let source =
+        || async { t.get_with(&url, &t.key).await.json::<Value>().await.expect("json")["source"].clone() };
+    assert_eq!(source().await, "picture");
+    shot(&b, "stream-slate").await;
+    // Not a picture: the server's reason, and nothing changes.
+    let text = dir.path().join("notes.png");
+    std::fs::write(&text, "not a picture").expect("written");
+    b.find(&testid("slate-file"))
+        .await
+        .send_keys(&text.display().to_string())
+        .await
+        .expect("choose the file");
+    b.wait_shown(".alert", Duration::from_secs(10), |s| s.contains("not a JPEG or PNG")).await;
+    assert_eq!(source().await, "picture", "the picture stays");
+    b.click(&testid("slate-restore")).await;
+    b.wait_shown(&slate, Duration::from_secs(10), |s| s.starts_with("The default card")).await;
+    assert_eq!(source().await, "card");
+
+    // Live with the backup standing by: the health panel says so.
+    let _primary = ffmpeg_push(&primary, "testsrc=size=320x240:rate=15", 15, &[]);
+    eventually("the stream live", Duration::from_secs(20), || async {
+        let v: Value =
+            t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.ok()?;
+        (v["status"] == "live").then_some(())
+    })
+    .await;
+    let _backup = ffmpeg_push(&backup, "testsrc=size=320x240:rate=15", 15, &[]);
+    b.wait_shown(&testid("stream-standing-by"), Duration::from_secs(40), |s| s.starts_with("backup, ready"))
+        .await;
+    assert_eq!(b.shown(&testid("stream-input")).await, "primary");
+    shot(&b, "stream-backup-standing-by").await;
+}

@@ -14,6 +14,7 @@ import { StreamConnect } from './stream/StreamConnect';
 import { StreamHealth } from './stream/StreamHealth';
 import { StreamPreview } from './stream/StreamPreview';
 import { StreamRecordings } from './stream/StreamRecordings';
+import { StreamSlate } from './stream/StreamSlate';
 import { StreamTicket } from './stream/StreamTicket';
 
 /** How often a live stream's record is re-read for its input health (bitrate moves all the time). */
@@ -91,6 +92,7 @@ export function StreamPage({ project, id }: { project: Project; id: string }) {
         <StreamActions project={project} stream={s} onChanged={onChanged} onError={setActionError} />
       )}
       <StreamTicket project={project} stream={s} />
+      {!deleted && <StreamSlate project={project} stream={s} />}
       <section class="card" aria-labelledby="settings-title">
         <h2 id="settings-title">Settings</h2>
         <dl class="facts">

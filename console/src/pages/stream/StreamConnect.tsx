@@ -25,11 +25,19 @@ export function StreamConnect({ stream, creds }: { stream: Stream; creds: Stream
           </p>
           <SecretField label="RTMP ingest URL (ffmpeg takes it as is)" value={creds.ingestUrl} testid="ingest-url" whenMissing="Rotate the push credentials to get new ones." />
           <SecretField label="SRT URL" value={creds.srtUrl} testid="srt-url" whenMissing="Rotate the push credentials to get new ones." />
+          <h3>Backup encoder</h3>
+          <p class="hint">
+            A second encoder pushing to these stands by while the primary is live and takes over within a second when the
+            primary goes quiet or away; the primary takes over again when it is back. Same key, username and password.
+          </p>
+          <CopyField label="Backup OBS server" value={creds.backup.obs.server} testid="backup-obs-server" />
+          <SecretField label="Backup RTMP ingest URL" value={creds.backup.ingestUrl} testid="backup-ingest-url" whenMissing="Rotate the push credentials to get new ones." />
+          <SecretField label="Backup SRT URL" value={creds.backup.srtUrl} testid="backup-srt-url" whenMissing="Rotate the push credentials to get new ones." />
         </>
       ) : (
         <p class="hint">
-          The password, and the complete RTMP and SRT URLs that contain it, are shown only right after the stream is
-          created or its push credentials are rotated.
+          The password, and the complete RTMP and SRT URLs that contain it (the backup encoder's too), are shown only
+          right after the stream is created or its push credentials are rotated.
         </p>
       )}
       <CopyField label="WHIP URL (bearer token: the password)" value={stream.whipUrl} testid="whip-url" />

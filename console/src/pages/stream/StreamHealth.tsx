@@ -37,7 +37,15 @@ export function StreamHealth({ stream }: { stream: Stream }) {
           <dd data-testid="stream-input">
             {input?.active === 'slate'
               ? 'the slate: the publisher is away (reconnect window)'
-              : input?.active ?? '—'}
+              : input?.active === 'backup'
+                ? 'the backup encoder (the primary is away)'
+                : input?.active ?? '—'}
+          </dd>
+          <dt>Standing by</dt>
+          <dd data-testid="stream-standing-by">
+            {input?.standingBy?.length
+              ? `${input.standingBy.join(', ')}, ready to take over`
+              : 'nothing (a backup encoder can push to the backup URLs)'}
           </dd>
           <dt>Uptime</dt>
           <dd>{Number.isFinite(since) ? seconds((now - since) / 1000) : '—'}</dd>
