@@ -14,6 +14,7 @@ Destructive operations get a fresh resource per request instead (hooks.py). Stan
 
 from __future__ import annotations
 
+import base64
 import http.cookies
 import json
 import shlex
@@ -44,6 +45,12 @@ def main() -> None:
 
     stream, _ = call(base, "POST", f"{api}/streams", key, {"name": "contract-seed"})
     out["SEED_STREAM"] = stream["_id"]
+    # Its own slate picture (a 16x16 PNG), so that `GET …/slate` on it answers 200.
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAACXBIWXMAAAABAAAAAQBPJcTWAAAAFUlEQVR4nGNgqGcgDY1qGNUwfDUAAIZufwE07jNxAAAAAElFTkSuQmCC")
+    request = urllib.request.Request(f"{base}{api}/streams/{stream['_id']}/slate", data=png, method="PUT")
+    request.add_header("Authorization", f"Bearer {key}")
+    request.add_header("Content-Type", "image/png")
+    urllib.request.urlopen(request, timeout=60).close()
     vod, _ = call(base, "POST", f"{api}/vod", key, {"name": "contract-seed", "filename": "seed.mp4"})
     out["SEED_VOD"] = vod["vod"]["_id"]
 

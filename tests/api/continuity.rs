@@ -103,6 +103,7 @@ async fn hls_js_plays_through_the_slate_and_back_to_the_publisher() {
     })
     .await;
     let slate_after = gone.elapsed();
+    assert!(slate_after <= Duration::from_millis(1500), "the slate came {slate_after:?} after the kill");
     let held = plays_on(&player, "through the slate", page_now).await;
     eprintln!("the slate was on {slate_after:?} after the kill; the picture held at most {held:.2} s");
     // What the slate showed: the stream's green picture.

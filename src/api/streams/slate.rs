@@ -1,6 +1,6 @@
 //! A stream's slate picture (CONTRACT: Continuity): `PUT /streams/<id>/slate` with a JPEG or PNG
-//! body replaces the default card the stream shows while no input feeds it, `GET` says which it
-//! shows (and what the picture is), `DELETE` restores the card. The upload is checked whole before anything is stored
+//! body replaces the default card the stream shows while no input feeds it, `GET` says what it
+//! is, `DELETE` restores the card. The upload is checked whole before anything is stored
 //! (`media::ingest::slate::picture::check`: its type, its size, its header, one decode); a
 //! picture set while the slate is on shows from the next time it comes on.
 
@@ -11,7 +11,7 @@ use poem::{Request, RequestBody};
 use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, MetaSchema, MetaSchemaRef, Registry};
-use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, Enum, ExtractParamOptions, Object, OpenApi};
+use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi};
 
 use super::{move_error, stream_not_found};
 use crate::api::error::{ApiError, ApiResult};
@@ -19,59 +19,33 @@ use crate::api::security::{need, Authorized};
 use crate::api::{ApiState, ApiTags};
 use crate::domain::stream::{DisabledReason, MoveError};
 use crate::domain::time::{iso, now_ms};
-use crate::media::ingest::slate::picture::{self, Kind, Refused, MAX_BYTES};
+use crate::media::ingest::slate::picture::{self, Kind, Refused, MAX_BYTES, MAX_SIDE};
 use crate::store::slates::SlateInfo;
 
-/// What a stream's slate shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
-#[oai(rename_all = "lowercase")]
-pub enum SlateSource {
-    /// The default card: "The stream will resume shortly".
-    Card,
-    /// The stream's own picture.
-    Picture,
-}
-
-/// What a stream's slate shows: the default card, or its own picture (then what it is).
+/// What a stream's own slate picture is.
 #[derive(Debug, Object)]
 #[oai(rename_all = "camelCase")]
 pub struct Slate {
-    pub source: SlateSource,
     /// `image/jpeg` or `image/png`.
-    pub content_type: Option<String>,
-    pub width: Option<i64>,
-    pub height: Option<i64>,
+    pub content_type: String,
+    pub width: i64,
+    pub height: i64,
     /// Bytes.
-    pub size: Option<i64>,
+    pub size: i64,
     /// SHA-256 of the picture, hex.
-    pub sha256: Option<String>,
-    pub updated_at: Option<String>,
-}
-
-impl Slate {
-    fn card() -> Slate {
-        Slate {
-            source: SlateSource::Card,
-            content_type: None,
-            width: None,
-            height: None,
-            size: None,
-            sha256: None,
-            updated_at: None,
-        }
-    }
+    pub sha256: String,
+    pub updated_at: String,
 }
 
 impl From<SlateInfo> for Slate {
     fn from(info: SlateInfo) -> Slate {
         Slate {
-            source: SlateSource::Picture,
-            content_type: Some(info.content_type),
-            width: Some(info.width),
-            height: Some(info.height),
-            size: Some(info.size),
-            sha256: Some(info.digest),
-            updated_at: Some(iso(info.updated_at)),
+            content_type: info.content_type,
+            width: info.width,
+            height: info.height,
+            size: info.size,
+            sha256: info.digest,
+            updated_at: iso(info.updated_at),
         }
     }
 }
@@ -95,7 +69,7 @@ impl<'a> ApiExtractor<'a> for SlateImage {
 
     fn request_meta() -> Option<MetaRequest> {
         Some(MetaRequest {
-            description: Some("A JPEG or PNG, at most 2 MiB, each side 16 to 4096 pixels."),
+            description: Some("A JPEG or PNG, at most 2 MiB and 4096 pixels a side."),
             content: [Kind::Jpeg, Kind::Png]
                 .map(|k| MetaMediaType { content_type: k.content_type(), schema: binary() })
                 .into(),
@@ -184,7 +158,7 @@ impl SlateApi {
         Ok(Json(info.into()))
     }
 
-    /// What the stream's slate shows: the default card, or its own picture
+    /// The stream's own slate picture (404 while it shows the default card)
     #[oai(path = "/v1/projects/:slug/streams/:id/slate", method = "get", operation_id = "getStreamSlate")]
     async fn get(
         &self,
@@ -194,8 +168,8 @@ impl SlateApi {
         id: Path<String>,
     ) -> ApiResult<Json<Slate>> {
         let row = app.db.stream(&p.project.id, &id).await?.ok_or_else(stream_not_found)?;
-        let info = app.db.slate_info(&row.id).await?;
-        Ok(Json(info.map_or_else(Slate::card, Slate::from)))
+        let info = app.db.slate_info(&row.id).await?.ok_or_else(default_card)?;
+        Ok(Json(info.into()))
     }
 
     /// Restore the default slate card (204 also when the stream already shows it)
@@ -217,4 +191,10 @@ impl SlateApi {
         }
         Ok(Removed::NoContent)
     }
+}
+
+fn default_card() -> ApiError {
+    ApiError::not_found(format!(
+        "the stream shows the default slate card; PUT a JPEG or PNG (at most {MAX_SIDE} pixels a side) to replace it"
+    ))
 }

@@ -12,24 +12,28 @@ const MAX_BYTES = 2 * 1024 * 1024;
 /**
  * The slate: what viewers see while no input feeds a live stream, within its reconnect window
  * (CONTRACT: Continuity). The default is a dark card; a member may replace it with a JPEG or PNG
- * (at most 2 MiB, 16–4096 pixels a side, checked by the server) or restore the card. A picture set
+ * (at most 2 MiB and 4096 pixels a side, checked by the server) or restore the card. A picture set
  * while the slate is on shows from the next time it comes on.
  */
 export function StreamSlate({ project, stream }: { project: Project; stream: Stream }) {
   const path = { slug: project.slug, id: stream._id };
-  // undefined: loading.
-  const [slate, setSlate] = useState<Slate | undefined>(undefined);
+  // undefined: loading; null: the default card (the API answers 404).
+  const [slate, setSlate] = useState<Slate | null | undefined>(undefined);
   const [error, setError] = useState<ApiError | undefined>(undefined);
   const [busy, setBusy] = useState(false);
   useEffect(() => {
     call(api.getStreamSlate({ path })).then(
       (s) => setSlate(s),
-      (e: unknown) => setError(asApiError(e)),
+      (e: unknown) => {
+        const err = asApiError(e);
+        if (err.status === 404) setSlate(null);
+        else setError(err);
+      },
     );
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [project.slug, stream._id]);
 
-  const run = async (action: () => Promise<Slate>) => {
+  const run = async (action: () => Promise<Slate | null>) => {
     setBusy(true);
     setError(undefined);
     try {
@@ -65,14 +69,14 @@ export function StreamSlate({ project, stream }: { project: Project; stream: Str
       <p data-testid="stream-slate">
         {slate === undefined
           ? 'Loading…'
-          : slate.source === 'card'
+          : slate === null
             ? 'The default card (“The stream will resume shortly”).'
             : `Your picture: ${slate.contentType === 'image/png' ? 'PNG' : 'JPEG'}, ${slate.width}×${slate.height}, set ${dateTime(slate.updatedAt)}.`}
       </p>
       {writable && (
         <div class="actions wrap">
           <label for="slate-file" class="button">
-            {slate?.source === 'picture' ? 'Replace the picture…' : 'Use a picture…'}
+            {slate ? 'Replace the picture…' : 'Use a picture…'}
           </label>
           <input
             id="slate-file"
@@ -86,12 +90,12 @@ export function StreamSlate({ project, stream }: { project: Project; stream: Str
               e.currentTarget.value = '';
             }}
           />
-          {slate?.source === 'picture' && (
+          {slate && (
             <button
               type="button"
               disabled={busy}
               data-testid="slate-restore"
-              onClick={() => run(() => call(api.deleteStreamSlate({ path })).then(() => call(api.getStreamSlate({ path }))))}
+              onClick={() => run(() => call(api.deleteStreamSlate({ path })).then(() => null))}
             >
               Restore the default card
             </button>

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 pub const MAX_BYTES: usize = 2 << 20;
 /// The largest width or height (a 2-MiB PNG of one colour can say 100 000 × 100 000).
 pub const MAX_SIDE: u32 = 4096;
-/// The smallest width or height.
-pub const MIN_SIDE: u32 = 16;
+/// The smallest width or height (any picture is fitted into the stream's size).
+pub const MIN_SIDE: u32 = 1;
 /// How long the decode check may take.
 const DECODE_DEADLINE: Duration = Duration::from_secs(5);
 
