@@ -63,6 +63,14 @@ async fn stream(t: &TestApp, id: &str) -> Value {
     t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json")
 }
 
+/// Waits until the stream's `input.standingBy` is `want`.
+async fn standing_by(t: &TestApp, id: &str, what: &str, want: Value) {
+    eventually(what, Duration::from_secs(15), || async {
+        (stream(t, id).await["input"]["standingBy"] == want).then_some(())
+    })
+    .await;
+}
+
 /// Waits until the player shows `colour` after showing `before`; returns the page time between
 /// the last report of `before` and the first of `colour` (how long the switch took on screen).
 async fn switches(
@@ -127,11 +135,7 @@ async fn backs_up(primary_via: Via, backup_via: Via) {
         })
         .await;
     let backup = backup_input.push(BLUE);
-    eventually("the backup standing by", Duration::from_secs(15), || async {
-        let v = stream(&t, &id).await;
-        (v["input"]["standingBy"] == json!(["backup"])).then_some(())
-    })
-    .await;
+    standing_by(&t, &id, "the backup standing by", json!(["backup"])).await;
     assert_eq!(active_input(&t, &id).await, "primary", "the backup only stands by");
     assert!(player.last().is_some_and(|r| red(&r)), "the primary's picture plays");
 
@@ -170,21 +174,13 @@ async fn backs_up(primary_via: Via, backup_via: Via) {
          backup's last picture; held at most {held:.2} s"
     );
     assert!(switch <= 1.5, "the primary's picture {switch:.2} s after the backup's last");
-    eventually("the backup standing by again", Duration::from_secs(15), || async {
-        let v = stream(&t, &id).await;
-        (v["input"]["standingBy"] == json!(["backup"])).then_some(())
-    })
-    .await;
+    standing_by(&t, &id, "the backup standing by again", json!(["backup"])).await;
 
     // Both go, the backup first (an SRT caller killed is only silent until its connection
     // times out; once it is no longer ready it does not take over): the slate, then after the
     // window the session ends, as one recording.
     drop(backup);
-    eventually("the backup no longer standing by", Duration::from_secs(15), || async {
-        let v = stream(&t, &id).await;
-        (v["input"]["standingBy"] == json!([])).then_some(())
-    })
-    .await;
+    standing_by(&t, &id, "the backup no longer standing by", json!([])).await;
     drop(second);
     eventually("the stream to end", Duration::from_secs(30), || async {
         (stream(&t, &id).await["status"] == "idle").then_some(())

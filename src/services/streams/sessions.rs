@@ -458,12 +458,16 @@ mod tests {
         );
         let primary = sessions.open("s", "p").expect("opens");
         sessions.started("s", Duration::ZERO);
-        let backup = sessions.stand_by("s", InputRole::Backup).expect("stands by");
-        assert!(sessions.stand_by("s", InputRole::Backup).is_err(), "one backup");
+        // A second backup takes the place of one not ready (gone without a word), not of one ready.
+        let stale = sessions.stand_by("s", InputRole::Backup).expect("stands by");
+        let backup = sessions.stand_by("s", InputRole::Backup).expect("takes the unready one's place");
+        assert!(!sessions.is_standing("s", &stale.standby) && sessions.is_standing("s", &backup.standby));
         assert!(sessions.stand_by("s", InputRole::Primary).is_err(), "the primary feeds it");
         assert!(!sessions.has_ready_standby("s", None), "no keyframe yet");
         assert!(sessions.take_over("s", &backup.standby).is_none(), "the primary feeds it");
+        assert!(sessions.take_over("s", &stale.standby).is_none(), "not standing by");
         backup.standby.note_ready();
+        assert!(sessions.stand_by("s", InputRole::Backup).is_err(), "one backup, while it is ready");
         assert!(sessions.has_ready_standby("s", Some(InputRole::Primary)));
         assert!(!sessions.has_ready_standby("s", Some(InputRole::Backup)), "the one other than the backup");
         // The primary goes: the session waits (with no window of its own) for the backup.
