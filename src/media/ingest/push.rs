@@ -33,28 +33,6 @@ use crate::store::streams::StreamRow;
 /// How often [`watch`] reads the liveness counters.
 const TICK: Duration = Duration::from_secs(1);
 
-/// How long the slate waits for the stream's own picture before it shows the default card.
-const PICTURE_DEADLINE: Duration = Duration::from_secs(1);
-
-/// The stream's own slate picture, if it has one and the database gives it within
-/// [`PICTURE_DEADLINE`] (otherwise the default card, logged).
-async fn picture_of(streams: &Streams, stream_id: &str) -> Option<Picture> {
-    let (info, image) = match tokio::time::timeout(PICTURE_DEADLINE, streams.slate_picture(stream_id)).await {
-        Ok(Ok(found)) => found?,
-        Ok(Err(e)) => {
-            tracing::warn!(stream = %stream_id, error = %e, "loading the slate picture; the default card instead");
-            return None;
-        }
-        Err(_) => {
-            tracing::warn!(stream = %stream_id, "the slate picture took too long to load; the default card instead");
-            return None;
-        }
-    };
-    let kind = Kind::parse(&info.content_type)?;
-    let (width, height) = (u32::try_from(info.width).ok()?, u32::try_from(info.height).ok()?);
-    Some(Picture::stored(kind, width, height, info.digest, image))
-}
-
 /// Why a push was not opened.
 #[derive(Debug)]
 pub enum Refused {
@@ -269,4 +247,26 @@ async fn cover(
         let _ = closed.wait_for(|over| *over).await;
         sessions.stop_filler(&stream_id, PushEnd::Final);
     });
+}
+
+/// How long the slate waits for the stream's own picture before it shows the default card.
+const PICTURE_DEADLINE: Duration = Duration::from_secs(1);
+
+/// The stream's own slate picture, if it has one and the database gives it within
+/// [`PICTURE_DEADLINE`] (otherwise the default card, logged).
+async fn picture_of(streams: &Streams, stream_id: &str) -> Option<Picture> {
+    let (info, image) = match tokio::time::timeout(PICTURE_DEADLINE, streams.slate_picture(stream_id)).await {
+        Ok(Ok(found)) => found?,
+        Ok(Err(e)) => {
+            tracing::warn!(stream = %stream_id, error = %e, "loading the slate picture; the default card instead");
+            return None;
+        }
+        Err(_) => {
+            tracing::warn!(stream = %stream_id, "the slate picture took too long to load; the default card instead");
+            return None;
+        }
+    };
+    let kind = Kind::parse(&info.content_type)?;
+    let (width, height) = (u32::try_from(info.width).ok()?, u32::try_from(info.height).ok()?);
+    Some(Picture::stored(kind, width, height, info.digest, image))
 }

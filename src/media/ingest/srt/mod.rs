@@ -62,7 +62,7 @@ pub struct Srt {
     /// Shared with RTMP and RTMPS.
     pub limits: Arc<Limits>,
     handshakes: Limiter<IpAddr>,
-    /// SRT pushes live now (`sluice_srt_sessions`).
+    /// SRT callers connected now, pushing or standing by (`sluice_srt_sessions`).
     live: AtomicUsize,
 }
 
@@ -89,7 +89,7 @@ pub struct SrtServer {
 }
 
 impl SrtServer {
-    /// SRT pushes live now.
+    /// SRT callers connected now, pushing or standing by.
     pub fn sessions(&self) -> usize {
         self.srt.live.load(Ordering::Relaxed)
     }
