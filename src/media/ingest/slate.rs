@@ -199,16 +199,7 @@ impl Slate {
 /// Runs `description` (ending in an appsink named `out`, and with an appsrc named `img` that
 /// `picture` fills when there is one) to its end: the caps and the buffers.
 fn encoded(description: &str, frame: gst::ClockTime, picture: Option<&Picture>) -> Result<Track, String> {
-    let pipeline = gst::parse::launch(description)
-        .map_err(|e| format!("slate: {e}"))?
-        .downcast::<gst::Pipeline>()
-        .map_err(|_| "slate: not a pipeline".to_string())?;
-    let pipeline = crate::media::gst::StopOnDrop(pipeline);
-    let sink = pipeline
-        .0
-        .by_name("out")
-        .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
-        .ok_or("slate: no appsink")?;
+    let (pipeline, sink) = launch_to_sink(description)?;
     if let Some(picture) = picture {
         picture.feed(&pipeline.0)?;
     }
@@ -231,6 +222,24 @@ fn encoded(description: &str, frame: gst::ClockTime, picture: Option<&Picture>) 
         return Err("slate: nothing encoded".into());
     }
     Ok(Track { caps, frames, frame })
+}
+
+/// Builds `description` (ending in an appsink named `out`): the pipeline, stopped when dropped,
+/// and its sink.
+pub(super) fn launch_to_sink(
+    description: &str,
+) -> Result<(crate::media::gst::StopOnDrop, gst_app::AppSink), String> {
+    let pipeline = gst::parse::launch(description)
+        .map_err(|e| format!("slate: {e}"))?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| "slate: not a pipeline".to_string())?;
+    let pipeline = crate::media::gst::StopOnDrop(pipeline);
+    let sink = pipeline
+        .0
+        .by_name("out")
+        .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
+        .ok_or("slate: no appsink")?;
+    Ok((pipeline, sink))
 }
 
 /// Feeds a slate's frames into a pipeline's `video` and `audio` tees, in real time, on a thread

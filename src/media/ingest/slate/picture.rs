@@ -189,16 +189,7 @@ pub fn header_size(kind: Kind, bytes: &[u8]) -> Result<(u32, u32), String> {
 fn decode(picture: &Picture) -> Result<(u32, u32), String> {
     crate::media::gst::init()?;
     let description = format!("{} ! videoconvert ! appsink name=out sync=false", picture.decoder());
-    let pipeline = gst::parse::launch(&description)
-        .map_err(|e| format!("slate: {e}"))?
-        .downcast::<gst::Pipeline>()
-        .map_err(|_| "slate: not a pipeline".to_string())?;
-    let pipeline = crate::media::gst::StopOnDrop(pipeline);
-    let sink = pipeline
-        .0
-        .by_name("out")
-        .and_then(|e| e.downcast::<gst_app::AppSink>().ok())
-        .ok_or("slate: no appsink")?;
+    let (pipeline, sink) = super::launch_to_sink(&description)?;
     picture.feed(&pipeline.0)?;
     pipeline.0.set_state(gst::State::Playing).map_err(|_| "the picture does not decode".to_string())?;
     let bus = pipeline.0.bus().ok_or("slate: no bus")?;
