@@ -14,9 +14,10 @@
 //!   above the source: passthrough, `vodEnabled: false`); the server's CPU with those pushes,
 //!   then with the same file pushed to each stream's backup URL standing by. The standby's cost
 //!   per stream against a passthrough push's (target ≤ 1.2×), each over `BENCH_WINDOW` s
-//!   (default 20), beside the idle server. `BENCH_BACKUP=srt` stands the backups by over SRT.
+//!   (default 20), beside the idle server. `BENCH_BACKUP=srt` stands the backups by over SRT;
+//!   the pushes go over the backups' protocol unless `BENCH_PRIMARY` (`rtmp` or `srt`) says.
 //!
-//! Knobs: `BENCH_KILLS`, `BENCH_STREAMS`, `BENCH_WINDOW`, `BENCH_BACKUP` (`rtmp` or `srt`),
+//! Knobs: `BENCH_KILLS`, `BENCH_STREAMS`, `BENCH_WINDOW`, `BENCH_BACKUP` (`rtmp` or `srt`), `BENCH_PRIMARY`,
 //! `BENCH_SKIP` (`switch` or `cpu`: leave that half out).
 
 #[path = "common/mod.rs"]
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use common::{cpu_seconds, push, sample_file, settle, Sluice};
-use support::player::{Player, Report};
+use support::player::{blue, longest_hold, red, Player, Report};
 use support::{ffmpeg_push, ffmpeg_push_ts, Killed};
 
 const RED: &str = "color=c=0xC02020:size=640x360:rate=30";
@@ -37,14 +38,6 @@ const BLUE: &str = "color=c=0x2020C0:size=640x360:rate=30";
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-fn red(r: &Report) -> bool {
-    r.colour.is_some_and(|[r, _, b]| r > b + 60.0)
-}
-
-fn blue(r: &Report) -> bool {
-    r.colour.is_some_and(|[r, _, b]| b > r + 60.0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -55,17 +48,26 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// The longest time (s) after `since` (page ms) that the picture did not move on while the
-/// page's clock did (as tests/api/continuity.rs measures it).
-fn longest_hold(reports: &[Report], since: f64) -> f64 {
-    let (mut longest, mut run) = (0.0f64, 0.0f64);
-    let from: Vec<&Report> = reports.iter().filter(|r| r.t >= since).collect();
-    for pair in from.windows(2) {
-        let (dt, played) = ((pair[1].t - pair[0].t) / 1000.0, pair[1].current_time - pair[0].current_time);
-        run = if played < dt * 0.5 { run + (dt - played).max(0.0) } else { 0.0 };
-        longest = longest.max(run);
+/// The player's reports from a second before page time `at` to two after, a line each, with the
+/// events new in each: what the page saw around a hold.
+fn timeline_around(reports: &[Report], at: f64) -> String {
+    let mut seen = reports.iter().rfind(|r| r.t < at - 1000.0).map_or(0, |r| r.events.len());
+    let mut out = String::new();
+    for r in reports.iter().filter(|r| r.t >= at - 1000.0 && r.t <= at + 2000.0) {
+        let colour = r.colour.map_or("-".to_string(), |[r, g, b]| format!("{r:.0},{g:.0},{b:.0}"));
+        let new = r.events.get(seen.min(r.events.len())..).unwrap_or_default().join("; ");
+        seen = r.events.len();
+        out += &format!(
+            "    {:+6.0} ms  t={:.3} buf_end={:.3} ready={} rate={} level={} rgb={colour} {new}\n",
+            r.t - at,
+            r.current_time,
+            r.buffered_end.unwrap_or(f64::NAN),
+            r.ready_state,
+            r.playback_rate,
+            r.level
+        );
     }
-    longest
+    out
 }
 
 async fn get(sluice: &Sluice, path: &str) -> Option<Value> {
@@ -80,23 +82,6 @@ async fn active_input(sluice: &Sluice, id: &str) -> String {
 
 async fn standing_by(sluice: &Sluice, id: &str) -> Value {
     get(sluice, &format!("/streams/{id}")).await.unwrap_or_default()["input"]["standingBy"].clone()
-}
-
-/// Waits until the player shows `colour` after page time `from`; the page time of the first
-/// report showing it and of the last before it showing `before`.
-async fn switch(
-    player: &Player,
-    what: &str,
-    from: f64,
-    before: fn(&Report) -> bool,
-    colour: fn(&Report) -> bool,
-) -> f64 {
-    let reports = player
-        .wait_until(what, Duration::from_secs(20), |rs| rs.iter().any(|r| r.t > from && colour(r)))
-        .await;
-    let first = reports.iter().find(|r| r.t > from && colour(r)).map(|r| r.t).unwrap_or_default();
-    let last = reports.iter().rev().find(|r| r.t < first && before(r)).map_or(from, |r| r.t);
-    (first - last) / 1000.0
 }
 
 fn backup_push(via: &str, created: &Value, colour: &str) -> Killed {
@@ -121,17 +106,24 @@ async fn switches(sluice: &Sluice, via: &str, kills: usize) {
     })
     .await;
     assert!(ready, "the master playlist");
-    // The test publisher ends after 300 s (media-fixtures/make.sh): started again when it has.
-    let mut backup = backup_push(via, &created, BLUE);
+    // The test publisher ends after 300 s (media-fixtures/make.sh): started again before then,
+    // while it stands by.
+    let mut backup = (backup_push(via, &created, BLUE), Instant::now());
     let player = Player::start_opts(&master, "lowLatency=1&reportEvery=50").await;
+    // Four seconds of the primary first: what is measured is the switch, not the player's start.
     player
-        .wait_until("hls.js playing the primary", Duration::from_secs(60), |rs| rs.last().is_some_and(red))
+        .wait_until("hls.js playing the primary for 4 s", Duration::from_secs(60), |rs| {
+            let start = rs.iter().find(|r| r.current_time > 0.0).map(|r| r.current_time);
+            start.zip(rs.last()).is_some_and(|(start, last)| red(last) && last.current_time >= start + 4.0)
+        })
         .await;
     let (mut on_screen, mut failbacks, mut active, mut holds) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for kill in 0..kills {
-        if backup.0.try_wait().ok().flatten().is_some() {
-            backup = backup_push(via, &created, BLUE);
+        if backup.1.elapsed() > Duration::from_secs(240) || backup.0 .0.try_wait().ok().flatten().is_some() {
+            // The old one gone first: a new backup may not take the place of one ready.
+            backup.0 .0.kill().ok();
+            backup = (backup_push(via, &created, BLUE), Instant::now());
         }
         let ready =
             settle(Duration::from_secs(20), async || standing_by(sluice, &id).await == json!(["backup"]))
@@ -144,19 +136,29 @@ async fn switches(sluice: &Sluice, via: &str, kills: usize) {
             settle(Duration::from_secs(10), async || active_input(sluice, &id).await == "backup").await;
         assert!(took, "kill {kill}: the backup active");
         active.push(killed.elapsed().as_secs_f64());
-        on_screen.push(switch(&player, "the backup's picture", from, red, blue).await);
+        on_screen.push(player.switch("the backup's picture", from, red, blue).await);
         // Two seconds of the backup, then the primary back.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let back_from = player.last().map(|r| r.t).unwrap_or_default();
         primary = Some(primary_push());
-        failbacks.push(switch(&player, "the primary's picture again", back_from, blue, red).await);
+        failbacks.push(player.switch("the primary's picture again", back_from, blue, red).await);
         tokio::time::sleep(Duration::from_secs(2)).await;
-        holds.push(longest_hold(&player.reports(), from));
+        let reports = player.reports();
+        let end = reports.last().map_or(back_from, |r| r.t);
+        let (switch_hold, switch_at) = longest_hold(&reports, from, back_from);
+        let (back_hold, back_at) = longest_hold(&reports, back_from, end);
+        holds.push(switch_hold.max(back_hold));
         let last = on_screen.last().copied().unwrap_or_default();
         eprintln!(
-            "kill {kill}: backup active {:.3} s after, on screen {last:.2} s; failback {:.2} s",
+            "kill {kill}: backup active {:.3} s after, on screen {last:.2} s, longest hold {switch_hold:.2} s; \
+             failback {:.2} s, longest hold {back_hold:.2} s",
             active[kill], failbacks[kill]
         );
+        for (hold, at, what) in [(switch_hold, switch_at, "switch"), (back_hold, back_at, "failback")] {
+            if hold > 0.5 {
+                eprintln!("  the {what}'s hold, page time around it:\n{}", timeline_around(&reports, at));
+            }
+        }
     }
     let last = player.last().expect("a report");
     let stalls = holds.iter().filter(|h| **h > 0.5).count();
@@ -208,8 +210,16 @@ async fn standby_cpu(sluice: &Sluice, via: &str, streams: usize, window: Duratio
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let idle = cpu_over(pid, window).await;
-    let primaries: Vec<_> =
-        created.iter().map(|c| push(&file, c["ingestUrl"].as_str().expect("ingestUrl"))).collect();
+    // The pushes over the backups' protocol (`BENCH_PRIMARY` to choose another): what standing
+    // by costs beside what feeding costs on the same wire.
+    let primary_via = std::env::var("BENCH_PRIMARY").unwrap_or_else(|_| via.to_string());
+    let primaries: Vec<_> = created
+        .iter()
+        .map(|c| match primary_via.as_str() {
+            "srt" => push(&file, c["srtUrl"].as_str().expect("srtUrl")),
+            _ => push(&file, c["ingestUrl"].as_str().expect("ingestUrl")),
+        })
+        .collect();
     let live = settle(Duration::from_secs(60), async || {
         let mut all = true;
         for c in &created {
@@ -244,7 +254,11 @@ async fn standby_cpu(sluice: &Sluice, via: &str, streams: usize, window: Duratio
     let push_each = (pushing - idle) / streams as f64;
     let standby_each = (with_backups - pushing) / streams as f64;
     println!("\nStandby CPU, {streams} streams, {} s each (% of a core, server):", window.as_secs());
-    println!("  idle {idle:.1}; {streams} passthrough pushes {pushing:.1}; and {streams} {} backups standing by {with_backups:.1}", via.to_uppercase());
+    println!(
+        "  idle {idle:.1}; {streams} {} passthrough pushes {pushing:.1}; and {streams} {} backups standing by {with_backups:.1}",
+        primary_via.to_uppercase(),
+        via.to_uppercase()
+    );
     println!(
         "  per stream: passthrough push {push_each:.2}, standby backup {standby_each:.2}: {:.2}× (target ≤ 1.2×)",
         standby_each / push_each
@@ -264,7 +278,10 @@ fn main() {
             standby_cpu(&sluice, &via, streams, window).await;
         }
         if skip != "switch" {
-            let sluice = Sluice::start(&[]).await;
+            // The server's log, for what it did at a switch that stalled.
+            let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("continuity-switch.log");
+            eprintln!("sluice's log: {}", log.display());
+            let sluice = Sluice::start_logged(&[("RUST_LOG", "warn,sluice=info".into())], log).await;
             switches(&sluice, &via, kills).await;
         }
     });

@@ -16,7 +16,6 @@ use crate::domain::credits;
 use crate::domain::stream::{DisabledReason, InputInfo, MoveError, StreamMove, StreamState, StreamStatus};
 use crate::domain::time::now_ms;
 use crate::events::{self, payload, Event, Outbox};
-use crate::store::slates::SlateInfo;
 use crate::store::streams::StreamRow;
 use crate::store::{Db, DbError};
 
@@ -47,7 +46,10 @@ enum Write {
 
 mod sessions;
 use sessions::Waiting;
-pub use sessions::{LiveSessions, Opened, Standby, StandingBy};
+pub use sessions::{LiveSessions, Opened, SlatePicture, Standby, StandingBy};
+
+/// How long a slate waits for the database to give the stream's picture.
+const SLATE_READ: Duration = Duration::from_secs(1);
 
 pub(super) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
@@ -119,10 +121,30 @@ impl Streams {
     }
 
     /// The stream's own slate picture, if it has one: what is known of it, and its bytes.
-    pub async fn slate_picture(&self, stream_id: &str) -> Result<Option<(SlateInfo, Vec<u8>)>, DbError> {
+    pub async fn slate_picture(&self, stream_id: &str) -> Result<Option<SlatePicture>, DbError> {
         let Some(info) = self.db.slate_info(stream_id).await? else { return Ok(None) };
         let image = self.db.slate_image(stream_id, &info.digest).await?;
-        Ok(image.map(|image| (info, image)))
+        Ok(image.map(|image| Arc::new((info, Arc::new(image)))))
+    }
+
+    /// The stream's slate picture for a slate of its live session (`None`: the default card):
+    /// read from the database, or, when that fails or takes longer than [`SLATE_READ`] (a
+    /// quarter of it when the session read it before), what the session read last. Kept with
+    /// the session for the next time.
+    pub async fn session_slate(&self, stream_id: &str) -> Option<SlatePicture> {
+        let known = self.sessions.known_slate(stream_id);
+        let deadline = if known.is_some() { SLATE_READ / 4 } else { SLATE_READ };
+        let why = match tokio::time::timeout(deadline, self.slate_picture(stream_id)).await {
+            Ok(Ok(found)) => {
+                self.sessions.note_slate(stream_id, found.clone());
+                return found;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {deadline:?}"),
+        };
+        let fallback = if known.is_some() { "the picture read before" } else { "the default card" };
+        tracing::warn!(stream = %stream_id, error = %why, "reading the slate picture; {fallback} instead");
+        known.flatten()
     }
 
     /// Whether the project may go live now, as far as credits go (SRT decides in its handshake,

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::continuity::{active_input, plays_on};
 use crate::live_hls::get_text;
-use crate::support::player::{Player, Report};
+use crate::support::player::{blue, one_watcher_at_a_time, red, Player};
 use crate::support::receiver::Receiver;
 use crate::support::{eventually, ffmpeg_push, ffmpeg_push_ts, spawn_app, Backend, Killed, TestApp};
 use crate::webhooks::create_webhook;
@@ -51,14 +51,6 @@ impl Input {
     }
 }
 
-fn red(r: &Report) -> bool {
-    r.colour.is_some_and(|[r, _, b]| r > b + 60.0)
-}
-
-fn blue(r: &Report) -> bool {
-    r.colour.is_some_and(|[r, _, b]| b > r + 60.0)
-}
-
 async fn stream(t: &TestApp, id: &str) -> Value {
     t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.expect("json")
 }
@@ -73,21 +65,6 @@ async fn standing_by(t: &TestApp, id: &str, what: &str, want: Value) {
 
 /// Waits until the player shows `colour` after showing `before`; returns the page time between
 /// the last report of `before` and the first of `colour` (how long the switch took on screen).
-async fn switches(
-    player: &Player,
-    what: &str,
-    before: fn(&Report) -> bool,
-    colour: fn(&Report) -> bool,
-) -> f64 {
-    let from = player.last().map(|r| r.t).unwrap_or_default();
-    let reports = player
-        .wait_until(what, Duration::from_secs(20), |rs| rs.iter().any(|r| r.t > from && colour(r)))
-        .await;
-    let first = reports.iter().find(|r| r.t > from && colour(r)).map(|r| r.t).unwrap_or_default();
-    let last = reports.iter().rev().find(|r| r.t < first && before(r)).map_or(from, |r| r.t);
-    (first - last) / 1000.0
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_srt_backup_takes_over_a_killed_rtmp_primary_and_hands_back_when_it_returns() {
     backs_up(Via::Rtmp, Via::Srt).await;
@@ -99,6 +76,7 @@ async fn an_rtmp_backup_takes_over_a_killed_srt_primary_and_hands_back_when_it_r
 }
 
 async fn backs_up(primary_via: Via, backup_via: Via) {
+    let _turn = one_watcher_at_a_time().await;
     if std::env::var_os("SLUICE_TEST_LOG").is_some() {
         let _ = tracing_subscriber::fmt().with_env_filter("sluice=info").with_test_writer().try_init();
     }
@@ -148,7 +126,7 @@ async fn backs_up(primary_via: Via, backup_via: Via) {
     })
     .await;
     let active_after = killed.elapsed();
-    let switch = switches(&player, "the backup's picture", red, blue).await;
+    let switch = player.switch("the backup's picture", page_now, red, blue).await;
     let on_screen = killed.elapsed();
     let held = plays_on(&player, "after the backup took over", page_now).await;
     let latency = player.last().and_then(|r| r.latency).unwrap_or_default();
@@ -167,7 +145,7 @@ async fn backs_up(primary_via: Via, backup_via: Via) {
     })
     .await;
     let active_after = back.elapsed();
-    let switch = switches(&player, "the primary's picture again", blue, red).await;
+    let switch = player.switch("the primary's picture again", page_back, blue, red).await;
     let held = plays_on(&player, "after the primary came back", page_back).await;
     eprintln!(
         "{primary_via:?} primary, {backup_via:?} backup: the primary active again {active_after:?} after it reconnected, on screen {switch:.2} s after the \

@@ -109,6 +109,48 @@ impl Report {
     }
 }
 
+/// Taken by a test that judges hls.js's stalls across a publisher's switch on a live ladder
+/// (tests/api/continuity.rs, backup.rs) for as long as it watches: two of them at once on a
+/// 2-core machine starve each other's encoders and players (seen in a debug build: hls.js held
+/// for good after the publisher came back, in one of two), so they take turns.
+pub async fn one_watcher_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    TURN.lock().await
+}
+
+/// The picture on screen is mostly red (the tests' primary input) / blue (their backup).
+pub fn red(r: &Report) -> bool {
+    r.colour.is_some_and(|[r, _, b]| r > b + 60.0)
+}
+
+pub fn blue(r: &Report) -> bool {
+    r.colour.is_some_and(|[r, _, b]| b > r + 60.0)
+}
+
+/// The longest time (s) between page times `since` and `until` (ms) that the picture did not
+/// move on while the page's clock did, and the page time it began at: consecutive reports whose
+/// `currentTime` advanced less than half the time between them, added up while that lasts
+/// (catching up, a rate above 1, plays more than the clock: that ends a run).
+pub fn longest_hold(reports: &[Report], since: f64, until: f64) -> (f64, f64) {
+    let (mut longest, mut run, mut began, mut at) = (0.0f64, 0.0f64, since, since);
+    let from: Vec<&Report> = reports.iter().filter(|r| r.t >= since && r.t <= until).collect();
+    for pair in from.windows(2) {
+        let (dt, played) = ((pair[1].t - pair[0].t) / 1000.0, pair[1].current_time - pair[0].current_time);
+        if played < dt * 0.5 {
+            if run == 0.0 {
+                began = pair[0].t;
+            }
+            run += (dt - played).max(0.0);
+        } else {
+            run = 0.0;
+        }
+        if run > longest {
+            (longest, at) = (run, began);
+        }
+    }
+    (longest, at)
+}
+
 /// Seconds of media played across `reports`: the last `currentTime` minus the first non-zero one.
 pub fn played(reports: &[Report]) -> f64 {
     let first = reports.iter().find(|r| r.current_time > 0.0);
@@ -539,6 +581,23 @@ impl Player {
 
     pub fn last(&self) -> Option<Report> {
         self.state.reports.lock().unwrap().last().cloned()
+    }
+
+    /// Waits (20 s at most) until the screen shows `colour` after page time `from` (ms); the time
+    /// (s) from the last report showing `before` to the first showing `colour`.
+    pub async fn switch(
+        &self,
+        what: &str,
+        from: f64,
+        before: fn(&Report) -> bool,
+        colour: fn(&Report) -> bool,
+    ) -> f64 {
+        let reports = self
+            .wait_until(what, Duration::from_secs(20), |rs| rs.iter().any(|r| r.t > from && colour(r)))
+            .await;
+        let first = reports.iter().find(|r| r.t > from && colour(r)).map(|r| r.t).unwrap_or_default();
+        let last = reports.iter().rev().find(|r| r.t < first && before(r)).map_or(from, |r| r.t);
+        (first - last) / 1000.0
     }
 
     /// Polls the reports until `cond` holds and returns them; panics on `timeout`, or as soon as

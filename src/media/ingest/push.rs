@@ -45,9 +45,17 @@ pub enum Refused {
 
 /// Opens the push session of `stream` (or rejoins the one that waits for its publisher); its
 /// kill signal ends the push (`ENDED_BY_API`).
-pub async fn begin(streams: &Streams, stream: &StreamRow) -> Result<Opened, Refused> {
+pub async fn begin(streams: &Arc<Streams>, stream: &StreamRow) -> Result<Opened, Refused> {
     match streams.begin_push(&stream.id, &stream.project_id).await {
-        Ok(opened) => Ok(opened),
+        Ok(opened) => {
+            // The slate's picture, read now while the database answers: a slate while it
+            // does not shows it all the same.
+            if !opened.rejoined {
+                let (streams, stream_id) = (streams.clone(), stream.id.clone());
+                tokio::spawn(async move { streams.session_slate(&stream_id).await });
+            }
+            Ok(opened)
+        }
         Err(e @ StreamError::Db(_)) => {
             tracing::error!(stream = %stream.id, error = %e, "opening the push session");
             Err(Refused::Unavailable)
@@ -249,24 +257,12 @@ async fn cover(
     });
 }
 
-/// How long the slate waits for the stream's own picture before it shows the default card.
-const PICTURE_DEADLINE: Duration = Duration::from_secs(1);
-
-/// The stream's own slate picture, if it has one and the database gives it within
-/// [`PICTURE_DEADLINE`] (otherwise the default card, logged).
+/// The stream's own slate picture, if it has one and it renders (otherwise the default card):
+/// `Streams::session_slate` says how long the database may take.
 async fn picture_of(streams: &Streams, stream_id: &str) -> Option<Picture> {
-    let (info, image) = match tokio::time::timeout(PICTURE_DEADLINE, streams.slate_picture(stream_id)).await {
-        Ok(Ok(found)) => found?,
-        Ok(Err(e)) => {
-            tracing::warn!(stream = %stream_id, error = %e, "loading the slate picture; the default card instead");
-            return None;
-        }
-        Err(_) => {
-            tracing::warn!(stream = %stream_id, "the slate picture took too long to load; the default card instead");
-            return None;
-        }
-    };
+    let found = streams.session_slate(stream_id).await?;
+    let (info, image) = (&found.0, found.1.clone());
     let kind = Kind::parse(&info.content_type)?;
     let (width, height) = (u32::try_from(info.width).ok()?, u32::try_from(info.height).ok()?);
-    Some(Picture::stored(kind, width, height, info.digest, image))
+    Some(Picture::stored(kind, width, height, info.digest.clone(), image))
 }

@@ -11,6 +11,10 @@ use tokio::sync::{watch, Notify};
 
 use super::millis;
 use crate::domain::stream::{InputInfo, InputRole};
+use crate::store::slates::SlateInfo;
+
+/// A stream's own slate picture as read from the database: what is known of it, and its bytes.
+pub type SlatePicture = Arc<(SlateInfo, Arc<Vec<u8>>)>;
 
 /// How long a session whose publisher went away waits for an input that stands by to take it
 /// over, when the stream's own reconnect window is shorter.
@@ -87,6 +91,9 @@ struct Session {
     audio: Option<bool>,
     /// What was last recorded of its input (recorded again when an input stands by or leaves).
     input: Option<InputInfo>,
+    /// The stream's slate picture as last read (`Some(None)`: the default card), for a slate
+    /// while the database does not answer.
+    slate: Option<Option<SlatePicture>>,
 }
 
 /// A push session opened by [`Streams::begin_push`]: what ends it early, and what says it is over
@@ -157,6 +164,7 @@ impl LiveSessions {
             standby: Vec::new(),
             audio: None,
             input: None,
+            slate: None,
         };
         sessions.insert(stream_id.to_string(), session);
         Some(Opened { kill, closed: closed_rx, rejoined: false, step_down: step_down_rx })
@@ -283,6 +291,18 @@ impl LiveSessions {
     pub(super) fn last_input(&self, stream_id: &str) -> Option<InputInfo> {
         let last = self.lock().get(stream_id).and_then(|s| s.input.clone())?;
         Some(self.with_standby(stream_id, &last))
+    }
+
+    /// The stream's slate picture as its session last read it, if it has read it.
+    pub(super) fn known_slate(&self, stream_id: &str) -> Option<Option<SlatePicture>> {
+        self.lock().get(stream_id).and_then(|s| s.slate.clone())
+    }
+
+    /// Keeps what was read of the stream's slate picture with its session.
+    pub(super) fn note_slate(&self, stream_id: &str, picture: Option<SlatePicture>) {
+        if let Some(session) = self.lock().get_mut(stream_id) {
+            session.slate = Some(picture);
+        }
     }
 
     /// Whether the push that feeds the stream's session sends audio, once known.

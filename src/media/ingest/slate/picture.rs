@@ -88,8 +88,8 @@ pub struct Picture {
 
 impl Picture {
     /// A stored picture, taken as it was checked at upload.
-    pub fn stored(kind: Kind, width: u32, height: u32, digest: String, bytes: Vec<u8>) -> Picture {
-        Picture { kind, width, height, digest, bytes: Arc::new(bytes) }
+    pub fn stored(kind: Kind, width: u32, height: u32, digest: String, bytes: Arc<Vec<u8>>) -> Picture {
+        Picture { kind, width, height, digest, bytes }
     }
 
     /// The elements that give it decoded, from an `appsrc` named `img` that [`Picture::feed`]
