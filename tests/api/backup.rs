@@ -43,7 +43,12 @@ impl Input {
     }
 
     fn push(&self, colour: &str) -> Killed {
-        let extra = ["-b:v", "600k", "-b:a", "96k"];
+        self.push_with(colour, &[])
+    }
+
+    /// [`Input::push`] with more of ffmpeg's output options.
+    fn push_with(&self, colour: &str, more: &[&str]) -> Killed {
+        let extra = [&["-b:v", "600k", "-b:a", "96k"], more].concat();
         match self.via {
             Via::Rtmp => ffmpeg_push(&self.url, colour, 30, &extra),
             Via::Srt => ffmpeg_push_ts(&self.url, colour, 30, &extra),
@@ -65,6 +70,46 @@ async fn standing_by(t: &TestApp, id: &str, what: &str, want: Value) {
 
 /// Waits until the player shows `colour` after showing `before`; returns the page time between
 /// the last report of `before` and the first of `colour` (how long the switch took on screen).
+/// SLUICE_TEST_LOG=1: the server's log (sluice=info) in the test's output.
+fn test_log() {
+    if std::env::var_os("SLUICE_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt().with_env_filter("sluice=info").with_test_writer().try_init();
+    }
+}
+
+/// A backup without the audio the primary sends is refused at its first media, over RTMP and
+/// over SRT (the two inputs need the same tracks), and the primary goes on alone; the same
+/// backup with audio stands by.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_without_the_primarys_audio_is_refused_and_the_primary_goes_on() {
+    test_log();
+    let t = spawn_app(Backend::Sqlite).await;
+    let body = json!({"name": "mismatched", "qualities": ["240p"], "vodEnabled": false});
+    let created: Value =
+        t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
+    let id = created["_id"].as_str().expect("id").to_string();
+    let _primary = Input::of(&created, "primary", Via::Rtmp).push(RED);
+    eventually("the primary live with its audio known", Duration::from_secs(30), || async {
+        let v = stream(&t, &id).await;
+        (v["status"] == "live" && v["input"]["audioCodec"].is_string()).then_some(())
+    })
+    .await;
+    for via in [Via::Rtmp, Via::Srt] {
+        let mut silent = Input::of(&created, "backup", via).push_with(BLUE, &["-an"]);
+        silent.exits(Duration::from_secs(30)).await;
+        let v = stream(&t, &id).await;
+        assert_eq!(v["input"]["standingBy"], json!([]), "{via:?}: the silent backup does not stand by: {v}");
+        assert_eq!(
+            (&v["status"], &v["input"]["active"]),
+            (&json!("live"), &json!("primary")),
+            "{via:?}: {v}"
+        );
+    }
+    // The same backup with the primary's audio stands by.
+    let _backup = Input::of(&created, "backup", Via::Rtmp).push(BLUE);
+    standing_by(&t, &id, "the backup with audio standing by", json!(["backup"])).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_srt_backup_takes_over_a_killed_rtmp_primary_and_hands_back_when_it_returns() {
     backs_up(Via::Rtmp, Via::Srt).await;
@@ -77,9 +122,7 @@ async fn an_rtmp_backup_takes_over_a_killed_srt_primary_and_hands_back_when_it_r
 
 async fn backs_up(primary_via: Via, backup_via: Via) {
     let _turn = one_watcher_at_a_time().await;
-    if std::env::var_os("SLUICE_TEST_LOG").is_some() {
-        let _ = tracing_subscriber::fmt().with_env_filter("sluice=info").with_test_writer().try_init();
-    }
+    test_log();
     let t = spawn_app(Backend::Sqlite).await;
     let rx = Receiver::start().await;
     create_webhook(&t, &rx.url(), json!(["*"])).await;

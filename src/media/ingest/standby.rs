@@ -2,13 +2,16 @@
 //! to its last video keyframe and its latest sequence headers, nothing decoded or encoded, so
 //! that when it takes the stream's session over its pipeline starts from that keyframe at once.
 //! The buffer is bounded in bytes and in tags; a GOP longer than that is let go, and the input
-//! is not ready again until its next keyframe.
+//! is not ready again until its next keyframe. [`Readiness`] is what each front (RTMP, SRT)
+//! tells the stream's session of such an input as its media comes.
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use crate::domain::stream::InputRole;
 use crate::media::ingest::flv::{self, Audio, Tag, Video};
+use crate::services::streams::{Standby, Streams};
 
 pub mod ts;
 
@@ -133,6 +136,81 @@ impl Gop {
         out.extend(self.tags.drain(..));
         self.bytes = 0;
         out
+    }
+}
+
+/// The role's name in logs and reasons.
+pub fn role_name(role: InputRole) -> &'static str {
+    match role {
+        InputRole::Primary => "primary",
+        InputRole::Backup => "backup",
+        InputRole::Slate => "slate",
+    }
+}
+
+/// The other publisher's role.
+pub fn other_role(role: InputRole) -> InputRole {
+    match role {
+        InputRole::Primary => InputRole::Backup,
+        _ => InputRole::Primary,
+    }
+}
+
+/// What an input that stands by has told the stream's session so far: whether it shows as
+/// ready, whether its codecs were checked against the input that feeds the stream, and
+/// (a primary) whether it told the backup to step down.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    noted: bool,
+    checked: bool,
+    claimed: bool,
+}
+
+impl Readiness {
+    /// One look at the input, `ready` (a keyframe to start from, and media lately) and sending
+    /// `audio` or not: the session learns whether it is ready; once ready, its tracks are
+    /// checked (once), and a primary claims the session from the backup. Errs with why the
+    /// input is refused (not the tracks of the input that feeds the stream: the two need the
+    /// same codecs); otherwise says whether it is due to take over (ready, and nobody feeds
+    /// the session).
+    pub fn look(
+        &mut self,
+        streams: &Streams,
+        stream_id: &str,
+        standby: &Standby,
+        ready: bool,
+        audio: bool,
+    ) -> Result<bool, String> {
+        let role = role_name(standby.role);
+        if !ready {
+            standby.note_unready();
+            if std::mem::replace(&mut self.noted, false) {
+                streams.standby_changed(stream_id);
+            }
+            return Ok(false);
+        }
+        if !std::mem::replace(&mut self.checked, true) {
+            if let Some(theirs) = streams.sessions.audio(stream_id).filter(|a| *a != audio) {
+                let (ours, theirs) = if theirs { ("no audio", "AAC") } else { ("AAC", "no audio") };
+                tracing::warn!(stream = %stream_id, role, "an input that stands by sends {ours}, the stream's input {theirs}; refused");
+                return Err(format!(
+                    "the {role} input is refused: it sends {ours} and the stream's input {theirs} (the two inputs need the same codecs)"
+                ));
+            }
+        }
+        standby.note_ready();
+        if !std::mem::replace(&mut self.noted, true) {
+            streams.standby_changed(stream_id);
+        }
+        if standby.role == InputRole::Primary && !self.claimed {
+            self.claimed = streams.sessions.claim(stream_id, standby);
+        }
+        Ok(streams.sessions.is_waiting(stream_id))
+    }
+
+    /// Whether the stream's input shows it standing by ready (to be told again when it leaves).
+    pub fn noted(&self) -> bool {
+        self.noted
     }
 }
 

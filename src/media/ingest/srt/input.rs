@@ -22,6 +22,7 @@ use crate::domain::stream::{InputInfo, InputRole};
 use crate::media::ingest::pipeline::{Feeder, IngestPipeline, PipelineReport};
 use crate::media::ingest::push::{self, Opened, Publisher, Refused};
 use crate::media::ingest::standby::ts::TsGop;
+use crate::media::ingest::standby::{other_role as other, role_name as name, Readiness};
 use crate::services::streams::{StandingBy, StreamError};
 use crate::store::streams::StreamRow;
 
@@ -52,22 +53,6 @@ impl Shared {
     fn silent_for(&self) -> Duration {
         let last = Duration::from_millis(self.last.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
-    }
-}
-
-/// The role's name in logs and reasons.
-fn name(role: InputRole) -> &'static str {
-    match role {
-        InputRole::Primary => "primary",
-        InputRole::Backup => "backup",
-        InputRole::Slate => "slate",
-    }
-}
-
-fn other(role: InputRole) -> InputRole {
-    match role {
-        InputRole::Primary => InputRole::Backup,
-        _ => InputRole::Primary,
     }
 }
 
@@ -110,15 +95,7 @@ pub(super) async fn run(
     let Some(first) = first else {
         tracing::warn!(stream = %stream.id, "srt: the ingest pipeline has no source");
         if let Some(f) = feeding {
-            push::end(
-                streams,
-                &srt.outputs,
-                &stream.id,
-                &stream.project_id,
-                f.pipeline,
-                "ingest pipeline has no source",
-            )
-            .await;
+            end(srt, &stream, f.pipeline, NO_SOURCE).await;
         }
         return;
     };
@@ -131,15 +108,7 @@ pub(super) async fn run(
     if let Err(e) = started {
         tracing::error!(stream = %stream.id, error = %e, "srt: starting the receive thread");
         if let Some(f) = feeding {
-            push::end(
-                streams,
-                &srt.outputs,
-                &stream.id,
-                &stream.project_id,
-                f.pipeline,
-                "the receive thread did not start",
-            )
-            .await;
+            end(srt, &stream, f.pipeline, "the receive thread did not start").await;
         }
         return;
     }
@@ -160,16 +129,24 @@ pub(super) async fn run(
         if !stepped.load(Ordering::Relaxed) {
             // Wakes the receive thread, which ends with the socket.
             socket.close();
-            push::end(streams, &srt.outputs, &stream.id, &stream.project_id, f.pipeline, &why).await;
+            end(srt, &stream, f.pipeline, &why).await;
             break why;
         }
         // It steps down: from now on what it sends is kept, and the other input takes over.
         tracing::info!(stream = %stream.id, %peer, role = name(role), why, "the push steps down");
         *shared.mode() = Mode::Standby(TsGop::default());
-        push::end(streams, &srt.outputs, &stream.id, &stream.project_id, f.pipeline, &why).await;
+        end(srt, &stream, f.pipeline, &why).await;
     };
     socket.close();
     tracing::info!(stream = %stream.id, %peer, role = name(role), why, "SRT push ended");
+}
+
+/// Why a push ends whose pipeline has no `appsrc` to feed.
+const NO_SOURCE: &str = "ingest pipeline has no source";
+
+/// Ends the push of `stream` whose pipeline is `pipeline`, for `why`.
+async fn end(srt: &Srt, stream: &StreamRow, pipeline: IngestPipeline, why: &str) {
+    push::end(&srt.streams, &srt.outputs, &stream.id, &stream.project_id, pipeline, why).await;
 }
 
 /// Starts the pipeline of a push just opened.
@@ -223,7 +200,7 @@ async fn stand_by(
     let sessions = &srt.streams.sessions;
     let StandingBy { standby, mut closed } = sessions.stand_by(&stream.id, role).map_err(str::to_string)?;
     tracing::info!(stream = %stream.id, role = name(role), "an input stands by");
-    let (mut noted, mut checked, mut claimed) = (false, false, false);
+    let mut readiness = Readiness::default();
     let mut tick = tokio::time::interval(STANDBY_TICK);
     let outcome = loop {
         tokio::select! {
@@ -240,32 +217,11 @@ async fn stand_by(
             Mode::Standby(gop) => (gop.ready(), gop.has_audio()),
             Mode::Feed(_) => (false, false),
         };
-        if !ready || shared.silent_for() >= SILENCE {
-            standby.note_unready();
-            if std::mem::replace(&mut noted, false) {
-                srt.streams.standby_changed(&stream.id);
-            }
-            continue;
-        }
-        if !std::mem::replace(&mut checked, true) {
-            if let Some(theirs) = sessions.audio(&stream.id).filter(|a| *a != audio) {
-                let (ours, theirs) = if theirs { ("no audio", "AAC") } else { ("AAC", "no audio") };
-                tracing::warn!(stream = %stream.id, role = name(role), "an input that stands by sends {ours}, the stream's input {theirs}; refused");
-                break Err(format!(
-                    "the {} input is refused: it sends {ours} and the stream's input {theirs} (the two inputs need the same codecs)",
-                    name(role)
-                ));
-            }
-        }
-        standby.note_ready();
-        if !std::mem::replace(&mut noted, true) {
-            srt.streams.standby_changed(&stream.id);
-        }
-        if role == InputRole::Primary && !claimed {
-            claimed = sessions.claim(&stream.id, &standby);
-        }
-        if !sessions.is_waiting(&stream.id) {
-            continue;
+        let ready = ready && shared.silent_for() < SILENCE;
+        match readiness.look(&srt.streams, &stream.id, &standby, ready, audio) {
+            Err(why) => break Err(why),
+            Ok(false) => continue,
+            Ok(true) => {}
         }
         let front = |outputs| IngestPipeline::start_ts(&stream.id, outputs);
         let Some(started) = push::take_over(&srt.streams, &srt.outputs, stream, &standby, front).await else {
@@ -275,16 +231,8 @@ async fn stand_by(
             return Err("ingest is unavailable".into());
         };
         let Some(mut feeder) = pipeline.feeder() else {
-            push::end(
-                &srt.streams,
-                &srt.outputs,
-                &stream.id,
-                &stream.project_id,
-                pipeline,
-                "ingest pipeline has no source",
-            )
-            .await;
-            return Err("ingest pipeline has no source".into());
+            end(srt, stream, pipeline, NO_SOURCE).await;
+            return Err(NO_SOURCE.into());
         };
         {
             let mut mode = shared.mode();
@@ -302,7 +250,7 @@ async fn stand_by(
         return Ok(Feeding { opened, pipeline, reports });
     };
     sessions.leave(&stream.id, &standby);
-    if noted {
+    if readiness.noted() {
         srt.streams.standby_changed(&stream.id);
     }
     outcome

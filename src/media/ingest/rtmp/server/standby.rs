@@ -11,47 +11,28 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::Connection;
-use crate::domain::stream::{InputInfo, InputRole};
+use crate::domain::stream::InputInfo;
 use crate::media::ingest::flv::Tag;
 use crate::media::ingest::pipeline::IngestPipeline;
 use crate::media::ingest::push;
-use crate::media::ingest::standby::Gop;
+use crate::media::ingest::standby::{Gop, Readiness};
 use crate::services::streams::{StandingBy, Streams};
 use crate::store::streams::StreamRow;
 
 /// A push that sends nothing this long while another input stands by ready hands over to it.
 pub(super) const SILENCE: Duration = Duration::from_secs(1);
 
-/// The role's name in logs and reasons.
-pub(super) fn name(role: InputRole) -> &'static str {
-    match role {
-        InputRole::Primary => "primary",
-        InputRole::Backup => "backup",
-        InputRole::Slate => "slate",
-    }
-}
-
-/// The other publisher's role.
-pub(super) fn other(role: InputRole) -> InputRole {
-    match role {
-        InputRole::Primary => InputRole::Backup,
-        _ => InputRole::Primary,
-    }
-}
+pub(super) use crate::media::ingest::standby::{other_role as other, role_name as name};
 
 /// What a connection that stands by holds.
 pub(super) struct StandbyInput {
     stream: StreamRow,
     standing: StandingBy,
     gop: Gop,
-    /// Whether its codecs were checked against the input that feeds the stream.
-    checked: bool,
-    /// A primary told the backup to step down.
-    claimed: bool,
+    /// What the session was told of it.
+    readiness: Readiness,
     /// Nobody feeds the session and this input is ready: it takes over after this read.
     due: bool,
-    /// Whether it was ready at its last message (the stream's input shows it standing by).
-    ready: bool,
 }
 
 impl StandbyInput {
@@ -61,7 +42,7 @@ impl StandbyInput {
 
     pub(super) fn leave(self, streams: &Streams) {
         streams.sessions.leave(&self.stream.id, &self.standing.standby);
-        if self.ready {
+        if self.readiness.noted() {
             streams.standby_changed(&self.stream.id);
         }
     }
@@ -83,31 +64,7 @@ impl StandbyInput {
             tracing::warn!(stream = %id, role = name(role), error = %e, "an input that stands by sends what the stream cannot take; refused");
             return Err(format!("the {} input is refused: {e}", name(role)));
         }
-        if !self.gop.ready() {
-            standby.note_unready();
-            if std::mem::replace(&mut self.ready, false) {
-                streams.standby_changed(id);
-            }
-            return Ok(());
-        }
-        if !std::mem::replace(&mut self.checked, true) {
-            if let Some(audio) = streams.sessions.audio(id).filter(|a| *a != self.gop.has_audio()) {
-                let (ours, theirs) = if audio { ("no audio", "AAC") } else { ("AAC", "no audio") };
-                tracing::warn!(stream = %id, role = name(role), "an input that stands by sends {ours}, the stream's input {theirs}; refused");
-                return Err(format!(
-                    "the {} input is refused: it sends {ours} and the stream's input {theirs} (the two inputs need the same codecs)",
-                    name(role)
-                ));
-            }
-        }
-        standby.note_ready();
-        if !std::mem::replace(&mut self.ready, true) {
-            streams.standby_changed(id);
-        }
-        if role == InputRole::Primary && !self.claimed {
-            self.claimed = streams.sessions.claim(id, standby);
-        }
-        self.due = streams.sessions.is_waiting(id);
+        self.due = self.readiness.look(streams, id, standby, self.gop.ready(), self.gop.has_audio())?;
         Ok(())
     }
 }
@@ -121,10 +78,8 @@ impl Connection {
             stream,
             standing,
             gop: self.headers.configs(),
-            checked: false,
-            claimed: false,
+            readiness: Readiness::default(),
             due: false,
-            ready: false,
         });
         Ok(())
     }
