@@ -111,12 +111,7 @@ async fn switches(sluice: &Sluice, via: &str, kills: usize) {
     let mut backup = (backup_push(via, &created, BLUE), Instant::now());
     let player = Player::start_opts(&master, "lowLatency=1&reportEvery=50").await;
     // Four seconds of the primary first: what is measured is the switch, not the player's start.
-    player
-        .wait_until("hls.js playing the primary for 4 s", Duration::from_secs(60), |rs| {
-            let start = rs.iter().find(|r| r.current_time > 0.0).map(|r| r.current_time);
-            start.zip(rs.last()).is_some_and(|(start, last)| red(last) && last.current_time >= start + 4.0)
-        })
-        .await;
+    player.wait_played("hls.js playing the primary for 4 s", 4.0, red).await;
     let (mut on_screen, mut failbacks, mut active, mut holds) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for kill in 0..kills {

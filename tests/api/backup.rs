@@ -149,12 +149,7 @@ async fn backs_up(primary_via: Via, backup_via: Via) {
     })
     .await;
     let player = Player::start_opts(&master, "lowLatency=1&stampFor=60000").await;
-    player
-        .wait_until("hls.js playing the primary for 4 s", Duration::from_secs(60), |rs| {
-            let start = rs.iter().find(|r| r.current_time > 0.0).map(|r| r.current_time);
-            start.zip(rs.last()).is_some_and(|(start, last)| last.current_time >= start + 4.0 && red(last))
-        })
-        .await;
+    player.wait_played("hls.js playing the primary for 4 s", 4.0, red).await;
     let backup = backup_input.push(BLUE);
     standing_by(&t, &id, "the backup standing by", json!(["backup"])).await;
     assert_eq!(active_input(&t, &id).await, "primary", "the backup only stands by");

@@ -583,6 +583,18 @@ impl Player {
         self.state.reports.lock().unwrap().last().cloned()
     }
 
+    /// Waits (60 s at most) until the player has played `secs` s of media from where it started
+    /// (hls.js starts near the live edge) with the last report passing `showing`.
+    pub async fn wait_played(&self, what: &str, secs: f64, showing: fn(&Report) -> bool) -> Vec<Report> {
+        self.wait_until(what, Duration::from_secs(60), |rs| {
+            let start = rs.iter().find(|r| r.current_time > 0.0).map(|r| r.current_time);
+            start
+                .zip(rs.last())
+                .is_some_and(|(start, last)| showing(last) && last.current_time >= start + secs)
+        })
+        .await
+    }
+
     /// Waits (20 s at most) until the screen shows `colour` after page time `from` (ms); the time
     /// (s) from the last report showing `before` to the first showing `colour`.
     pub async fn switch(
