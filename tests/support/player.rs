@@ -110,7 +110,7 @@ impl Report {
 }
 
 /// Taken by a test that judges hls.js's stalls across a publisher's switch on a live ladder
-/// (tests/api/continuity.rs, backup.rs) for as long as it watches: two of them at once on a
+/// (tests/api/continuity.rs, backup.rs; tests/players.rs's two) for as long as it watches: two of them at once on a
 /// 2-core machine starve each other's encoders and players (seen in a debug build: hls.js held
 /// for good after the publisher came back, in one of two), so they take turns.
 pub async fn one_watcher_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {

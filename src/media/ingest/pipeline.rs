@@ -253,11 +253,14 @@ impl IngestPipeline {
         !realtime && !self.transcodes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Dates the push as if its message stamped `newest` (ms) came now: an input that stood by
-    /// starts from its buffered keyframe, older than its newest message (an RTMP front only).
-    pub fn date_from(&mut self, newest: u32) {
+    /// Dates the push as if its message stamped `newest` (ms) came `ago`: an input that stood by
+    /// starts from its buffered keyframe, older than its newest message, which came before the
+    /// take-over (an RTMP front only).
+    pub fn date_from(&mut self, newest: u32, ago: std::time::Duration) {
         if matches!(self.front, Front::Flv(_)) && self.wall.get().is_none() {
-            let _ = self.wall.set(chrono::Utc::now() - chrono::Duration::milliseconds(i64::from(newest)));
+            let ago = chrono::Duration::from_std(ago).unwrap_or_default();
+            let _ =
+                self.wall.set(chrono::Utc::now() - ago - chrono::Duration::milliseconds(i64::from(newest)));
         }
     }
 

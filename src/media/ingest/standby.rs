@@ -167,6 +167,13 @@ pub struct Readiness {
 }
 
 impl Readiness {
+    /// For the primary back within its reconnect window while the slate covers for it: its
+    /// tracks are not checked (the slate's discontinuities lie between it and the push before,
+    /// which may have sent other tracks, as a rejoin may).
+    pub fn returning() -> Self {
+        Self { checked: true, ..Self::default() }
+    }
+
     /// One look at the input, `ready` (a keyframe to start from, and media lately) and sending
     /// `audio` or not: the session learns whether it is ready; once ready, its tracks are
     /// checked (once), and a primary claims the session from the backup. Errs with why the

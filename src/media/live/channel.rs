@@ -395,7 +395,7 @@ impl Channel {
                     r.init_generation = generation;
                     r.continue_after_discontinuity();
                 }
-                let data = timeline.place(name, r.scale, pdt, duration, data);
+                let (data, pdt) = timeline.place(name, r.scale, pdt, duration, data);
                 let n = r.next_part;
                 r.next_part += 1;
                 // Each part on its own, under the IV of the segment it belongs to.
@@ -407,12 +407,12 @@ impl Channel {
                 r.parts.push_back((n, served));
                 r.playlist.push_part(Part { duration, independent, uri: format!("p{n}.m4s") }, pdt);
                 r.playlist.set_preload_hint(Some(format!("p{}.m4s", n + 1)));
-                r.part_added(generation);
                 // Keep the parts a playlist can list (three target durations) and some more.
                 let keep = ((4.0 * self.config.segment) / self.config.part).ceil() as usize + 8;
                 while r.parts.len() > keep {
                     r.parts.pop_front();
                 }
+                self.part_added(renditions, timeline, writer.as_ref(), recorder, name, generation);
             }
         }
         drop(s);

@@ -285,6 +285,12 @@ impl SessionPush {
 }
 
 impl LiveSessions {
+    /// Whether a filler (the slate) feeds the stream's session now: a primary that comes back
+    /// stands by until its keyframe, and the filler plays until then.
+    pub fn covered(&self, stream_id: &str) -> bool {
+        self.sessions.get(stream_id).is_some_and(|s| s.lock().filler.is_some())
+    }
+
     /// The outputs of a push of `stream` whose push session is open, in the stream's live
     /// session: its channel (continued after a reconnect within the window, or a new one;
     /// `None` when the stream does not offer LL-HLS) and its tap (the same one, with its

@@ -355,6 +355,13 @@ impl LiveSessions {
         self.lock().get(stream_id).is_some_and(|s| !s.publishing && !s.closing)
     }
 
+    /// Whether the stream's session here went live and waits out its reconnect window for its
+    /// publisher (the slate covers for it): a primary that comes back stands by until its
+    /// keyframe, and the slate plays until then.
+    pub fn awaits_publisher(&self, stream_id: &str) -> bool {
+        self.lock().get(stream_id).is_some_and(|s| s.started && !s.publishing && !s.closing)
+    }
+
     /// Closes the stream's session; the live time it drew since the meter last counted is owed
     /// (none if it never went live).
     pub(super) fn close(&self, stream_id: &str) {

@@ -512,7 +512,9 @@ impl Connection {
         if !authorised {
             return Err("wrong push credentials".into());
         }
-        if self.role == InputRole::Backup {
+        // A backup, or the primary back within its window while the slate covers for it: that
+        // one stands by until its keyframe, and the slate plays until then.
+        if self.role == InputRole::Backup || self.returning(&stream.id) {
             return self.stand_by(stream);
         }
         // The session first: it admits one push per stream, and the channel relies on that.

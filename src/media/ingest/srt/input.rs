@@ -75,7 +75,10 @@ pub(super) async fn run(
     // The primary opens the push session (or rejoins the one that waits for it); a backup, or
     // the primary back while the backup feeds the stream, stands by.
     let mut feeding = None;
-    if role == InputRole::Primary {
+    // The primary back within its window while the slate covers for it stands by too, until its
+    // keyframe: the slate plays until then.
+    let returning = srt.outputs.covered(&stream.id) && streams.sessions.awaits_publisher(&stream.id);
+    if role == InputRole::Primary && !returning {
         match push::begin(streams, &stream).await {
             Ok(opened) => match start(srt, &stream, opened).await {
                 Some(started) => feeding = Some(started),
@@ -200,7 +203,10 @@ async fn stand_by(
     let sessions = &srt.streams.sessions;
     let StandingBy { standby, mut closed } = sessions.stand_by(&stream.id, role).map_err(str::to_string)?;
     tracing::info!(stream = %stream.id, role = name(role), "an input stands by");
-    let mut readiness = Readiness::default();
+    let returning = role == InputRole::Primary
+        && srt.outputs.covered(&stream.id)
+        && sessions.awaits_publisher(&stream.id);
+    let mut readiness = if returning { Readiness::returning() } else { Readiness::default() };
     let mut tick = tokio::time::interval(STANDBY_TICK);
     let outcome = loop {
         tokio::select! {

@@ -8,12 +8,23 @@
 //! known in advance: each rendition's next slate part comes with the hint of the part after it
 //! and of the next push's section (`EXT-X-PRELOAD-HINT:TYPE=MAP`), and nothing of the slate is
 //! added after it; so what a player was told to wait for is what comes.
+//!
+//! The slate's audio runs on [`AUDIO_PAST_VIDEO`] beyond its video: video.js (VHS) places the
+//! media after a discontinuity where the video playlist's durations say, and the audio by the
+//! video's offset, so a slate whose audio ended before its video (each stops after its next part,
+//! and audio parts are longer) left that difference as a hole in the audio, where VHS stalled.
+//! Overlapping silence is replaced by the new push's audio.
 
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Channel, Kind, Rendition};
+use super::timeline::Timeline;
+use super::{Channel, Kind, Rendition, SegmentOutput, Writer};
+
+/// How far past the slate's video its audio runs at a hand-over (seconds).
+const AUDIO_PAST_VIDEO: f64 = 0.15;
 
 /// Where a channel's media so far ends, per track, as wall-clock times: the video's (the latest
 /// end of its video renditions) and the audio's.
@@ -44,24 +55,52 @@ impl MediaEnds {
 pub(super) enum HandOver {
     #[default]
     No,
-    /// The next part is this generation's last.
+    /// The next part is this generation's last (an audio rendition's: the next that ends
+    /// [`AUDIO_PAST_VIDEO`] after the video renditions' last).
     AfterNextPart,
     /// The last part came; the rest of this generation is dropped.
     Done,
 }
 
-impl Rendition {
-    /// A part of generation `generation` was added: the last of a hand-over hints the section of
-    /// the generation after it.
-    pub(super) fn part_added(&mut self, generation: u32) {
-        if self.hand_over == HandOver::AfterNextPart {
-            self.hand_over = HandOver::Done;
-            self.playlist.set_map_hint(Some(format!("init{}.mp4", generation + 1)));
+impl Channel {
+    /// A part of generation `generation` was added to rendition `name`: in a hand-over, a video
+    /// rendition's is its last; an audio rendition's is once every video rendition had its last
+    /// and this one ends [`AUDIO_PAST_VIDEO`] after theirs. The last closes its segment, as the
+    /// end of a push does, and hints the section of the generation after it: a segment still
+    /// open with a `TYPE=MAP` hint is one VHS drops from its list (its parts may not be used,
+    /// `getAllSegments`), and then it failed on the part it was at ("reading 'parts'").
+    pub(super) fn part_added(
+        &self,
+        renditions: &mut BTreeMap<String, Rendition>,
+        timeline: &Timeline,
+        writer: Option<&Writer>,
+        recorder: Option<&dyn SegmentOutput>,
+        name: &str,
+        generation: u32,
+    ) {
+        let Some(r) = renditions.get(name).filter(|r| r.hand_over == HandOver::AfterNextPart) else { return };
+        let last = match r.kind {
+            Kind::Video { .. } => true,
+            Kind::Audio { .. } => {
+                let video = || {
+                    renditions
+                        .iter()
+                        .filter(|(_, v)| matches!(v.kind, Kind::Video { .. }) && !v.playlist.is_ended())
+                };
+                let ends: HashMap<&str, DateTime<Utc>> = timeline.end_dates().collect();
+                let video_end = video().filter_map(|(n, _)| ends.get(n.as_str()).copied()).max();
+                let past = chrono::Duration::milliseconds((AUDIO_PAST_VIDEO * 1e3) as i64);
+                !video().any(|(_, v)| v.hand_over == HandOver::AfterNextPart)
+                    && video_end.zip(ends.get(name)).is_none_or(|(v, a)| *a >= v + past)
+            }
+        };
+        if let Some(r) = renditions.get_mut(name).filter(|_| last) {
+            r.hand_over = HandOver::Done;
+            self.close_segment(name, r, writer, recorder, generation, false);
+            r.playlist.set_map_hint(Some(format!("init{}.mp4", generation + 1)));
         }
     }
-}
 
-impl Channel {
     /// Generation `generation` is the slate's: the recording leaves it out, and its media is
     /// placed by its dates alone (each of its tracks is dated to start where that kind of media
     /// ended: [`Channel::media_ends`]).

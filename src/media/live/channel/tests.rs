@@ -5,6 +5,8 @@ use super::*;
 use crate::media::live::dvr::WRITE_QUEUE;
 use crate::media::live::ladder;
 
+mod handover;
+
 const TIMING: Timing = Timing { target_duration: 2, part_target: 0.37 };
 
 fn config() -> ChannelConfig {

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::Connection;
-use crate::domain::stream::InputInfo;
+use crate::domain::stream::{InputInfo, InputRole};
 use crate::media::ingest::flv::Tag;
 use crate::media::ingest::pipeline::IngestPipeline;
 use crate::media::ingest::push;
@@ -33,6 +33,9 @@ pub(super) struct StandbyInput {
     readiness: Readiness,
     /// Nobody feeds the session and this input is ready: it takes over after this read.
     due: bool,
+    /// When its newest message came: the push is dated by it, not by when it takes over (the
+    /// take-over, waiting for the slate's hand-over and the pipeline, reads nothing meanwhile).
+    newest_at: Option<Instant>,
 }
 
 impl StandbyInput {
@@ -60,6 +63,7 @@ impl StandbyInput {
         if !streams.sessions.is_standing(id, standby) {
             return Err(format!("another {} input took its place", name(role)));
         }
+        self.newest_at = Some(Instant::now());
         if let Err(e) = self.gop.add(tag, timestamp, data) {
             tracing::warn!(stream = %id, role = name(role), error = %e, "an input that stands by sends what the stream cannot take; refused");
             return Err(format!("the {} input is refused: {e}", name(role)));
@@ -70,17 +74,21 @@ impl StandbyInput {
 }
 
 impl Connection {
+    /// Whether the stream's publisher comes back within its window while the slate covers for
+    /// it: it stands by until its keyframe (docs/live-ingest.md, "The slate").
+    pub(super) fn returning(&self, stream_id: &str) -> bool {
+        self.app.outputs.covered(stream_id) && self.app.streams.sessions.awaits_publisher(stream_id)
+    }
+
     /// Stands this connection by for `stream`'s session. Errs with why not, for the publisher.
     pub(super) fn stand_by(&mut self, stream: StreamRow) -> Result<(), String> {
-        let standing = self.app.streams.sessions.stand_by(&stream.id, self.role).map_err(str::to_string)?;
+        let sessions = &self.app.streams.sessions;
+        let returning = self.role == InputRole::Primary && self.returning(&stream.id);
+        let standing = sessions.stand_by(&stream.id, self.role).map_err(str::to_string)?;
         tracing::info!(stream = %stream.id, peer = %self.peer, role = name(self.role), "an input stands by");
-        self.standby = Some(StandbyInput {
-            stream,
-            standing,
-            gop: self.headers.configs(),
-            readiness: Readiness::default(),
-            due: false,
-        });
+        let readiness = if returning { Readiness::returning() } else { Readiness::default() };
+        let gop = self.headers.configs();
+        self.standby = Some(StandbyInput { stream, standing, gop, readiness, due: false, newest_at: None });
         Ok(())
     }
 
@@ -100,7 +108,7 @@ impl Connection {
         self.headers = standing.gop.configs();
         tracing::info!(stream = %stream.id, peer = %self.peer, role = name(self.role), buffered = tags.len(), "the input that stood by takes over");
         if let Some(newest) = tags.last().map(|t| t.1) {
-            pipeline.date_from(newest);
+            pipeline.date_from(newest, standing.newest_at.map(|at| at.elapsed()).unwrap_or_default());
         }
         let mut failed = None;
         for (tag, timestamp, body) in &tags {
