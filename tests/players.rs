@@ -5,7 +5,7 @@
 //! (`support/llhls_check.rs`, written from RFC 8216bis) before and after its publisher
 //! reconnects; and ffmpeg, GStreamer's `hlsdemux2` and VLC playing its master for 20 s.
 //!
-//! And the web players people use, each pinned by
+//! On demand (`-- --ignored`; issue 51 is open): the web players people use, each pinned by
 //! `tests/player/package-lock.json` and run in headless Chromium (`tests/player/matrix.html`),
 //! one at a time, three runs each, about 30 s across a rendition switch (the player grows from
 //! 320x180 to 1280x720, as a viewer going full screen, and its ABR moves up) and a publisher
@@ -181,12 +181,14 @@ async fn live_playlists_pass_the_strict_check_and_plain_players_play() {
 /// low-latency player, hls.js included, stalled with a quarter of a second buffered when they
 /// ran together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue 51: 15 of 15 runs clean here, but hls.js or shaka failed once in CI (docs/live-hls.md, Players)"]
 async fn hls_js_and_shaka_play_the_live_ladder_without_a_stall() {
     matrix(true).await;
 }
 
 /// video.js (VHS), LL-HLS on and off, as the test above.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue 51: with the test above (docs/live-hls.md, Players)"]
 async fn video_js_plays_the_live_ladder_without_a_stall() {
     matrix(false).await;
 }
