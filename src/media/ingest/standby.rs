@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use crate::domain::stream::InputRole;
 use crate::media::ingest::flv::{self, Audio, Tag, Video};
+use crate::media::live::session::LiveSessions;
 use crate::services::streams::{Standby, Streams};
 
 pub mod ts;
@@ -166,12 +167,19 @@ pub struct Readiness {
     claimed: bool,
 }
 
+/// Whether the stream's publisher comes back within its window while the slate covers for it:
+/// it stands by until its keyframe, and the slate plays until then (docs/live-ingest.md, "The
+/// slate").
+pub fn publisher_returns(streams: &Streams, outputs: &LiveSessions, stream_id: &str) -> bool {
+    outputs.covered(stream_id) && streams.sessions.awaits_publisher(stream_id)
+}
+
 impl Readiness {
-    /// For the primary back within its reconnect window while the slate covers for it: its
-    /// tracks are not checked (the slate's discontinuities lie between it and the push before,
-    /// which may have sent other tracks, as a rejoin may).
-    pub fn returning() -> Self {
-        Self { checked: true, ..Self::default() }
+    /// For an input of `role` that stands by: the primary back while the slate covers for it
+    /// ([`publisher_returns`]) has its tracks not checked (the slate's discontinuities lie
+    /// between it and the push before, which may have sent other tracks, as a rejoin may).
+    pub fn of(role: InputRole, returning: bool) -> Self {
+        Self { checked: role == InputRole::Primary && returning, ..Self::default() }
     }
 
     /// One look at the input, `ready` (a keyframe to start from, and media lately) and sending

@@ -22,7 +22,7 @@ use crate::domain::stream::{InputInfo, InputRole};
 use crate::media::ingest::pipeline::{Feeder, IngestPipeline, PipelineReport};
 use crate::media::ingest::push::{self, Opened, Publisher, Refused};
 use crate::media::ingest::standby::ts::TsGop;
-use crate::media::ingest::standby::{other_role as other, role_name as name, Readiness};
+use crate::media::ingest::standby::{other_role as other, publisher_returns, role_name as name, Readiness};
 use crate::services::streams::{StandingBy, StreamError};
 use crate::store::streams::StreamRow;
 
@@ -77,8 +77,7 @@ pub(super) async fn run(
     let mut feeding = None;
     // The primary back within its window while the slate covers for it stands by too, until its
     // keyframe: the slate plays until then.
-    let returning = srt.outputs.covered(&stream.id) && streams.sessions.awaits_publisher(&stream.id);
-    if role == InputRole::Primary && !returning {
+    if role == InputRole::Primary && !publisher_returns(streams, &srt.outputs, &stream.id) {
         match push::begin(streams, &stream).await {
             Ok(opened) => match start(srt, &stream, opened).await {
                 Some(started) => feeding = Some(started),
@@ -203,10 +202,7 @@ async fn stand_by(
     let sessions = &srt.streams.sessions;
     let StandingBy { standby, mut closed } = sessions.stand_by(&stream.id, role).map_err(str::to_string)?;
     tracing::info!(stream = %stream.id, role = name(role), "an input stands by");
-    let returning = role == InputRole::Primary
-        && srt.outputs.covered(&stream.id)
-        && sessions.awaits_publisher(&stream.id);
-    let mut readiness = if returning { Readiness::returning() } else { Readiness::default() };
+    let mut readiness = Readiness::of(role, publisher_returns(&srt.streams, &srt.outputs, &stream.id));
     let mut tick = tokio::time::interval(STANDBY_TICK);
     let outcome = loop {
         tokio::select! {

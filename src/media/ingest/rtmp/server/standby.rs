@@ -11,11 +11,11 @@ use bytes::Bytes;
 use tokio::sync::watch;
 
 use super::Connection;
-use crate::domain::stream::{InputInfo, InputRole};
+use crate::domain::stream::InputInfo;
 use crate::media::ingest::flv::Tag;
 use crate::media::ingest::pipeline::IngestPipeline;
 use crate::media::ingest::push;
-use crate::media::ingest::standby::{Gop, Readiness};
+use crate::media::ingest::standby::{publisher_returns, Gop, Readiness};
 use crate::services::streams::{StandingBy, Streams};
 use crate::store::streams::StreamRow;
 
@@ -74,19 +74,17 @@ impl StandbyInput {
 }
 
 impl Connection {
-    /// Whether the stream's publisher comes back within its window while the slate covers for
-    /// it: it stands by until its keyframe (docs/live-ingest.md, "The slate").
+    /// Whether the stream's publisher comes back while the slate covers for it
+    /// ([`publisher_returns`]).
     pub(super) fn returning(&self, stream_id: &str) -> bool {
-        self.app.outputs.covered(stream_id) && self.app.streams.sessions.awaits_publisher(stream_id)
+        publisher_returns(&self.app.streams, &self.app.outputs, stream_id)
     }
 
     /// Stands this connection by for `stream`'s session. Errs with why not, for the publisher.
     pub(super) fn stand_by(&mut self, stream: StreamRow) -> Result<(), String> {
-        let sessions = &self.app.streams.sessions;
-        let returning = self.role == InputRole::Primary && self.returning(&stream.id);
-        let standing = sessions.stand_by(&stream.id, self.role).map_err(str::to_string)?;
+        let readiness = Readiness::of(self.role, self.returning(&stream.id));
+        let standing = self.app.streams.sessions.stand_by(&stream.id, self.role).map_err(str::to_string)?;
         tracing::info!(stream = %stream.id, peer = %self.peer, role = name(self.role), "an input stands by");
-        let readiness = if returning { Readiness::returning() } else { Readiness::default() };
         let gop = self.headers.configs();
         self.standby = Some(StandbyInput { stream, standing, gop, readiness, due: false, newest_at: None });
         Ok(())
