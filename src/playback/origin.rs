@@ -35,6 +35,10 @@ const PLAYLIST_CACHE: &str = "public, max-age=1";
 /// Blocking requests name a future playlist: once answered it does not change for a while
 /// (Apple's LL-HLS guidance: at least a few target durations).
 const BLOCKING_CACHE: &str = "public, max-age=6";
+/// A blocking request for a part the playlist was already past: the client asks again for
+/// what it had, and a kept answer would hide every newer part from it (video.js saw none for 6
+/// s after a push ended: `Rendered::behind`).
+pub(super) const BEHIND_CACHE: &str = "no-cache";
 pub(super) const MEDIA_CACHE: &str = "public, max-age=31536000, immutable";
 /// Playlists rewritten for one session.
 const SIGNED_PLAYLIST_CACHE: &str = "private, no-store";
@@ -171,7 +175,11 @@ async fn relayed(
     match kind {
         Kind::Media => ranged(req.headers(), req.method(), answer.body, "video/mp4", MEDIA_CACHE),
         Kind::Playlist | Kind::Blocking => {
-            let cache = if matches!(kind, Kind::Blocking) { BLOCKING_CACHE } else { PLAYLIST_CACHE };
+            let cache = match kind {
+                Kind::Blocking if answer.behind() => BEHIND_CACHE,
+                Kind::Blocking => BLOCKING_CACHE,
+                _ => PLAYLIST_CACHE,
+            };
             match (&grant.child_token, listed) {
                 (None, Listed::Media(_)) | (Some(_), Listed::Media(Carried::Path(_))) => {
                     playlist_response(answer.body, cache, grant)
@@ -255,7 +263,7 @@ fn playlist_response(body: Bytes, cache: &'static str, grant: &Grant) -> Respons
 /// The headers of a playlist answer: for each cache policy made once, and cloned for an answer
 /// (a copy, where inserting them hashed each name: every reload is a playlist answer).
 fn playlist_headers(cache: &'static str) -> HeaderMap {
-    static MADE: std::sync::OnceLock<[HeaderMap; 3]> = std::sync::OnceLock::new();
+    static MADE: std::sync::OnceLock<[HeaderMap; 4]> = std::sync::OnceLock::new();
     let make = |cache: &'static str| {
         let mut h = HeaderMap::with_capacity(3);
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
@@ -263,11 +271,13 @@ fn playlist_headers(cache: &'static str) -> HeaderMap {
         h.insert(header::CONTENT_TYPE, HeaderValue::from_static(PLAYLIST_TYPE));
         h
     };
-    let made = MADE.get_or_init(|| [PLAYLIST_CACHE, BLOCKING_CACHE, SIGNED_PLAYLIST_CACHE].map(make));
+    let made =
+        MADE.get_or_init(|| [PLAYLIST_CACHE, BLOCKING_CACHE, SIGNED_PLAYLIST_CACHE, BEHIND_CACHE].map(make));
     match cache {
         PLAYLIST_CACHE => made[0].clone(),
         BLOCKING_CACHE => made[1].clone(),
         SIGNED_PLAYLIST_CACHE => made[2].clone(),
+        BEHIND_CACHE => made[3].clone(),
         other => make(other),
     }
 }
@@ -352,12 +362,12 @@ async fn live_media(
         return match c.playlist(rendition, q, hold).await {
             Ok(Some(rendered)) => {
                 app.per_stream.served(id, rendered.text.len());
-                rendered_playlist(
-                    rendered,
-                    if q.msn.is_some() { BLOCKING_CACHE } else { PLAYLIST_CACHE },
-                    &grant,
-                    carried,
-                )
+                let cache = match q.msn {
+                    Some(_) if rendered.behind => BEHIND_CACHE,
+                    Some(_) => BLOCKING_CACHE,
+                    None => PLAYLIST_CACHE,
+                };
+                rendered_playlist(rendered, cache, &grant, carried)
             }
             Ok(None) => status(StatusCode::SERVICE_UNAVAILABLE, "the requested part did not arrive in time"),
             Err(Miss::TooFarAhead) => {
@@ -490,6 +500,7 @@ mod tests {
             (PLAYLIST_CACHE, &unsigned, PLAYLIST_CACHE),
             (BLOCKING_CACHE, &unsigned, BLOCKING_CACHE),
             (BLOCKING_CACHE, &signed, SIGNED_PLAYLIST_CACHE),
+            (BEHIND_CACHE, &unsigned, BEHIND_CACHE),
             ("public, max-age=2", &unsigned, "public, max-age=2"),
         ] {
             let mut r = playlist_response(Bytes::from_static(b"#EXTM3U\n"), cache, grant);

@@ -34,6 +34,8 @@ const MAX_IN_FLIGHT: usize = 256;
 pub struct Relayed {
     pub status: u16,
     pub content_type: String,
+    /// Its `Cache-Control`, when it sent one.
+    pub cache_control: Option<String>,
     pub body: Bytes,
 }
 
@@ -42,12 +44,19 @@ impl Relayed {
         Relayed {
             status,
             content_type: "text/plain; charset=utf-8".into(),
+            cache_control: None,
             body: Bytes::from_static(text.as_bytes()),
         }
     }
 
     pub fn ok(&self) -> bool {
         self.status == 200
+    }
+
+    /// A blocking reload answered for a part the playlist was already past: kept by no cache,
+    /// this relay's included (see `origin::BEHIND_CACHE`).
+    pub fn behind(&self) -> bool {
+        self.cache_control.as_deref() == Some(super::origin::BEHIND_CACHE)
     }
 }
 
@@ -147,8 +156,9 @@ impl Relay {
         let url = format!("{}/play{path_and_query}", holder.url);
         let entry = self.entry(&url, kind);
         let answer = entry.answer.get_or_init(|| self.fetch(&url, wait)).await.clone();
-        if !answer.ok() {
-            // A failure is not kept: the next request asks again.
+        if !answer.ok() || answer.behind() {
+            // A failure is not kept, nor an answer no cache may keep: the next request asks
+            // again.
             let mut entries = self.lock();
             if entries.get(&url).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
                 entries.remove(&url);
@@ -201,14 +211,12 @@ impl Relay {
             }
         };
         let status = response.status().as_u16();
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("application/octet-stream")
-            .to_string();
+        let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let content_type =
+            header(reqwest::header::CONTENT_TYPE).unwrap_or_else(|| "application/octet-stream".to_string());
+        let cache_control = header(reqwest::header::CACHE_CONTROL);
         match read_capped(response).await {
-            Some(body) => Relayed { status, content_type, body },
+            Some(body) => Relayed { status, content_type, cache_control, body },
             None => Relayed::failed(502, "the node holding the stream sent an unusable answer"),
         }
     }

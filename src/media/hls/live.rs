@@ -215,6 +215,11 @@ impl MediaPlaylist {
         self.map_hint.is_some()
     }
 
+    /// The section hinted by `EXT-X-PRELOAD-HINT:TYPE=MAP`, if any.
+    pub fn map_hint(&self) -> Option<&str> {
+        self.map_hint.as_deref()
+    }
+
     /// The stream ended: `EXT-X-ENDLIST`, no more hints.
     pub fn end(&mut self) {
         self.ended = true;
@@ -280,13 +285,7 @@ impl MediaPlaylist {
         if self.ended {
             return Wait::Ready;
         }
-        let complete = |m: u64| self.segments.iter().rev().find(|s| s.msn == m);
-        // A part past the last of a complete segment is the next segment's first (a segment a
-        // reconnect closed early has fewer parts than a player counted on).
-        let wanted = part.map(|p| match complete(msn) {
-            Some(s) if p >= s.parts.len() as u64 => (msn + 1, 0),
-            _ => (msn, p),
-        });
+        let wanted = part.map(|p| self.asked(msn, p));
         let ready = match wanted {
             None => self.segments.back().is_some_and(|s| msn <= s.msn),
             Some(wanted) => self.last_part().is_some_and(|last| wanted <= last),
@@ -306,6 +305,33 @@ impl MediaPlaylist {
             }
         }
         Wait::Hold
+    }
+
+    /// The part a blocking request names. A part past the last of a complete segment is the
+    /// next segment's first (a segment a reconnect closed early has fewer parts than a player
+    /// counted on).
+    fn asked(&self, msn: u64, part: u64) -> (u64, u64) {
+        match self.segments.iter().rev().find(|s| s.msn == msn) {
+            Some(s) if part >= s.parts.len() as u64 => (msn + 1, 0),
+            _ => (msn, part),
+        }
+    }
+
+    /// Whether the playlist already holds a part after the one a blocking request names
+    /// (`_HLS_part`, or without it the segment's last): the request asks for what an earlier
+    /// version had, so its answer is not the one every request for that part gets as the part
+    /// appears, and no cache may keep it for the next such request. video.js (VHS) asks so
+    /// after a segment that closed with no part after it (a push that ended, the slate's
+    /// hand-over): for a part of that segment, again and again until the next one comes.
+    pub fn holds_past(&self, msn: u64, part: Option<u64>) -> bool {
+        let asked = match part {
+            Some(p) => self.asked(msn, p),
+            None => match self.segments.iter().rev().find(|s| s.msn == msn) {
+                Some(s) => (msn, s.parts.len().saturating_sub(1) as u64),
+                None => (msn, u64::MAX),
+            },
+        };
+        self.last_part().is_some_and(|last| asked < last)
     }
 
     /// The playlist text. With `skip` (a client's `_HLS_skip=YES`), segments older than the

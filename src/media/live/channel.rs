@@ -251,6 +251,10 @@ impl Channel {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Bumps the version. Called with `state` still held, right after the change: a request
+    /// that reads the version under the lock then never pairs a changed state with the version
+    /// before it (and serves a rendering of the old state as current). Waking the waiters only
+    /// marks them ready; they take the lock once it is released.
     fn changed(&self) {
         self.version.send_modify(|v| *v += 1);
     }
@@ -286,8 +290,8 @@ impl Channel {
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
             r.playlist.set_map_hint(Some(format!("init{generation}.mp4")));
         }
-        drop(s);
         self.changed();
+        drop(s);
         generation
     }
 
@@ -322,8 +326,8 @@ impl Channel {
         if r.playlist.last_part().is_none() {
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
         }
-        drop(s);
         self.changed();
+        drop(s);
     }
 
     /// Renditions of an earlier push that this push does not feed end now.
@@ -337,8 +341,8 @@ impl Channel {
                 r.playlist.end();
             }
         }
-        drop(s);
         self.changed();
+        drop(s);
     }
 
     /// Records the codec string (`avc1.…`, `mp4a.…`) of a rendition.
@@ -350,8 +354,8 @@ impl Channel {
         if let Some(r) = s.renditions.get_mut(name) {
             r.codec = Some(codec);
         }
-        drop(s);
         self.changed();
+        drop(s);
     }
 
     /// Takes a muxer's output. Chunks of an older generation are ignored.
@@ -415,8 +419,8 @@ impl Channel {
                 self.part_added(renditions, timeline, writer.as_ref(), recorder, name, generation);
             }
         }
-        drop(s);
         self.changed();
+        drop(s);
     }
 
     /// Closes the open segment of rendition `name` (of push `generation`) and queues it for the
@@ -518,11 +522,10 @@ impl Channel {
         if !stored {
             r.unstored.insert(msn);
         }
-        let changed = self.evict(r);
-        drop(s);
-        if changed {
+        if self.evict(r) {
             self.changed();
         }
+        drop(s);
     }
 
     /// The channel left its map: it writes no more, and its writer removes the DVR folder once
@@ -569,8 +572,8 @@ impl Channel {
             r.playlist.set_preload_hint(Some(format!("p{}.m4s", r.next_part)));
             r.playlist.set_map_hint(Some(format!("init{}.mp4", generation + 1)));
         }
-        drop(s);
         self.changed();
+        drop(s);
     }
 
     /// Ends the playlists (`EXT-X-ENDLIST`) if no push continued generation `generation`.
@@ -586,9 +589,9 @@ impl Channel {
         }
         // The session is over: its recording completes (after the segments queued before).
         let recorder = s.recorder.take();
+        self.changed();
         drop(s);
         drop(recorder);
-        self.changed();
         true
     }
 

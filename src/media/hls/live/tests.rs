@@ -245,6 +245,25 @@ fn blocking_requests() {
 }
 
 #[test]
+fn a_blocking_request_for_a_part_the_playlist_is_past_is_told_apart() {
+    let mut p = playlist(Window::Segments(10));
+    feed(&mut p, 2); // segments 0 and 1, 6 parts each
+                     // The newest part (segment 1's last), by its index or as the segment's: not past.
+    assert!(!p.holds_past(1, Some(5)));
+    assert!(!p.holds_past(1, None), "a segment's request names its last part");
+    // A part before it: a version of the playlist before this one had it.
+    assert!(p.holds_past(1, Some(0)), "what video.js asks after a segment closed with none after it");
+    assert!(p.holds_past(0, None));
+    assert!(p.holds_past(0, Some(6)), "past segment 0's last part is segment 1's first");
+    // The segment after is not there yet: a request for it is held, not past.
+    assert!(!p.holds_past(2, Some(0)));
+    p.push_part(Part { duration: PART, independent: true, uri: "seg2.0.m4s".into() }, None);
+    assert!(!p.holds_past(2, Some(0)));
+    assert!(!p.holds_past(1, Some(6)), "segment 2's first, named past segment 1's last");
+    assert!(p.holds_past(1, Some(5)));
+}
+
+#[test]
 fn the_end_lists_endlist_and_no_hint() {
     let mut p = playlist(Window::Segments(5));
     feed(&mut p, 2);

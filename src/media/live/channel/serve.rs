@@ -65,11 +65,11 @@ impl Channel {
     /// once per version of the channel: a reload between two changes shares the same bytes.
     fn try_playlist(&self, name: &str, q: PlaylistQuery) -> Result<Option<Rendered>, Miss> {
         let mut s = self.lock();
-        // Read under the state lock: a change bumps the version after releasing it, so a
-        // rendering kept under an older version is only ever rendered again, never served stale.
+        // Read under the state lock, which every change holds while it bumps the version: the
+        // version read is the state's, so a rendering kept under it is current.
         let version = *self.version.borrow();
         let slot = usize::from(q.skip);
-        {
+        let behind = {
             let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
             // Held until it lists a complete segment: players treat a playlist of parts only as
             // empty (hls.js: `levelEmptyError`).
@@ -83,10 +83,12 @@ impl Channel {
                     Wait::TooFarAhead => return Err(Miss::TooFarAhead),
                 }
             }
+            let behind = q.msn.is_some_and(|msn| r.playlist.holds_past(msn, q.part));
             if let Some(hit) = r.rendered[slot].as_ref().filter(|c| c.version == version) {
-                return Ok(Some(hit.clone()));
+                return Ok(Some(Rendered { behind, ..hit.clone() }));
             }
-        }
+            behind
+        };
         let reports: Vec<RenditionReport> = s
             .renditions
             .iter()
@@ -96,7 +98,7 @@ impl Channel {
         let r = s.renditions.get_mut(name).ok_or(Miss::NotFound)?;
         let rendered = Rendered::new(version, r.playlist.render(q.skip, &reports));
         r.rendered[slot] = Some(rendered.clone());
-        Ok(Some(rendered))
+        Ok(Some(Rendered { behind, ..rendered }))
     }
 
     /// A media playlist; a blocking request (`_HLS_msn`/`_HLS_part`) waits until the playlist
@@ -151,9 +153,12 @@ impl Channel {
             let s = self.lock();
             let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
             if let Some(g) = number(file, "init", ".mp4") {
-                // The next push's section, hinted while the publisher is away: held until a
-                // push brings it (or the request's time runs out).
-                let hinted = g == u64::from(s.generation) + 1 && !s.live && !r.playlist.is_ended();
+                // The next push's section, hinted while the publisher is away or while the
+                // slate hands over to it (the slate still feeds then): held until a push brings
+                // it (or the request's time runs out). Answered 404 at once in the hand-over,
+                // shaka in low-latency mode, which loads a hinted section early, reported it.
+                let named = r.playlist.map_hint() == Some(file);
+                let hinted = g == u64::from(s.generation) + 1 && (!s.live || named) && !r.playlist.is_ended();
                 if g > u64::from(s.generation) && !hinted {
                     return Err(Miss::NotFound);
                 }
@@ -220,12 +225,16 @@ pub struct Rendered {
     version: u64,
     pub text: Bytes,
     pub uri_ends: Arc<[crate::media::hls::uris::UriEnd]>,
+    /// The blocking request it answers named a part the playlist was already past
+    /// ([`MediaPlaylist::holds_past`](crate::media::hls::live::MediaPlaylist::holds_past)):
+    /// no cache may keep this answer for that request.
+    pub behind: bool,
 }
 
 impl Rendered {
     pub fn new(version: u64, text: String) -> Rendered {
         let uri_ends = crate::media::hls::uris::ends(&text).into();
-        Rendered { version, text: Bytes::from(text), uri_ends }
+        Rendered { version, text: Bytes::from(text), uri_ends, behind: false }
     }
 }
 

@@ -82,4 +82,18 @@ async fn a_hand_over_ends_the_audio_past_the_video_and_closes_each_segment_at_it
         );
         assert!(text.contains("#EXT-X-PRELOAD-HINT:TYPE=MAP,URI=\"init1.mp4\""), "{text}");
     }
+    // The hinted section, asked for while the handing-over generation is still the channel's
+    // (shaka's low-latency mode loads a hinted section at once), is held until the next push
+    // brings it, not refused; a section nobody hinted is refused at once.
+    let early = {
+        let c = c.clone();
+        tokio::spawn(async move { c.file("360p", "init1.mp4", Duration::from_secs(5)).await })
+    };
+    tokio::task::yield_now().await;
+    assert!(!early.is_finished(), "the hinted section is held, not refused");
+    assert_eq!(c.file("360p", "init2.mp4", Duration::from_secs(5)).await, Err(Miss::NotFound));
+    let next = c.reconnect();
+    c.feed(next, "360p", timed_init(90_000));
+    let init = tokio::time::timeout(Duration::from_secs(5), early).await.expect("answered").expect("joined");
+    assert!(init.is_ok_and(|b| b.starts_with(&[0, 0, 0])), "the next push's section");
 }
