@@ -35,10 +35,10 @@ const PLAYLIST_CACHE: &str = "public, max-age=1";
 /// Blocking requests name a future playlist: once answered it does not change for a while
 /// (Apple's LL-HLS guidance: at least a few target durations).
 const BLOCKING_CACHE: &str = "public, max-age=6";
-/// A blocking request for a part the playlist was already past: the client asks again for
-/// what it had, and a kept answer would hide every newer part from it (video.js saw none for 6
-/// s after a push ended: `Rendered::behind`).
-pub(super) const BEHIND_CACHE: &str = "no-cache";
+/// A blocking request answered at once, its part there already: the client may ask the same
+/// again for what comes next, and a kept answer would hide every newer part from it (video.js
+/// saw none for 6 s after a push ended: `Rendered::held`).
+pub(super) const AT_ONCE_CACHE: &str = "no-cache";
 pub(super) const MEDIA_CACHE: &str = "public, max-age=31536000, immutable";
 /// Playlists rewritten for one session.
 const SIGNED_PLAYLIST_CACHE: &str = "private, no-store";
@@ -176,7 +176,7 @@ async fn relayed(
         Kind::Media => ranged(req.headers(), req.method(), answer.body, "video/mp4", MEDIA_CACHE),
         Kind::Playlist | Kind::Blocking => {
             let cache = match kind {
-                Kind::Blocking if answer.behind() => BEHIND_CACHE,
+                Kind::Blocking if !answer.kept() => AT_ONCE_CACHE,
                 Kind::Blocking => BLOCKING_CACHE,
                 _ => PLAYLIST_CACHE,
             };
@@ -272,12 +272,12 @@ fn playlist_headers(cache: &'static str) -> HeaderMap {
         h
     };
     let made =
-        MADE.get_or_init(|| [PLAYLIST_CACHE, BLOCKING_CACHE, SIGNED_PLAYLIST_CACHE, BEHIND_CACHE].map(make));
+        MADE.get_or_init(|| [PLAYLIST_CACHE, BLOCKING_CACHE, SIGNED_PLAYLIST_CACHE, AT_ONCE_CACHE].map(make));
     match cache {
         PLAYLIST_CACHE => made[0].clone(),
         BLOCKING_CACHE => made[1].clone(),
         SIGNED_PLAYLIST_CACHE => made[2].clone(),
-        BEHIND_CACHE => made[3].clone(),
+        AT_ONCE_CACHE => made[3].clone(),
         other => make(other),
     }
 }
@@ -363,8 +363,8 @@ async fn live_media(
             Ok(Some(rendered)) => {
                 app.per_stream.served(id, rendered.text.len());
                 let cache = match q.msn {
-                    Some(_) if rendered.behind => BEHIND_CACHE,
-                    Some(_) => BLOCKING_CACHE,
+                    Some(_) if rendered.held => BLOCKING_CACHE,
+                    Some(_) => AT_ONCE_CACHE,
                     None => PLAYLIST_CACHE,
                 };
                 rendered_playlist(rendered, cache, &grant, carried)
@@ -500,7 +500,7 @@ mod tests {
             (PLAYLIST_CACHE, &unsigned, PLAYLIST_CACHE),
             (BLOCKING_CACHE, &unsigned, BLOCKING_CACHE),
             (BLOCKING_CACHE, &signed, SIGNED_PLAYLIST_CACHE),
-            (BEHIND_CACHE, &unsigned, BEHIND_CACHE),
+            (AT_ONCE_CACHE, &unsigned, AT_ONCE_CACHE),
             ("public, max-age=2", &unsigned, "public, max-age=2"),
         ] {
             let mut r = playlist_response(Bytes::from_static(b"#EXTM3U\n"), cache, grant);

@@ -53,10 +53,10 @@ impl Relayed {
         self.status == 200
     }
 
-    /// A blocking reload answered for a part the playlist was already past: kept by no cache,
-    /// this relay's included (see `origin::BEHIND_CACHE`).
-    pub fn behind(&self) -> bool {
-        self.cache_control.as_deref() == Some(super::origin::BEHIND_CACHE)
+    /// Whether caches may keep it: not a blocking reload answered at once (see
+    /// `origin::AT_ONCE_CACHE`), which this relay does not keep either.
+    pub fn kept(&self) -> bool {
+        self.cache_control.as_deref() != Some(super::origin::AT_ONCE_CACHE)
     }
 }
 
@@ -156,7 +156,7 @@ impl Relay {
         let url = format!("{}/play{path_and_query}", holder.url);
         let entry = self.entry(&url, kind);
         let answer = entry.answer.get_or_init(|| self.fetch(&url, wait)).await.clone();
-        if !answer.ok() || answer.behind() {
+        if !answer.ok() || !answer.kept() {
             // A failure is not kept, nor an answer no cache may keep: the next request asks
             // again.
             let mut entries = self.lock();

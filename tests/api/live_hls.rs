@@ -285,9 +285,10 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         "blocking reload: held {:.3} s, answered {after_seen:.3} s after part {m}.{i} appeared",
         answered.duration_since(asked).as_secs_f64()
     );
-    // How long caches may keep a blocking answer: a while (Apple's guidance), unless it named a
-    // part the playlist was already past, which a client asks for again (video.js after a
-    // segment that closed with no part after it) and must then get anew.
+    // How long caches may keep a blocking answer: a while (Apple's guidance) when the request
+    // was held until its part came, not at all when it was answered at once (its part there
+    // already), which a client may ask again for what comes next (video.js after a segment that
+    // closed with no part after it) and must then get anew.
     let client = &t.client;
     let cache_of = |url: String| async move {
         let r = client.get(url).send().await.expect("blocking reload");
@@ -295,11 +296,11 @@ async fn push_play_blocking_reload_reconnect_and_end() {
         r.headers().get("cache-control").and_then(|v| v.to_str().ok()).map(str::to_string)
     };
     let past = cache_of(format!("{playlist_url}?_HLS_msn={msn}&_HLS_part={index}")).await;
-    assert_eq!(past.as_deref(), Some("no-cache"), "a blocking reload for a part the playlist is past");
+    assert_eq!(past.as_deref(), Some("no-cache"), "a blocking reload for a part there already");
     let (_, now) = get_text(&t, &playlist_url).await;
     let (lm, li, _) = last_part(&now);
     let next = cache_of(format!("{playlist_url}?_HLS_msn={lm}&_HLS_part={}", li + 1)).await;
-    assert_eq!(next.as_deref(), Some("public, max-age=6"), "a blocking reload for the next part");
+    assert_eq!(next.as_deref(), Some("public, max-age=6"), "a blocking reload held for the next part");
     // The part itself, and a byte range of it.
     let part_url = format!("{}{}", playlist_url.trim_end_matches("index.m3u8"), next_uri);
     let part = t.client.get(&part_url).send().await.expect("part");

@@ -18,7 +18,7 @@ fn vod_segments() -> Vec<Segment> {
 /// A live playlist through a reconnect, with wall-clock times and a few parts of every segment.
 fn live(window: Window, key: bool, end: bool) -> MediaPlaylist {
     let key_uri = key.then(|| "../../key".to_string());
-    let config = Config { target_duration: 2, part_target: 0.3336666, window, key_uri };
+    let config = Config { target_duration: 2, part_target: 0.3336666, window, key_uri, least_listed: 0.0 };
     let mut p = MediaPlaylist::new(config, "init0.mp4".into());
     let t0 = Utc.with_ymd_and_hms(2025, 3, 1, 12, 0, 0).single().expect("a valid time");
     let mut n = 0;

@@ -63,6 +63,10 @@ pub struct Config {
     pub window: Window,
     /// The key's URI when the media is encrypted (`METHOD=AES-128`, IV from the sequence number).
     pub key_uri: Option<String>,
+    /// The least the playlist lists, in seconds, besides three target durations (RFC 8216bis
+    /// 6.2.2): the siblings of a rendition with a longer target keep as much, so that every
+    /// rendition's window starts at about the same moment (see `Channel`'s config).
+    pub least_listed: f64,
 }
 
 /// A rendition's latest position, for `EXT-X-RENDITION-REPORT` in its siblings' playlists.
@@ -235,7 +239,7 @@ impl MediaPlaylist {
     /// is dropped that would leave less than three target durations listed (RFC 8216bis 6.2.2:
     /// the `source` variant's 6-s target and 2-s segments keep nine, not eight).
     fn slide(&mut self) {
-        let least = 3.0 * f64::from(self.config.target_duration);
+        let least = (3.0 * f64::from(self.config.target_duration)).max(self.config.least_listed);
         loop {
             let total: f64 = self.segments.iter().map(|s| s.duration).sum();
             let first = self.segments.front().map(|s| s.duration).unwrap_or(0.0);
@@ -315,23 +319,6 @@ impl MediaPlaylist {
             Some(s) if part >= s.parts.len() as u64 => (msn + 1, 0),
             _ => (msn, part),
         }
-    }
-
-    /// Whether the playlist already holds a part after the one a blocking request names
-    /// (`_HLS_part`, or without it the segment's last): the request asks for what an earlier
-    /// version had, so its answer is not the one every request for that part gets as the part
-    /// appears, and no cache may keep it for the next such request. video.js (VHS) asks so
-    /// after a segment that closed with no part after it (a push that ended, the slate's
-    /// hand-over): for a part of that segment, again and again until the next one comes.
-    pub fn holds_past(&self, msn: u64, part: Option<u64>) -> bool {
-        let asked = match part {
-            Some(p) => self.asked(msn, p),
-            None => match self.segments.iter().rev().find(|s| s.msn == msn) {
-                Some(s) => (msn, s.parts.len().saturating_sub(1) as u64),
-                None => (msn, u64::MAX),
-            },
-        };
-        self.last_part().is_some_and(|last| asked < last)
     }
 
     /// The playlist text. With `skip` (a client's `_HLS_skip=YES`), segments older than the

@@ -43,6 +43,15 @@ use serve::Stored;
 /// Segments a playlist keeps without DVR: long enough that delta updates (CAN-SKIP-UNTIL = six
 /// target durations) have something to skip.
 pub const LIVE_WINDOW_SEGMENTS: usize = 8;
+/// The `source` variant's TARGETDURATION: it is cut at the publisher's keyframes, which Sluice
+/// does not choose. Publishers should send a keyframe at least every 2 s (docs/live-ingest.md).
+pub const SOURCE_TARGET_DURATION: u32 = 6;
+/// The least every playlist of a channel lists (seconds): what `source` must (three of its
+/// target durations). video.js (VHS) without LL-HLS starts every playlist's timeline at its
+/// first listed segment and joins 3 target durations back from the end of the variant it plays:
+/// on `source`, 18 s back, where an audio playlist of 16 s had no segment, and it waited for
+/// good.
+const LEAST_LISTED: f64 = 3.0 * SOURCE_TARGET_DURATION as f64;
 /// How long ended playlists stay playable (longer with DVR: its window).
 pub const ENDED_KEEP: Duration = Duration::from_secs(600);
 /// Segments kept in memory when DVR keeps the older ones on disk.
@@ -97,6 +106,7 @@ impl ChannelConfig {
                 None => Window::Segments(LIVE_WINDOW_SEGMENTS),
             },
             key_uri: self.key.map(|_| KEY_URI.to_string()),
+            least_listed: LEAST_LISTED,
         }
     }
 }

@@ -24,7 +24,7 @@ use gstreamer as gst;
 use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 
-use super::channel::{Channel, Kind, Timing};
+use super::channel::{Channel, Kind, Timing, SOURCE_TARGET_DURATION};
 pub use super::encoders::Descriptions;
 use super::encoders::{EncoderSlot, Encoders, Spec};
 use super::ladder;
@@ -33,10 +33,6 @@ use super::mux::{Declared, Target};
 use super::pack::{self, Packager};
 use super::split::{Plan, Splitter};
 use crate::domain::stream::Quality;
-
-/// The source variant's TARGETDURATION: it is cut at the publisher's keyframes, which Sluice
-/// does not choose. Publishers should send a keyframe at least every 2 s (docs/live-ingest.md).
-const SOURCE_TARGET_DURATION: u32 = 6;
 
 /// What a push's packaging needs.
 pub struct LiveOutput {

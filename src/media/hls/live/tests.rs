@@ -6,7 +6,7 @@ const PART: f64 = 1.0 / 3.0;
 
 fn playlist(window: Window) -> MediaPlaylist {
     MediaPlaylist::new(
-        Config { target_duration: 2, part_target: PART, window, key_uri: None },
+        Config { target_duration: 2, part_target: PART, window, key_uri: None, least_listed: 0.0 },
         "init.mp4".into(),
     )
 }
@@ -211,7 +211,13 @@ fn a_push_that_ended_hints_the_next_ones_section_until_its_first_part() {
 fn the_window_never_lists_less_than_three_target_durations() {
     // The `source` variant: a 6-s target with 2-s segments and the 8-segment window keeps 18 s.
     let mut p = MediaPlaylist::new(
-        Config { target_duration: 6, part_target: PART, window: Window::Segments(8), key_uri: None },
+        Config {
+            target_duration: 6,
+            part_target: PART,
+            window: Window::Segments(8),
+            key_uri: None,
+            least_listed: 0.0,
+        },
         "init.mp4".into(),
     );
     feed(&mut p, 20);
@@ -242,25 +248,6 @@ fn blocking_requests() {
     assert_eq!(p.wait_for(3, Some(0)), Wait::Hold);
     p.end();
     assert_eq!(p.wait_for(4, None), Wait::Ready, "an ended playlist answers at once");
-}
-
-#[test]
-fn a_blocking_request_for_a_part_the_playlist_is_past_is_told_apart() {
-    let mut p = playlist(Window::Segments(10));
-    feed(&mut p, 2); // segments 0 and 1, 6 parts each
-                     // The newest part (segment 1's last), by its index or as the segment's: not past.
-    assert!(!p.holds_past(1, Some(5)));
-    assert!(!p.holds_past(1, None), "a segment's request names its last part");
-    // A part before it: a version of the playlist before this one had it.
-    assert!(p.holds_past(1, Some(0)), "what video.js asks after a segment closed with none after it");
-    assert!(p.holds_past(0, None));
-    assert!(p.holds_past(0, Some(6)), "past segment 0's last part is segment 1's first");
-    // The segment after is not there yet: a request for it is held, not past.
-    assert!(!p.holds_past(2, Some(0)));
-    p.push_part(Part { duration: PART, independent: true, uri: "seg2.0.m4s".into() }, None);
-    assert!(!p.holds_past(2, Some(0)));
-    assert!(!p.holds_past(1, Some(6)), "segment 2's first, named past segment 1's last");
-    assert!(p.holds_past(1, Some(5)));
 }
 
 #[test]

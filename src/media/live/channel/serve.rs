@@ -69,7 +69,7 @@ impl Channel {
         // version read is the state's, so a rendering kept under it is current.
         let version = *self.version.borrow();
         let slot = usize::from(q.skip);
-        let behind = {
+        {
             let r = s.renditions.get(name).ok_or(Miss::NotFound)?;
             // Held until it lists a complete segment: players treat a playlist of parts only as
             // empty (hls.js: `levelEmptyError`).
@@ -83,12 +83,10 @@ impl Channel {
                     Wait::TooFarAhead => return Err(Miss::TooFarAhead),
                 }
             }
-            let behind = q.msn.is_some_and(|msn| r.playlist.holds_past(msn, q.part));
             if let Some(hit) = r.rendered[slot].as_ref().filter(|c| c.version == version) {
-                return Ok(Some(Rendered { behind, ..hit.clone() }));
+                return Ok(Some(hit.clone()));
             }
-            behind
-        };
+        }
         let reports: Vec<RenditionReport> = s
             .renditions
             .iter()
@@ -98,19 +96,24 @@ impl Channel {
         let r = s.renditions.get_mut(name).ok_or(Miss::NotFound)?;
         let rendered = Rendered::new(version, r.playlist.render(q.skip, &reports));
         r.rendered[slot] = Some(rendered.clone());
-        Ok(Some(Rendered { behind, ..rendered }))
+        Ok(Some(rendered))
     }
 
     /// A media playlist; a blocking request (`_HLS_msn`/`_HLS_part`) waits until the playlist
     /// has what it asks for, up to `timeout` (then 503 per RFC 8216bis 6.2.5.2's "three times
     /// the target duration").
+    /// The answer says whether the request was held until its part came ([`Rendered::held`]).
     pub async fn playlist(
         &self,
         name: &str,
         q: PlaylistQuery,
         timeout: Duration,
     ) -> Result<Option<Rendered>, Miss> {
-        self.wait(timeout, || self.try_playlist(name, q)).await
+        if let Some(now) = self.try_playlist(name, q)? {
+            return Ok(Some(now));
+        }
+        let held = self.wait(timeout, || self.try_playlist(name, q)).await?;
+        Ok(held.map(|r| Rendered { held: true, ..r }))
     }
 
     /// The master playlist, waiting up to `timeout` for the first media.
@@ -225,16 +228,18 @@ pub struct Rendered {
     version: u64,
     pub text: Bytes,
     pub uri_ends: Arc<[crate::media::hls::uris::UriEnd]>,
-    /// The blocking request it answers named a part the playlist was already past
-    /// ([`MediaPlaylist::holds_past`](crate::media::hls::live::MediaPlaylist::holds_past)):
-    /// no cache may keep this answer for that request.
-    pub behind: bool,
+    /// The blocking request it answers was held until its part came: the answer is the one
+    /// every request for that part gets as the part appears, which caches may keep. One
+    /// answered at once named a part that was there already, as video.js asks after a segment
+    /// that closed with no part after it (a push that ended, the slate's hand-over), again and
+    /// again until the next part comes: a kept answer would hide every newer part from it.
+    pub held: bool,
 }
 
 impl Rendered {
     pub fn new(version: u64, text: String) -> Rendered {
         let uri_ends = crate::media::hls::uris::ends(&text).into();
-        Rendered { version, text: Bytes::from(text), uri_ends, behind: false }
+        Rendered { version, text: Bytes::from(text), uri_ends, held: false }
     }
 }
 

@@ -70,6 +70,30 @@ async fn parts_and_segments_are_served_and_segments_are_their_parts() {
     assert!(text.contains("#EXT-X-MAP:URI=\"init0.mp4\""));
 }
 
+/// Every rendition lists as long as `source` must (three of its 6-s target durations), so
+/// each playlist's window starts at about the same moment (video.js without LL-HLS joins on
+/// `source` 18 s back and looks for audio there).
+#[tokio::test]
+async fn every_playlist_lists_as_long_as_the_source_variant_must() {
+    let c = Channel::new(config());
+    let source = Timing { target_duration: SOURCE_TARGET_DURATION, part_target: 0.37 };
+    c.add_rendition(0, ladder::SOURCE, video(), source);
+    c.add_rendition(0, ladder::AUDIO, Kind::Audio { channels: 2 }, TIMING);
+    for name in [ladder::SOURCE, ladder::AUDIO] {
+        feed(&c, 0, name, 20);
+    }
+    let t = Duration::from_millis(10);
+    for name in [ladder::SOURCE, ladder::AUDIO] {
+        let text = c.playlist(name, PlaylistQuery::default(), t).await.unwrap().unwrap();
+        let listed: f64 = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("#EXTINF:"))
+            .filter_map(|d| d.trim_end_matches(',').parse::<f64>().ok())
+            .sum();
+        assert!((18.0 - 1e-6..20.0).contains(&listed), "{name}: {listed} s listed");
+    }
+}
+
 #[tokio::test]
 async fn a_blocked_request_wakes_when_its_part_arrives() {
     let c = Channel::new(config());
@@ -90,7 +114,13 @@ async fn a_blocked_request_wakes_when_its_part_arrives() {
     c.feed(0, "360p", part(false, 7));
     let text = waiter.await.unwrap().unwrap().unwrap();
     assert!(text.contains("URI=\"p7.m4s\""));
+    assert!(text.held, "held until its part came: caches may keep the answer");
     assert_eq!(hint.await.unwrap().unwrap(), Bytes::from(vec![7u8; 100]));
+    // The same request again, its part there already: answered at once, for no cache to keep
+    // (video.js asks so again and again after a segment closed with no part after it).
+    let again = c.playlist("360p", q, Duration::from_secs(5)).await.unwrap().unwrap();
+    assert!(!again.held);
+    assert_eq!(again.text, text.text);
     // Too far ahead: refused at once.
     let far = PlaylistQuery { msn: Some(9), part: None, skip: false };
     assert_eq!(c.playlist("360p", far, Duration::from_secs(5)).await, Err(Miss::TooFarAhead));
