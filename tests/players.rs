@@ -181,7 +181,7 @@ async fn live_playlists_pass_the_strict_check_and_plain_players_play() {
 /// low-latency player, hls.js included, stalled with a quarter of a second buffered when they
 /// ran together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 51: 15 of 15 runs clean here, but hls.js or shaka failed once in CI (docs/live-hls.md, Players)"]
+#[ignore = "issue 51: still fails now and then (docs/live-hls.md, \"The matrix on 2026-12-06\")"]
 async fn hls_js_and_shaka_play_the_live_ladder_without_a_stall() {
     matrix(true).await;
 }
