@@ -6,8 +6,8 @@
 //! Every fetch goes through one small cache keyed by the upstream URL: concurrent viewers asking
 //! for the same thing (the same blocking reload `_HLS_msn`/`_HLS_part`, the same part) share one
 //! upstream request, so 1,000 viewers on an edge node cost the holding node about one reader per
-//! rendition. Answers live briefly (media 10 s, blocking playlists 6 s, plain playlists 0.3 s);
-//! failures are not kept. Bounded in entries and bytes; bodies are capped.
+//! rendition. Answers live briefly (media 10 s, blocking playlists 6 s, plain playlists and
+//! blocking ones given at once 0.3 s); failures are not kept. Bounded in entries and bytes; bodies are capped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,7 +54,7 @@ impl Relayed {
     }
 
     /// Whether caches may keep it: not a blocking reload answered at once (see
-    /// `origin::AT_ONCE_CACHE`), which this relay does not keep either.
+    /// `origin::AT_ONCE_CACHE`), which this relay keeps no longer than a plain playlist.
     pub fn kept(&self) -> bool {
         self.cache_control.as_deref() != Some(super::origin::AT_ONCE_CACHE)
     }
@@ -88,8 +88,14 @@ struct Entry {
 }
 
 impl Entry {
+    /// A blocking answer the holding node gave at once lives as a plain playlist does: shared
+    /// by the viewers asking together, not kept for the next reload.
     fn fresh(&self) -> bool {
-        self.born.elapsed() < self.ttl
+        let ttl = match self.answer.get() {
+            Some(a) if !a.kept() => self.ttl.min(Kind::Playlist.ttl()),
+            _ => self.ttl,
+        };
+        self.born.elapsed() < ttl
     }
 }
 
@@ -156,9 +162,8 @@ impl Relay {
         let url = format!("{}/play{path_and_query}", holder.url);
         let entry = self.entry(&url, kind);
         let answer = entry.answer.get_or_init(|| self.fetch(&url, wait)).await.clone();
-        if !answer.ok() || !answer.kept() {
-            // A failure is not kept, nor an answer no cache may keep: the next request asks
-            // again.
+        if !answer.ok() {
+            // A failure is not kept: the next request asks again.
             let mut entries = self.lock();
             if entries.get(&url).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
                 entries.remove(&url);
@@ -245,4 +250,35 @@ async fn read_capped(mut response: reqwest::Response) -> Option<Bytes> {
         body.extend_from_slice(&chunk);
     }
     Some(body.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(age: Duration, cache_control: Option<&str>) -> Entry {
+        let answer = Relayed {
+            status: 200,
+            content_type: "application/vnd.apple.mpegurl".into(),
+            cache_control: cache_control.map(str::to_string),
+            body: Bytes::from_static(b"#EXTM3U\n"),
+        };
+        let born = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        Entry { born, ttl: Kind::Blocking.ttl(), answer: OnceCell::from(answer) }
+    }
+
+    /// A blocking answer held for its part is shared for its 6 s; one the holding node gave at
+    /// once (`no-cache`) only as long as a plain playlist, so a viewer asking the same again
+    /// soon gets a newer one.
+    #[test]
+    fn a_blocking_answer_given_at_once_is_kept_as_briefly_as_a_plain_playlist() {
+        let second = Duration::from_secs(1);
+        assert!(entry(second, Some("public, max-age=6")).fresh());
+        assert!(!entry(second, Some(super::super::origin::AT_ONCE_CACHE)).fresh());
+        assert!(
+            entry(Duration::ZERO, Some(super::super::origin::AT_ONCE_CACHE)).fresh(),
+            "shared by those asking together"
+        );
+        assert!(entry(second, None).fresh());
+    }
 }
