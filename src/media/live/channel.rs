@@ -14,7 +14,6 @@
 //! Here: the channel's state and write side; `serve` answers the origin; `registry` holds them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,11 +22,11 @@ use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 
 use super::dvr::{DiskSink, NotQueued, SegmentSink, Write, Writer};
-use crate::domain::content_key::ContentKey;
-use crate::media::hls::live::{Config, MediaPlaylist, Part, Window};
+use crate::media::hls::live::{MediaPlaylist, Part};
 pub use crate::media::live::segments::Kind;
 use crate::media::live::segments::{recorder_for, Record, RenditionInfo, SegmentOutput};
 
+mod config;
 mod handover;
 mod registry;
 mod serve;
@@ -35,6 +34,7 @@ mod serve;
 mod tests;
 mod timeline;
 
+pub use config::{ChannelConfig, Timing, KEY_URI, SOURCE_TARGET_DURATION};
 pub use handover::MediaEnds;
 pub use registry::Channels;
 pub use serve::Rendered;
@@ -43,15 +43,6 @@ use serve::Stored;
 /// Segments a playlist keeps without DVR: long enough that delta updates (CAN-SKIP-UNTIL = six
 /// target durations) have something to skip.
 pub const LIVE_WINDOW_SEGMENTS: usize = 8;
-/// The `source` variant's TARGETDURATION: it is cut at the publisher's keyframes, which Sluice
-/// does not choose. Publishers should send a keyframe at least every 2 s (docs/live-ingest.md).
-pub const SOURCE_TARGET_DURATION: u32 = 6;
-/// The least every playlist of a channel lists (seconds): what `source` must (three of its
-/// target durations). video.js (VHS) without LL-HLS starts every playlist's timeline at its
-/// first listed segment and joins 3 target durations back from the end of the variant it plays:
-/// on `source`, 18 s back, where an audio playlist of 16 s had no segment, and it waited for
-/// good.
-const LEAST_LISTED: f64 = 3.0 * SOURCE_TARGET_DURATION as f64;
 /// How long ended playlists stay playable (longer with DVR: its window).
 pub const ENDED_KEEP: Duration = Duration::from_secs(600);
 /// Segments kept in memory when DVR keeps the older ones on disk.
@@ -72,43 +63,6 @@ pub enum Chunk {
         pdt: Option<DateTime<Utc>>,
         data: Bytes,
     },
-}
-
-/// Durations and window of a channel.
-#[derive(Debug, Clone)]
-pub struct ChannelConfig {
-    pub part: f64,
-    pub segment: f64,
-    /// DVR: seconds kept, and the folder segments are written to.
-    pub dvr: Option<(f64, PathBuf)>,
-    /// `drmEnabled`: parts and segments are encrypted with this key (AES-128, IV = the
-    /// segment's media sequence number); the init sections stay clear.
-    pub key: Option<ContentKey>,
-}
-
-/// Where a media playlist (`/live/<id>/<session>/<rendition>/index.m3u8`) finds the stream's key.
-pub const KEY_URI: &str = "../../key";
-
-/// A rendition's `EXT-X-TARGETDURATION` and `PART-TARGET`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Timing {
-    pub target_duration: u32,
-    pub part_target: f64,
-}
-
-impl ChannelConfig {
-    fn playlist_config(&self, timing: Timing) -> Config {
-        Config {
-            target_duration: timing.target_duration,
-            part_target: timing.part_target,
-            window: match &self.dvr {
-                Some((seconds, _)) => Window::Seconds(*seconds),
-                None => Window::Segments(LIVE_WINDOW_SEGMENTS),
-            },
-            key_uri: self.key.map(|_| KEY_URI.to_string()),
-            least_listed: LEAST_LISTED,
-        }
-    }
 }
 
 struct Rendition {
@@ -261,10 +215,8 @@ impl Channel {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Bumps the version. Called with `state` still held, right after the change: a request
-    /// that reads the version under the lock then never pairs a changed state with the version
-    /// before it (and serves a rendering of the old state as current). Waking the waiters only
-    /// marks them ready; they take the lock once it is released.
+    /// Bumps the version, with `state` still held: a request that reads the version under the
+    /// lock never pairs a changed state with the old version's rendering.
     fn changed(&self) {
         self.version.send_modify(|v| *v += 1);
     }
