@@ -7,7 +7,8 @@
 //! for the same thing (the same blocking reload `_HLS_msn`/`_HLS_part`, the same part) share one
 //! upstream request, so 1,000 viewers on an edge node cost the holding node about one reader per
 //! rendition. Answers live briefly (media 10 s, blocking playlists 6 s, plain playlists and
-//! blocking ones given at once 0.3 s); failures are not kept. Bounded in entries and bytes; bodies are capped.
+//! blocking ones given at once 0.3 s); failures are not kept. Bounded in entries and bytes;
+//! bodies are capped.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -254,6 +255,7 @@ async fn read_capped(mut response: reqwest::Response) -> Option<Bytes> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::origin::AT_ONCE_CACHE;
     use super::*;
 
     fn entry(age: Duration, cache_control: Option<&str>) -> Entry {
@@ -274,11 +276,8 @@ mod tests {
     fn a_blocking_answer_given_at_once_is_kept_as_briefly_as_a_plain_playlist() {
         let second = Duration::from_secs(1);
         assert!(entry(second, Some("public, max-age=6")).fresh());
-        assert!(!entry(second, Some(super::super::origin::AT_ONCE_CACHE)).fresh());
-        assert!(
-            entry(Duration::ZERO, Some(super::super::origin::AT_ONCE_CACHE)).fresh(),
-            "shared by those asking together"
-        );
+        assert!(!entry(second, Some(AT_ONCE_CACHE)).fresh());
+        assert!(entry(Duration::ZERO, Some(AT_ONCE_CACHE)).fresh(), "shared by those asking together");
         assert!(entry(second, None).fresh());
     }
 }

@@ -289,7 +289,13 @@ impl MediaPlaylist {
         if self.ended {
             return Wait::Ready;
         }
-        let wanted = part.map(|p| self.asked(msn, p));
+        let complete = |m: u64| self.segments.iter().rev().find(|s| s.msn == m);
+        // A part past the last of a complete segment is the next segment's first (a segment a
+        // reconnect closed early has fewer parts than a player counted on).
+        let wanted = part.map(|p| match complete(msn) {
+            Some(s) if p >= s.parts.len() as u64 => (msn + 1, 0),
+            _ => (msn, p),
+        });
         let ready = match wanted {
             None => self.segments.back().is_some_and(|s| msn <= s.msn),
             Some(wanted) => self.last_part().is_some_and(|last| wanted <= last),
@@ -309,16 +315,6 @@ impl MediaPlaylist {
             }
         }
         Wait::Hold
-    }
-
-    /// The part a blocking request names. A part past the last of a complete segment is the
-    /// next segment's first (a segment a reconnect closed early has fewer parts than a player
-    /// counted on).
-    fn asked(&self, msn: u64, part: u64) -> (u64, u64) {
-        match self.segments.iter().rev().find(|s| s.msn == msn) {
-            Some(s) if part >= s.parts.len() as u64 => (msn + 1, 0),
-            _ => (msn, part),
-        }
     }
 
     /// The playlist text. With `skip` (a client's `_HLS_skip=YES`), segments older than the

@@ -11,6 +11,7 @@ pub const SOURCE_TARGET_DURATION: u32 = 6;
 /// The least every playlist lists (s): what `source` must. video.js without LL-HLS joins it 18 s
 /// back, where a 16-s audio playlist had nothing (docs/live-hls.md, "Players").
 const LEAST_LISTED: f64 = 3.0 * SOURCE_TARGET_DURATION as f64;
+
 /// Durations and window of a channel.
 #[derive(Debug, Clone)]
 pub struct ChannelConfig {

@@ -102,18 +102,23 @@ impl Channel {
     /// A media playlist; a blocking request (`_HLS_msn`/`_HLS_part`) waits until the playlist
     /// has what it asks for, up to `timeout` (then 503 per RFC 8216bis 6.2.5.2's "three times
     /// the target duration").
-    /// The answer says whether the request was held until its part came ([`Rendered::held`]).
+    ///
+    /// The answer says whether the request was held until its part came ([`Rendered::held`]):
+    /// answered by any try after the first.
     pub async fn playlist(
         &self,
         name: &str,
         q: PlaylistQuery,
         timeout: Duration,
     ) -> Result<Option<Rendered>, Miss> {
-        if let Some(now) = self.try_playlist(name, q)? {
-            return Ok(Some(now));
-        }
-        let held = self.wait(timeout, || self.try_playlist(name, q)).await?;
-        Ok(held.map(|r| Rendered { held: true, ..r }))
+        let mut tries = 0;
+        let answer = self
+            .wait(timeout, || {
+                tries += 1;
+                self.try_playlist(name, q)
+            })
+            .await?;
+        Ok(answer.map(|r| Rendered { held: tries > 1, ..r }))
     }
 
     /// The master playlist, waiting up to `timeout` for the first media.
