@@ -186,7 +186,7 @@ python3 "$contract/seed.py" "$SLUICE_URL" "$SLUICE_PROJECT" "$SLUICE_KEY" "$admi
     >"$run/seed.env"
 # shellcheck disable=SC1091
 source "$run/seed.env"
-export SEED_STREAM SEED_VOD SEED_VOD_COMPLETE SEED_WEBHOOK SEED_DELIVERY SEED_MEMBER SLUICE_KEY_ID SLUICE_SESSION SLUICE_REFRESH
+export SEED_STREAM SEED_TARGET_STREAM SEED_TARGET SEED_VOD SEED_VOD_COMPLETE SEED_WEBHOOK SEED_DELIVERY SEED_MEMBER SLUICE_KEY_ID SLUICE_SESSION SLUICE_REFRESH
 export SCHEMATHESIS_HOOKS="$contract/hooks.py"
 session_only=(me listProjects createProject changePassword)
 schemathesis() {

@@ -5,7 +5,7 @@
 #   scripts/deps.sh runtime   what the `sluice` binary needs at run time
 #   scripts/deps.sh build     runtime + compiling (default; scripts/run.sh, the Dockerfile)
 #   scripts/deps.sh test      build + the test tools (scripts/test.sh, .ci/run)
-#   scripts/deps.sh bench     test + the benchmark tools (wrk, nginx with its rtmp module)
+#   scripts/deps.sh bench     test + the benchmark tools (wrk, nginx's stream module)
 #
 # Idempotent: packages already installed are found with dpkg-query and skipped; apt-get runs
 # only when something is missing. A Rust toolchain is not a Debian package here (Debian 12 ships
@@ -30,6 +30,8 @@ runtime_packages=(
     gstreamer1.0-tools
     libgstrtspserver-1.0-0
     libsrt1.5-gnutls
+    # GIO's TLS (rtmp2sink's RTMPS to simulcast targets verifies against the system's CAs).
+    glib-networking
 )
 
 build_packages=(
@@ -51,7 +53,9 @@ build_packages=(
 # console's tests drive Chromium through chromium-driver (WebDriver); the S3
 # tests run moto's server from a Python venv (scripts/moto.sh); the TLS tests make self-signed
 # certificates with openssl; the plain HLS players of tests/players.rs are ffmpeg, GStreamer's
-# playbin3 (gstreamer1.0-tools, a runtime package) and VLC (vlc-bin, vlc-plugin-base).
+# playbin3 (gstreamer1.0-tools, a runtime package) and VLC (vlc-bin, vlc-plugin-base); the
+# simulcast tests send to nginx's rtmp module (on a systemd host, installing nginx starts a web
+# server on port 80; `systemctl disable --now nginx` stops it).
 test_packages=(
     ffmpeg
     vlc-bin
@@ -63,14 +67,14 @@ test_packages=(
     chromium
     chromium-driver
     openssl
-)
-
-# The benchmarks drive load with wrk and compare RTMP ingest with nginx's rtmp module. Kept out of
-# the other modes: on a systemd host, installing nginx starts a web server on port 80.
-bench_packages=(
-    wrk
     nginx
     libnginx-mod-rtmp
+)
+
+# The benchmarks drive load with wrk and compare RTMP ingest with nginx's rtmp module (a test
+# package) and balance nodes with its stream module.
+bench_packages=(
+    wrk
     libnginx-mod-stream
 )
 

@@ -18,6 +18,7 @@ use crate::config::{Mode, Settings};
 use crate::domain::content_key::MasterKey;
 use crate::events::sender::Sender;
 use crate::events::{Event, Outbox};
+use crate::media::egress::simulcast::Simulcast;
 use crate::media::egress::whep::Whep;
 use crate::media::ingest::whip::Whip;
 use crate::media::live::channel::Channels;
@@ -92,6 +93,8 @@ pub struct App {
     last_viewers: viewers::LastCounts,
     pub whep: Arc<Whep>,
     pub whip: Arc<Whip>,
+    /// The senders to the simulcast targets of the pushes held here.
+    simulcast: Arc<Simulcast>,
     /// RTSP playback, once started; stopped when the App goes.
     rtsp: std::sync::Mutex<Option<crate::media::egress::rtsp::RtspServer>>,
     /// SRT ingest's listener (closed when the app goes).
@@ -139,6 +142,13 @@ impl App {
             max_per_ip: settings.webrtc_max_per_ip as usize,
         };
         let whep = Arc::new(Whep::new(taps.clone(), webrtc.clone()));
+        let simulcast = Arc::new(Simulcast::new(
+            db.clone(),
+            taps.clone(),
+            outbox.clone(),
+            master_key.clone(),
+            settings.mode == crate::config::Mode::Development,
+        ));
         let outputs = Arc::new(LiveSessions {
             channels: channels.clone(),
             taps,
@@ -176,6 +186,7 @@ impl App {
             vods: vods.clone(),
             policies: policies.clone(),
             channels: channels.clone(),
+            simulcast: simulcast.clone(),
             uploads: uploads.clone(),
             storage: storage.clone(),
             keys: keys.clone(),
@@ -232,6 +243,7 @@ impl App {
             outputs,
             whep,
             whip,
+            simulcast,
             rtsp: Default::default(),
             srt: Default::default(),
             settings,
@@ -407,6 +419,7 @@ impl App {
         let routes = self.outermost(tree);
         self.spawn_housekeeping();
         self.spawn_limiter_sweeps();
+        self.spawn_simulcast();
         let orphans =
             self.streams.end_orphaned_pushes().await.context("ending pushes left open by a previous run")?;
         if orphans > 0 {

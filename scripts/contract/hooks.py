@@ -24,6 +24,9 @@
    schemathesis sends real pictures (its file samples, 1×1) as valid data. Its DELETE gets a fresh
    stream (schemathesis.toml), so the seed stream keeps the picture seed.py gave it and
    `GET …/slate` on it answers 200 (404 is the default card).
+8. `DELETE …/simulcast-targets/{tid}` gets a fresh stream with a fresh target (`fresh-target`:
+   both path parameters at once), and `POST …/simulcast-targets` a fresh stream (`fresh-stream`),
+   so that its 10-target limit never turns the run into 409s.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ LINKS: list[tuple[str, str, str, str, list[str]]] = [
             "putStreamSlate",
             "getStreamSlate",
             "deleteStreamSlate",
+            "createSimulcastTarget",
+            "listSimulcastTargets",
         ],
     ),
     (
@@ -87,6 +92,11 @@ LINKS: list[tuple[str, str, str, str, list[str]]] = [
 EXTRA: list[tuple[str, str, str, dict[str, str]]] = [
     ("testWebhook", "201", "getWebhook", {"slug": SLUG, "id": "$response.body#/webhookId"}),
     ("createWebhook", "201", "listWebhookDeliveries", {"slug": SLUG, "webhookId": "$response.body#/_id"}),
+    # A simulcast target is named by its stream and its own id.
+    *(
+        ("createSimulcastTarget", "201", target, {"slug": SLUG, "id": "$response.body#/streamId", "tid": "$response.body#/_id"})
+        for target in ("updateSimulcastTarget", "deleteSimulcastTarget")
+    ),
 ]
 
 
@@ -137,6 +147,13 @@ def _fresh_vod_with_junk() -> str:
     return created["vod"]["_id"]
 
 
+def _fresh_target() -> tuple[str, str]:
+    """A stream of its own with one simulcast target: (stream id, target id)."""
+    stream = _api("POST", "/streams", {"name": f"contract-fresh-{uuid.uuid4().hex[:8]}"})["_id"]
+    target = _api("POST", f"/streams/{stream}/simulcast-targets", {"url": "rtmp://203.0.113.7/live/contract-key"})
+    return stream, target["_id"]
+
+
 FRESH = {
     "fresh-stream": lambda: _api("POST", "/streams", {"name": f"contract-fresh-{uuid.uuid4().hex[:8]}"})["_id"],
     "fresh-vod": lambda: _api("POST", "/vod", {"name": "contract-fresh", "filename": "fresh.mp4"})["vod"]["_id"],
@@ -169,6 +186,8 @@ _KEYS = itertools.count()
 @schemathesis.hook
 def before_call(context: Any, case: Any, kwargs: dict[str, Any]) -> None:
     parameters = case.path_parameters or {}
+    if parameters.get("tid") == "fresh-target":
+        parameters["id"], parameters["tid"] = _fresh_target()
     for name, value in parameters.items():
         if isinstance(value, str) and value in FRESH:
             parameters[name] = FRESH[value]()

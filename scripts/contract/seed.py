@@ -4,7 +4,8 @@
 
 Prints `export NAME=value` lines:
 - SEED_STREAM, SEED_VOD (waiting for its file), SEED_VOD_COMPLETE (MEDIA uploaded and transcoded),
-  SEED_WEBHOOK, SEED_DELIVERY, SEED_MEMBER: resources that stay, which the coverage and fuzzing
+  SEED_WEBHOOK, SEED_DELIVERY, SEED_MEMBER, SEED_TARGET_STREAM and its simulcast target
+  SEED_TARGET: resources that stay, which the coverage and fuzzing
   phases bind `{id}` / `{user_id}` to, so that they reach the handlers instead of meeting 404;
 - SLUICE_KEY_ID: the id of KEY, which the run must not revoke;
 - SLUICE_SESSION: a session cookie for the operations only a signed-in user may call;
@@ -51,6 +52,17 @@ def main() -> None:
     request.add_header("Authorization", f"Bearer {key}")
     request.add_header("Content-Type", "image/png")
     urllib.request.urlopen(request, timeout=60).close()
+    # A stream of its own with a simulcast target (never live: nothing is sent to it).
+    target_stream, _ = call(base, "POST", f"{api}/streams", key, {"name": "contract-seed-simulcast"})
+    out["SEED_TARGET_STREAM"] = target_stream["_id"]
+    target, _ = call(
+        base,
+        "POST",
+        f"{api}/streams/{target_stream['_id']}/simulcast-targets",
+        key,
+        {"url": "rtmp://203.0.113.7/live/contract-seed-key"},
+    )
+    out["SEED_TARGET"] = target["_id"]
     vod, _ = call(base, "POST", f"{api}/vod", key, {"name": "contract-seed", "filename": "seed.mp4"})
     out["SEED_VOD"] = vod["vod"]["_id"]
 

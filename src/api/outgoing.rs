@@ -6,7 +6,9 @@ use poem_openapi::payload::Json;
 use poem_openapi::{Object, Webhook};
 
 use super::ApiTags;
-use crate::events::catalog::{StreamEventData, StreamInputSwitchedData, TestEventData, VodEventData};
+use crate::events::catalog::{
+    StreamEventData, StreamInputSwitchedData, StreamSimulcastData, TestEventData, VodEventData,
+};
 use crate::events::EventName;
 
 /// The body of a stream event delivery.
@@ -29,6 +31,17 @@ pub struct StreamInputSwitchedEnvelope {
     pub event: EventName,
     pub created_at: String,
     pub data: StreamInputSwitchedData,
+}
+
+/// The body of a `stream.simulcast.live` or `stream.simulcast.error` delivery.
+#[derive(Debug, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StreamSimulcastEnvelope {
+    /// The delivery identifier (also `X-Service-Delivery`); the same on every retry.
+    pub id: String,
+    pub event: EventName,
+    pub created_at: String,
+    pub data: StreamSimulcastData,
 }
 
 /// The body of a VOD event delivery.
@@ -104,6 +117,8 @@ outgoing_webhooks! {
     OnStreamEnded => "stream.ended", "onStreamEnded", StreamEventEnvelope, "stream.ended: the push disconnected, or the stream was killed";
     OnStreamDisabled => "stream.disabled", "onStreamDisabled", StreamEventEnvelope, "stream.disabled: the stream was disabled; data.reason says why";
     OnStreamInputSwitched => "stream.input_switched", "onStreamInputSwitched", StreamInputSwitchedEnvelope, "stream.input_switched: the input feeding a live stream changed between its primary and its backup publisher; data.from and data.to say which";
+    OnStreamSimulcastLive => "stream.simulcast.live", "onStreamSimulcastLive", StreamSimulcastEnvelope, "stream.simulcast.live: a simulcast target connected and receives the push; data.target says which";
+    OnStreamSimulcastError => "stream.simulcast.error", "onStreamSimulcastError", StreamSimulcastEnvelope, "stream.simulcast.error: a simulcast target failed (once per streak of failures); data.target.lastError says why";
     OnVodUploaded => "vod.uploaded", "onVodUploaded", VodEventEnvelope, "vod.uploaded: the source landed in storage and passed validation";
     OnVodProcessing => "vod.processing", "onVodProcessing", VodEventEnvelope, "vod.processing: transcoding started";
     OnVodComplete => "vod.complete", "onVodComplete", VodEventEnvelope, "vod.complete: renditions, master playlist and thumbnail are published";

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use crate::config::Settings;
 use crate::domain::content_key::MasterKey;
 use crate::events::Outbox;
+use crate::media::egress::simulcast::Simulcast;
 use crate::media::live::channel::Channels;
 use crate::password_gate::PasswordGate;
 use crate::ratelimit::{Limiter, Lockout};
@@ -32,6 +33,8 @@ pub struct ApiState {
     pub policies: Arc<Policies>,
     /// The live edge of each stream pushed here (a deleted stream's goes at once).
     pub channels: Arc<Channels>,
+    /// The senders to simulcast targets of the pushes held here, woken when a target changes.
+    pub simulcast: Arc<Simulcast>,
     pub uploads: Arc<Uploads>,
     /// VOD sources and outputs.
     pub storage: Storage,

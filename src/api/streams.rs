@@ -25,6 +25,7 @@ use crate::store::streams::{StreamFilter, StreamRow};
 use crate::store::{is_unique_violation, Db};
 
 mod ingest;
+pub mod simulcast;
 pub mod slate;
 pub use ingest::{BackupIngest, ObsSettings};
 
@@ -555,8 +556,12 @@ impl StreamsApi {
             .apply(tx, &mut row, StreamMove::Disable(DisabledReason::Deleted))
             .await
             .map_err(stream_error)?;
-        // Its playlists and media go with it (a DVR folder too, once the push has stopped).
+        // Its playlists and media go with it (a DVR folder too, once the push has stopped), and
+        // its simulcast targets (their connections end with the push).
         app.channels.remove(&row.id);
+        if let Err(e) = app.db.delete_targets_of(&row.id).await {
+            tracing::warn!(stream = %row.id, error = %e, "removing a deleted stream's simulcast targets");
+        }
         tracing::info!(project = %p.project.slug, stream = %row.id, "stream deleted");
         Ok(Json(super::viewers::stream_record(&app, &row).await?))
     }

@@ -39,6 +39,20 @@ pub(super) async fn metrics(app: Data<&Arc<App>>) -> Response {
             [("hls", c.hls), ("webrtc", app.whep.viewers.of_stream(id) as i64), ("rtsp", c.rtsp)]
         },
     ));
+    let statuses = app.simulcast.statuses();
+    text.push_str("# HELP sluice_simulcast_targets Simulcast targets sent to from this node, by status\n# TYPE sluice_simulcast_targets gauge\n");
+    for status in crate::domain::simulcast::TargetStatus::ALL
+        .into_iter()
+        .filter(|s| *s != crate::domain::simulcast::TargetStatus::Idle)
+    {
+        let n = statuses.get(&status).copied().unwrap_or(0);
+        let _ = writeln!(text, "sluice_simulcast_targets{{status=\"{}\"}} {n}", status.as_str());
+    }
+    let _ = write!(
+        text,
+        "# HELP sluice_simulcast_bytes_total Bytes this node sent to simulcast targets\n# TYPE sluice_simulcast_bytes_total counter\nsluice_simulcast_bytes_total {}\n",
+        app.simulcast.bytes_sent()
+    );
     let deps = app.dependencies().await;
     let up = |u| u8::from(u == super::edge::Up::Ok);
     text.push_str(&format!(

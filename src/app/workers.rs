@@ -1,5 +1,5 @@
 //! The background tasks of the stream lifecycle that `App::start` starts: the listener of kills
-//! from other processes and the credit meter.
+//! from other processes, the credit meter and the simulcast senders.
 
 use std::sync::Arc;
 
@@ -14,6 +14,11 @@ impl App {
     /// Draws live time from the projects' credits (with billing on).
     pub(super) fn spawn_meter(self: &Arc<Self>) {
         tokio::spawn(crate::services::credits::run_meter(Arc::downgrade(&self.streams)));
+    }
+
+    /// Sends the pushes held here to their streams' simulcast targets.
+    pub(super) fn spawn_simulcast(self: &Arc<Self>) {
+        tokio::spawn(crate::media::egress::simulcast::run(Arc::downgrade(&self.simulcast)));
     }
 
     /// At shutdown, once the pushes have ended: charges the live time since the meter's last

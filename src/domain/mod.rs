@@ -10,6 +10,7 @@ pub mod keyring;
 pub mod password;
 pub mod project;
 pub mod scope;
+pub mod simulcast;
 pub mod stream;
 pub mod time;
 pub mod vod;

@@ -4,6 +4,7 @@
 use poem_openapi::types::ToJSON;
 use poem_openapi::{Enum, Object};
 
+use crate::domain::simulcast::TargetStatus;
 use crate::domain::stream::{DisabledReason, InputRole, StreamStatus};
 use crate::domain::vod::{OutputFormat, VodStatus};
 
@@ -26,6 +27,13 @@ pub enum EventName {
     /// carries `from` and `to`.
     #[oai(rename = "stream.input_switched")]
     StreamInputSwitched,
+    /// A simulcast target of a live stream connected and is being sent to; carries `target`.
+    #[oai(rename = "stream.simulcast.live")]
+    StreamSimulcastLive,
+    /// A simulcast target failed (once per streak of failures); carries `target` with its
+    /// `lastError`.
+    #[oai(rename = "stream.simulcast.error")]
+    StreamSimulcastError,
     /// The source file landed in storage and passed validation.
     #[oai(rename = "vod.uploaded")]
     VodUploaded,
@@ -76,12 +84,14 @@ crate::domain::closed_string_set!(
 );
 
 impl EventName {
-    pub const ALL: [EventName; 10] = [
+    pub const ALL: [EventName; 12] = [
         EventName::StreamCreated,
         EventName::StreamLive,
         EventName::StreamEnded,
         EventName::StreamDisabled,
         EventName::StreamInputSwitched,
+        EventName::StreamSimulcastLive,
+        EventName::StreamSimulcastError,
         EventName::VodUploaded,
         EventName::VodProcessing,
         EventName::VodComplete,
@@ -96,6 +106,8 @@ impl EventName {
             EventName::StreamEnded => "stream.ended",
             EventName::StreamDisabled => "stream.disabled",
             EventName::StreamInputSwitched => "stream.input_switched",
+            EventName::StreamSimulcastLive => "stream.simulcast.live",
+            EventName::StreamSimulcastError => "stream.simulcast.error",
             EventName::VodUploaded => "vod.uploaded",
             EventName::VodProcessing => "vod.processing",
             EventName::VodComplete => "vod.complete",
@@ -155,6 +167,31 @@ pub struct StreamInputSwitchedData {
     pub to: InputRole,
 }
 
+/// A simulcast target as its events carry it.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct SimulcastTargetData {
+    #[oai(rename = "_id")]
+    pub id: String,
+    pub name: String,
+    pub status: TargetStatus,
+    pub last_error: Option<String>,
+}
+
+/// `data` of `stream.simulcast.live` and `stream.simulcast.error`: the stream, and the target.
+#[derive(Debug, Clone, Object)]
+#[oai(rename_all = "camelCase")]
+pub struct StreamSimulcastData {
+    pub id: String,
+    pub name: String,
+    pub stream_key: String,
+    pub status: StreamStatus,
+    pub project_id: String,
+    pub vod_enabled: bool,
+    pub created_at: String,
+    pub target: SimulcastTargetData,
+}
+
 /// `data` of the VOD events.
 #[derive(Debug, Clone, Object)]
 #[oai(rename_all = "camelCase")]
@@ -193,6 +230,8 @@ pub enum Event {
     StreamEnded(StreamEventData),
     StreamDisabled(StreamEventData),
     StreamInputSwitched(StreamInputSwitchedData),
+    StreamSimulcastLive(StreamSimulcastData),
+    StreamSimulcastError(StreamSimulcastData),
     VodUploaded(VodEventData),
     VodProcessing(VodEventData),
     VodComplete(VodEventData),
@@ -208,6 +247,8 @@ impl Event {
             Event::StreamEnded(_) => EventName::StreamEnded,
             Event::StreamDisabled(_) => EventName::StreamDisabled,
             Event::StreamInputSwitched(_) => EventName::StreamInputSwitched,
+            Event::StreamSimulcastLive(_) => EventName::StreamSimulcastLive,
+            Event::StreamSimulcastError(_) => EventName::StreamSimulcastError,
             Event::VodUploaded(_) => EventName::VodUploaded,
             Event::VodProcessing(_) => EventName::VodProcessing,
             Event::VodComplete(_) => EventName::VodComplete,
@@ -224,6 +265,7 @@ impl Event {
             | Event::StreamEnded(d)
             | Event::StreamDisabled(d) => d.to_json(),
             Event::StreamInputSwitched(d) => d.to_json(),
+            Event::StreamSimulcastLive(d) | Event::StreamSimulcastError(d) => d.to_json(),
             Event::VodUploaded(d)
             | Event::VodProcessing(d)
             | Event::VodComplete(d)

@@ -2,7 +2,9 @@
 //! every emitter (API handlers, ingest, the transcode workers), so a `data` object cannot differ
 //! by who sent it.
 
-use super::catalog::{StreamEventData, StreamInputSwitchedData, VodEventData};
+use super::catalog::{
+    SimulcastTargetData, StreamEventData, StreamInputSwitchedData, StreamSimulcastData, VodEventData,
+};
 use crate::domain::stream::InputRole;
 use crate::domain::time::iso;
 use crate::domain::vod::{OutputFormat, VodStatus};
@@ -29,6 +31,13 @@ pub fn input_switched(row: &StreamRow, from: InputRole, to: InputRole) -> Stream
     let StreamEventData { id, name, stream_key, status, project_id, vod_enabled, created_at, .. } =
         stream(row);
     StreamInputSwitchedData { id, name, stream_key, status, project_id, vod_enabled, created_at, from, to }
+}
+
+/// `data` of the simulcast events.
+pub fn simulcast(row: &StreamRow, target: SimulcastTargetData) -> StreamSimulcastData {
+    let StreamEventData { id, name, stream_key, status, project_id, vod_enabled, created_at, .. } =
+        stream(row);
+    StreamSimulcastData { id, name, stream_key, status, project_id, vod_enabled, created_at, target }
 }
 
 /// `data` of the VOD events; `playback_base` is `{playback_base}` as served.

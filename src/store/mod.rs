@@ -15,6 +15,7 @@ pub mod playback;
 pub mod recordings;
 pub mod secrets;
 pub mod sessions;
+pub mod simulcast;
 pub mod slates;
 pub mod streams;
 pub mod viewers;

@@ -1,5 +1,5 @@
 //! Secrets that must be recoverable (playback signing keys, webhook secrets, the push verifiers
-//! that Adobe authentication needs, the push passwords that SRT's passphrase needs) are kept sealed under the master key
+//! that Adobe authentication needs, the push passwords that SRT's passphrase needs, simulcast targets' URLs) are kept sealed under the master key
 //! ([`MasterKey::seal`], `context` naming the row), like content keys: a copy of the database
 //! alone reveals none of them. Databases written before sealing are sealed in place at start.
 
@@ -16,6 +16,10 @@ pub fn webhook_context(webhook_id: &str) -> String {
 
 pub fn push_context(stream_id: &str) -> String {
     format!("push-verifier:{stream_id}")
+}
+
+pub fn simulcast_context(target_id: &str) -> String {
+    format!("simulcast-url:{target_id}")
 }
 
 pub fn push_secret_context(stream_id: &str) -> String {
@@ -79,11 +83,12 @@ pub struct SealedColumn {
 }
 
 /// Every column of the database that holds a sealed secret.
-pub const SEALED_COLUMNS: [SealedColumn; 4] = [
+pub const SEALED_COLUMNS: [SealedColumn; 5] = [
     SealedColumn { table: "signing_keys", id: "kid", column: "secret", context: signing_context },
     SealedColumn { table: "webhooks", id: "id", column: "secret", context: webhook_context },
     SealedColumn { table: "streams", id: "id", column: "push_verifier", context: push_context },
     SealedColumn { table: "streams", id: "id", column: "push_secret", context: push_secret_context },
+    SealedColumn { table: "simulcast_targets", id: "id", column: "url", context: simulcast_context },
 ];
 
 impl Db {

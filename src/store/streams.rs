@@ -219,6 +219,14 @@ impl Db {
             .await
     }
 
+    /// A stream by its id alone (what a node holding its push knows of it).
+    pub async fn stream_by_id(&self, id: &str) -> Result<Option<StreamRow>, DbError> {
+        sqlx::query_as(&format!("SELECT {COLUMNS} FROM streams WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
+    }
+
     /// The node that holds the stream's push (`None`: no push, or one recorded before nodes
     /// were), read on the caller's transaction.
     pub async fn stream_live_node_in(conn: &mut AnyConnection, id: &str) -> Result<Option<String>, DbError> {

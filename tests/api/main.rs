@@ -35,6 +35,8 @@ mod rtmp_limits;
 mod rtmp_memory;
 mod secrets;
 mod signed;
+mod simulcast;
+mod simulcast_console;
 mod slate;
 mod srt;
 mod storage_s3;

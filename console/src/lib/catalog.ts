@@ -58,6 +58,8 @@ export const EVENT_FILTERS_FALLBACK = [
   'stream.ended',
   'stream.disabled',
   'stream.input_switched',
+  'stream.simulcast.live',
+  'stream.simulcast.error',
   'vod.uploaded',
   'vod.processing',
   'vod.complete',

@@ -14,6 +14,7 @@ import { StreamConnect } from './stream/StreamConnect';
 import { StreamHealth } from './stream/StreamHealth';
 import { StreamPreview } from './stream/StreamPreview';
 import { StreamRecordings } from './stream/StreamRecordings';
+import { StreamSimulcast } from './stream/StreamSimulcast';
 import { StreamSlate } from './stream/StreamSlate';
 import { StreamTicket } from './stream/StreamTicket';
 
@@ -93,6 +94,7 @@ export function StreamPage({ project, id }: { project: Project; id: string }) {
       )}
       <StreamTicket project={project} stream={s} />
       {!deleted && <StreamSlate project={project} stream={s} />}
+      {!deleted && <StreamSimulcast project={project} stream={s} />}
       <section class="card" aria-labelledby="settings-title">
         <h2 id="settings-title">Settings</h2>
         <dl class="facts">

@@ -32,7 +32,16 @@ from typing import Any, NoReturn
 import httpx
 
 from sluice_client import AuthenticatedClient
-from sluice_client.api.streams import create_stream, delete_stream, get_stream, list_streams
+from sluice_client.api.streams import (
+    create_simulcast_target,
+    create_stream,
+    delete_simulcast_target,
+    delete_stream,
+    get_stream,
+    list_simulcast_targets,
+    list_streams,
+    update_simulcast_target,
+)
 from sluice_client.api.vod import create_vod, get_vod, mark_vod_uploaded
 from sluice_client.api.webhooks import (
     create_webhook,
@@ -42,6 +51,7 @@ from sluice_client.api.webhooks import (
     test_webhook,
 )
 from sluice_client.models import (
+    CreateSimulcastTarget,
     CreateStream,
     CreateVod,
     CreateWebhook,
@@ -51,6 +61,8 @@ from sluice_client.models import (
     Quality,
     RenditionSpec,
     StreamStatus,
+    TargetStatus,
+    UpdateSimulcastTarget,
     VodStatus,
 )
 from sluice_client.types import Response
@@ -259,6 +271,38 @@ def main() -> None:
         check(page.total == 0, "list streams from=<after its creation>: not listed")
         page = expect(list_streams.sync_detailed(slug, client=client, to=after.date(), limit=1), 200, "list streams")
         check(page.limit == 1 and len(page.items) == 1, "list streams to=<a date: today>, limit=1: one page of one")
+
+        # Simulcast: a target on the stream, its key shown masked; disabled, listed, removed.
+        target = expect(
+            create_simulcast_target.sync_detailed(
+                slug,
+                created.field_id,
+                client=client,
+                body=CreateSimulcastTarget(url="rtmp://a.rtmp.youtube.com/live2/sdk-secret-key", name="YouTube"),
+            ),
+            201,
+            "create simulcast target",
+        )
+        check(
+            target.url == "rtmp://a.rtmp.youtube.com:1935/live2/sdk-****" and target.status == TargetStatus.IDLE,
+            f"simulcast target {target.field_id}: {target.url}, {target.status.value}",
+        )
+        disabled = expect(
+            update_simulcast_target.sync_detailed(
+                slug, created.field_id, target.field_id, client=client, body=UpdateSimulcastTarget(enabled=False)
+            ),
+            200,
+            "disable simulcast target",
+        )
+        check(disabled.enabled is False, "simulcast target disabled")
+        targets = expect(
+            list_simulcast_targets.sync_detailed(slug, created.field_id, client=client), 200, "list simulcast targets"
+        )
+        check(
+            len(targets.items) == 1 and targets.items[0].field_id == target.field_id, "simulcast targets: the one"
+        )
+        removed = delete_simulcast_target.sync_detailed(slug, created.field_id, target.field_id, client=client)
+        check(removed.status_code == 204, f"delete simulcast target: {int(removed.status_code)}")
 
         # Webhooks: register the receiver, ask for a test ping, verify its signature.
         webhook = expect(

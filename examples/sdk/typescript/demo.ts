@@ -22,18 +22,22 @@ import { parseArgs } from 'node:util';
 
 import { createClient } from './client/client/index.js';
 import {
+  createSimulcastTarget,
   createStream,
   createVod,
   createWebhook,
+  deleteSimulcastTarget,
   deleteStream,
   deleteWebhook,
   getStream,
   getVod,
   listEvents,
+  listSimulcastTargets,
   listStreams,
   listWebhookDeliveries,
   markVodUploaded,
   testWebhook,
+  updateSimulcastTarget,
 } from './client/sdk.gen.js';
 import type { VodStatus } from './client/types.gen.js';
 
@@ -222,6 +226,39 @@ async function main(): Promise<void> {
     'list streams',
   );
   check(page.limit === 1 && page.items.length === 1, 'list streams to=<a date: today>, limit=1: one page of one');
+
+  // Simulcast: a target on the stream, its key shown masked; disabled, listed, removed.
+  const target = expect(
+    await createSimulcastTarget({
+      client,
+      path: { slug, id: created._id },
+      body: { url: 'rtmp://a.rtmp.youtube.com/live2/sdk-secret-key', name: 'YouTube' },
+    }),
+    201,
+    'create simulcast target',
+  );
+  check(
+    target.url === 'rtmp://a.rtmp.youtube.com:1935/live2/sdk-****' && target.status === 'idle',
+    `simulcast target ${target._id}: ${target.url}, ${target.status}`,
+  );
+  const disabled = expect(
+    await updateSimulcastTarget({
+      client,
+      path: { slug, id: created._id, tid: target._id },
+      body: { enabled: false },
+    }),
+    200,
+    'disable simulcast target',
+  );
+  check(!disabled.enabled, 'simulcast target disabled');
+  const targets = expect(
+    await listSimulcastTargets({ client, path: { slug, id: created._id } }),
+    200,
+    'list simulcast targets',
+  );
+  check(targets.items.length === 1 && targets.items[0]._id === target._id, 'simulcast targets: the one');
+  const removed = await deleteSimulcastTarget({ client, path: { slug, id: created._id, tid: target._id } });
+  check(removed.response.status === 204, `delete simulcast target: ${removed.response.status}`);
 
   // Webhooks: register the receiver, ask for a test ping, verify its signature.
   const webhook = expect(

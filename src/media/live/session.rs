@@ -379,7 +379,9 @@ impl LiveSessions {
         if let Some(l) = &mut live {
             l.encoders = session.encoders.clone();
         }
-        let tap = (webrtc || rtsp).then(|| {
+        // Every push has a tap: its source feeds simulcast targets, which may be added while
+        // it is live.
+        let tap = Some({
             let mut held = session.lock();
             match &held.tap {
                 Some((_, tap)) if !tap.is_closed() && tap.webrtc == webrtc && tap.rtsp == rtsp => {

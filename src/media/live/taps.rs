@@ -3,7 +3,8 @@
 //! - The WebRTC rung: the push's video decoded and encoded once more as H.264 constrained
 //!   baseline without B-frames (what every browser decodes), and its audio as Opus — once per
 //!   stream, whatever the number of WHEP viewers.
-//! - The source: the publisher's H.264 and AAC as they arrive (no extra encode), for RTSP.
+//! - The source: the publisher's H.264 and AAC as they arrive (no extra encode), for RTSP and
+//!   simulcast targets; every push offers it.
 //!
 //! Each consumer has its own pipeline whose `appsrc` a [`Feed`] pushes into. The appsink
 //! callbacks that feed them only copy buffer references under a short lock: a consumer whose
@@ -47,6 +48,11 @@ impl Taps {
             old.close();
         }
         tap
+    }
+
+    /// Every open tap.
+    pub fn list(&self) -> Vec<Arc<Tap>> {
+        lock(&self.taps).values().filter(|t| !t.is_closed()).cloned().collect()
     }
 
     pub fn get(&self, stream_id: &str) -> Option<Arc<Tap>> {
@@ -280,14 +286,12 @@ pub fn consumer_src(name: &str, caps: &gst::Caps, max_bytes: u64) -> Result<gst_
 pub fn attach(pipeline: &gst::Pipeline, tap: Arc<Tap>) -> Result<(), String> {
     let video_tee = pipeline.by_name("video").ok_or("ingest pipeline has no video tee")?;
     let audio_tee = pipeline.by_name("audio").ok_or("ingest pipeline has no audio tee")?;
-    if tap.rtsp {
-        let video = branch("", "rtsp_video")?;
-        feed(&video, tap.clone(), |t| &t.source_video)?;
-        link(pipeline, &video_tee, &video)?;
-        let audio = branch("", "rtsp_audio")?;
-        feed(&audio, tap.clone(), |t| &t.source_audio)?;
-        link(pipeline, &audio_tee, &audio)?;
-    }
+    let video = branch("", "source_video")?;
+    feed(&video, tap.clone(), |t| &t.source_video)?;
+    link(pipeline, &video_tee, &video)?;
+    let audio = branch("", "source_audio")?;
+    feed(&audio, tap.clone(), |t| &t.source_audio)?;
+    link(pipeline, &audio_tee, &audio)?;
     if !tap.webrtc {
         return Ok(());
     }
