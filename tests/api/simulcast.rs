@@ -16,7 +16,16 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::support::player::{longest_hold, one_watcher_at_a_time, Player};
 use crate::support::{clip, eventually, free_port, push_file, Killed, Sluice};
+
+/// The wall clock in ms (the page's `Date.now()` is on the same clock).
+fn now_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
 
 /// The publisher: a 320×240 30 fps H.264 (no B-frames) + AAC file, sent as it is, looping. Its
 /// frames are all different (testsrc's counter), so a copy is checked frame by frame.
@@ -426,10 +435,7 @@ async fn part_latency(s: &Sluice, media: &str, secs: u64) -> f64 {
     while Instant::now() < until {
         let Ok(resp) = s.client.get(&url).send().await else { continue };
         let text = resp.text().await.unwrap_or_default();
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64() * 1000.0)
-            .unwrap_or(0.0);
+        let now = now_ms();
         let Ok(p) = parse(&text) else { continue };
         // From the last segment with a date, add every duration up to the newest part.
         let Some(dated) = p.segments.iter().rposition(|seg| seg.pdt.is_some()) else { continue };
@@ -450,7 +456,8 @@ async fn part_latency(s: &Sluice, media: &str, secs: u64) -> f64 {
 }
 
 /// Targets that hang, reset, answer garbage or whose name does not resolve each show `error`
-/// with a reason a person reads; the push, a good target and the LL-HLS part latency carry on.
+/// with a reason a person reads; the push, a good target, an hls.js viewer and the LL-HLS part
+/// latency carry on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_targets_show_error_and_touch_nothing_else() {
     let origin = Sluice::start(&[]).await;
@@ -462,6 +469,12 @@ async fn failing_targets_show_error_and_touch_nothing_else() {
     target_when(&origin, &id, "nginx", "live", Duration::from_secs(30), is_live).await;
     let media = media_playlist(&origin, &created).await;
     let alone = part_latency(&origin, &media, 12).await;
+    // An hls.js viewer, playing before the failing targets come.
+    let _turn = one_watcher_at_a_time().await;
+    let master = created["playbackUrls"]["hls"].as_str().expect("hls URL");
+    let viewer = Player::start(master).await;
+    viewer.wait_played("hls.js plays", 4.0, |_| true).await;
+    let since = now_ms();
 
     let hole = BadServer::start(Bad::BlackHole);
     let reset = BadServer::start(Bad::Reset);
@@ -508,6 +521,16 @@ async fn failing_targets_show_error_and_touch_nothing_else() {
     assert!(is_live(good), "the good target stays live: {good}");
     assert_eq!(stream_of(&origin, &id).await["status"], "live");
     assert_eq!(probe(&nginx.url()), ["aac,audio", "h264,video,320,240"], "ffprobe at nginx");
+    let reports = viewer.reports();
+    let last = reports.last().expect("reports");
+    let (hold, at) = longest_hold(&reports, since, last.t);
+    let fatal: Vec<&String> = reports.iter().flat_map(|r| r.fatal_errors()).collect();
+    println!(
+        "hls.js with four failing targets: longest hold {hold:.2} s (at {at}), latency {:?} s",
+        last.latency
+    );
+    assert!(fatal.is_empty(), "hls.js errors: {fatal:?}");
+    assert!(hold < 0.5, "hls.js held {hold:.2} s while the targets failed");
     println!("part latency: {alone:.0} ms alone, {with_bad:.0} ms with four failing targets");
     assert!(
         (with_bad - alone).abs() <= 50.0,
@@ -608,6 +631,12 @@ async fn a_publisher_reconnect_keeps_the_targets_connection() {
         (stream_of(&origin, &id).await["input"]["active"] == "slate").then_some(())
     })
     .await;
+    // The target gets the slate meanwhile.
+    let at_slate = targets(&origin, &id).await[0]["bytesSent"].as_i64().unwrap_or(0);
+    eventually("the slate sent on to the target", Duration::from_secs(6), || async {
+        (targets(&origin, &id).await[0]["bytesSent"].as_i64().unwrap_or(0) > at_slate).then_some(())
+    })
+    .await;
     let _back = push_file(&clip(SOURCE), &ingest);
     eventually("the publisher back", Duration::from_secs(20), || async {
         (stream_of(&origin, &id).await["input"]["active"] == "primary").then_some(())
@@ -625,4 +654,23 @@ async fn a_publisher_reconnect_keeps_the_targets_connection() {
         ["aac,audio", "h264,video,320,240"],
         "ffprobe at nginx after the reconnect"
     );
+}
+
+/// An RTMPS target verifies the server's certificate: one signed by no CA the system trusts
+/// (a Sluice serving RTMPS with a self-signed certificate) is refused, and the target says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rtmps_target_with_an_untrusted_certificate_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (tls, _) = crate::tls::spawn_tls(dir.path()).await;
+    let rtmps = tls.app.rtmps_addr().expect("RTMPS listens");
+    let origin = Sluice::start(&[]).await;
+    let (id, created) = live_stream(&origin, "rtmps").await;
+    add_target(&origin, &id, &format!("rtmps://127.0.0.1:{}/live/some-key", rtmps.port()), "self-signed")
+        .await;
+    let _publisher = push_file(&clip(SOURCE), created["ingestUrl"].as_str().expect("ingestUrl"));
+    let t = target_when(&origin, &id, "self-signed", "error", Duration::from_secs(30), is_error).await;
+    let why = t["lastError"].as_str().unwrap_or_default().to_lowercase();
+    println!("self-signed: {why}");
+    assert!(why.contains("certificate") || why.contains("tls"), "the reason names the certificate: {why}");
+    assert_eq!(t["bytesSent"], 0, "nothing sent: {t}");
 }

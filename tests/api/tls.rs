@@ -25,7 +25,7 @@ fn trusting(cert: &Path) -> Client {
 }
 
 /// The app serving TLS with the pair at `dir/live.*.pem`; its client and base speak HTTPS.
-async fn spawn_tls(dir: &Path) -> (TestApp, String) {
+pub(crate) async fn spawn_tls(dir: &Path) -> (TestApp, String) {
     let (cert, key) = self_signed(dir, "a");
     let (live_cert, live_key) = (dir.join("live.cert.pem"), dir.join("live.key.pem"));
     std::fs::copy(&cert, &live_cert).expect("copy");

@@ -155,8 +155,8 @@ struct Consumer {
     offset: Option<i64>,
     /// Waiting for a keyframe: at the start and after a drop.
     waiting: bool,
-    /// The source's caps are still the placeholder it was built with.
-    placeholder_caps: bool,
+    /// The caps its source was last given (`None`: still those it was built with).
+    given: Option<gst::Caps>,
 }
 
 impl Feed {
@@ -179,7 +179,7 @@ impl Feed {
     /// from the next keyframe on. Returns the id that [`Feed::remove`] takes.
     pub fn add(&self, src: gst_app::AppSrc) -> u64 {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.consumers).push(Consumer { id, src, offset: None, waiting: true, placeholder_caps: true });
+        lock(&self.consumers).push(Consumer { id, src, offset: None, waiting: true, given: None });
         id
     }
 
@@ -243,13 +243,15 @@ impl Feed {
                     o
                 }
             };
-            if c.placeholder_caps {
+            if let Some(caps) = caps {
                 // The consumer's source takes the caps of what it is handed (profile, level,
-                // channels), which its payloader checks against the viewer's codec.
-                if let Some(caps) = caps {
+                // channels), which its payloader checks against the viewer's codec, and takes
+                // them again when they change (the slate's stream headers, a publisher back with
+                // other settings), so what follows decodes.
+                if c.given.as_ref().map(|g| g.as_ref()) != Some(caps) {
                     c.src.set_caps(Some(&caps.to_owned()));
+                    c.given = Some(caps.to_owned());
                 }
-                c.placeholder_caps = false;
             }
             c.waiting = false;
             let shift = |t: Option<gst::ClockTime>| {

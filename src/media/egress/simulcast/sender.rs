@@ -307,8 +307,11 @@ fn build(
 ) -> Result<Built, String> {
     crate::media::gst::init()?;
     let (video_path, mux, sink) = match url.scheme {
+        // The stream headers go in-band before every keyframe too: a target that joins a
+        // stream late, or meets new headers (the slate, a publisher back with other settings),
+        // decodes from the next keyframe.
         Scheme::Rtmp | Scheme::Rtmps => (
-            "h264parse",
+            "h264parse config-interval=-1",
             "flvmux name=mux streamable=true latency=200000000",
             "rtmp2sink name=sink sync=false async=false timeout=5",
         ),
