@@ -13,12 +13,14 @@ pub mod scope;
 pub mod simulcast;
 pub mod stream;
 pub mod time;
+mod url_grammar;
 pub mod vod;
 
 pub use api_key::{ApiKeyHash, RawApiKey};
 pub(crate) use closed_set::closed_string_set;
 pub use project::{Email, ProjectSlug};
 pub use scope::{Role, Scope, ScopeSet};
+pub(crate) use url_grammar::{host_pattern, port_pattern};
 
 use rand::distributions::Alphanumeric;
 use rand::Rng;

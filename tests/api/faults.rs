@@ -37,6 +37,8 @@ fn push(url: &str) -> Killed {
 #[derive(Debug, Default, Clone)]
 struct Watched {
     worst_gap: Duration,
+    /// When the worst gap ended (the playlist's), since the watch began.
+    worst_at: Duration,
     failures: Vec<String>,
     advances: u64,
 }
@@ -46,12 +48,16 @@ fn read_playlist(client: Client, url: String, run: Arc<AtomicBool>) -> tokio::ta
     tokio::spawn(async move {
         let mut seen = Watched::default();
         let (mut last_text, mut last_change) = (String::new(), Instant::now());
+        let began = Instant::now();
         while run.load(Ordering::Relaxed) {
             match client.get(&url).send().await {
                 Ok(resp) if resp.status() == 200 => {
                     let text = resp.text().await.unwrap_or_default();
                     if text != last_text {
-                        seen.worst_gap = seen.worst_gap.max(last_change.elapsed());
+                        if last_change.elapsed() > seen.worst_gap {
+                            seen.worst_gap = last_change.elapsed();
+                            seen.worst_at = began.elapsed();
+                        }
                         (last_text, last_change) = (text, Instant::now());
                         seen.advances += 1;
                     }
@@ -203,6 +209,7 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
     viewer.wait_for("WHEP frames", Duration::from_secs(30), |r| r.video_frames >= 15).await;
 
     let run = Arc::new(AtomicBool::new(true));
+    let watching = Instant::now();
     let reader = read_playlist(client.clone(), variant, run.clone());
     let whep = watch_whep(viewer.clone(), run.clone());
     let ended_before = api.ended(&plain_id).await;
@@ -211,6 +218,7 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
     // Refused: the API says so; the plain push ends while nothing can be written.
     proxy.set(Mode::Refuse);
     let outage = Instant::now();
+    let watch_to_outage = outage - watching;
     let refused_took = api.unavailable("refused").await;
     drop(plain_push);
     let pushed_for = plain_live.elapsed();
@@ -278,9 +286,12 @@ async fn the_database_away_costs_live_viewers_nothing_and_loses_nothing() {
         "database refused then hung {OUTAGE:?} each: API 503 after {refused_took:?} (refused) and \
          {hung_took:?} (hung); the plain stream idle {idle_after:?} after the database was back; \
          its recording ({recorded:.1} s of a {pushed_for:.1?} push) complete {recording_after:?} after; \
-         LL-HLS (signed, ticketed): worst gap {:?}, {} advances, {} failed requests ({:?}…); WHEP: worst gap \
+         LL-HLS (signed, ticketed): worst gap {:?} (ending {:?} into the watch, the outage began \
+         {:?} into it), {} advances, {} failed requests ({:?}…); WHEP: worst gap \
          {:?}, {} frames",
         read.worst_gap,
+        read.worst_at,
+        watch_to_outage,
         read.advances,
         read.failures.len(),
         read.failures.first(),

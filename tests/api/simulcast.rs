@@ -674,3 +674,30 @@ async fn an_rtmps_target_with_an_untrusted_certificate_is_refused() {
     assert!(why.contains("certificate") || why.contains("tls"), "the reason names the certificate: {why}");
     assert_eq!(t["bytesSent"], 0, "nothing sent: {t}");
 }
+
+/// In production mode a target on a loopback, private or link-local address, or whose name
+/// resolves to one, is refused naming `url` (SSRF, as for webhooks); a public address is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn production_refuses_targets_inside_the_network() {
+    let s = Sluice::start(&[("SLUICE_MODE", "production".to_string())]).await;
+    let (id, _) = live_stream(&s, "ssrf").await;
+    let path = format!("/streams/{id}/simulcast-targets");
+    for url in [
+        "rtmp://127.0.0.1/live/key",
+        "rtmp://10.1.2.3:1935/live/key",
+        "rtmps://[::1]/live/key",
+        "srt://169.254.169.254:9000",
+        "rtmp://localhost/live/key",
+    ] {
+        let (status, body) = api(&s, reqwest::Method::POST, &path, Some(json!({"url": url}))).await;
+        assert_eq!(status, 400, "{url}: {body}");
+        let text = body.to_string();
+        assert!(
+            text.contains("url") && (text.contains("loopback") || text.contains("resolve")),
+            "{url}: {text}"
+        );
+    }
+    let (status, body) =
+        api(&s, reqwest::Method::POST, &path, Some(json!({"url": "rtmp://8.8.8.8/live/key"}))).await;
+    assert_eq!(status, 201, "a public address: {body}");
+}

@@ -15,7 +15,7 @@ use crate::support::{both_backends, error_message, eventually, spawn_app_with, B
 
 both_backends!(
     crud_shows_the_secret_once_and_validates,
-    catalog_lists_the_ten_events,
+    catalog_lists_the_twelve_events,
     deliveries_carry_the_headers_and_a_signature_over_the_raw_bytes,
     retries_follow_the_schedule_with_identical_ids_and_bytes_then_fail,
     consecutive_failures_count_and_reset,
@@ -166,7 +166,7 @@ async fn crud_shows_the_secret_once_and_validates(app: TestApp) {
     error_message(app.get_with(&app.project_url(&format!("/webhooks/{id}")), &app.key).await, 404).await;
 }
 
-async fn catalog_lists_the_ten_events(app: TestApp) {
+async fn catalog_lists_the_twelve_events(app: TestApp) {
     let v: Value = app.get_with(&app.project_url("/webhooks/events"), &app.key).await.json().await.unwrap();
     assert_eq!(
         v["events"],
@@ -176,6 +176,8 @@ async fn catalog_lists_the_ten_events(app: TestApp) {
             "stream.ended",
             "stream.disabled",
             "stream.input_switched",
+            "stream.simulcast.live",
+            "stream.simulcast.error",
             "vod.uploaded",
             "vod.processing",
             "vod.complete",
