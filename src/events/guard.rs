@@ -105,19 +105,25 @@ pub async fn check_target(url: &str, allow_private: bool) -> Result<Url, String>
         return Ok(parsed);
     }
     if let Some(url::Host::Domain(name)) = parsed.host() {
-        let port = parsed.port_or_known_default().unwrap_or(443);
-        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
-            .await
-            .map_err(|_| format!("host {name} does not resolve"))?
-            .collect();
-        if addrs.is_empty() {
-            return Err(format!("host {name} does not resolve"));
-        }
-        if addrs.iter().any(|a| !is_public(a.ip())) {
-            return Err("must not resolve to a loopback, private, link-local or multicast address".into());
-        }
+        resolves_public(name, parsed.port_or_known_default().unwrap_or(443)).await?;
     }
     Ok(parsed)
+}
+
+/// Checks that `name` resolves, and only to public addresses (a target's host in production:
+/// webhooks, simulcast targets).
+pub async fn resolves_public(name: &str, port: u16) -> Result<(), String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((name, port))
+        .await
+        .map_err(|_| format!("host {name} does not resolve"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("host {name} does not resolve"));
+    }
+    if addrs.iter().any(|a| !is_public(a.ip())) {
+        return Err("must not resolve to a loopback, private, link-local or multicast address".into());
+    }
+    Ok(())
 }
 
 /// The sender's DNS resolver: in production it drops every non-public address, and fails when

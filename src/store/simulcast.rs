@@ -77,6 +77,23 @@ impl Db {
         .await
     }
 
+    /// The enabled targets of `streams` (the pushes a node holds), in one query.
+    pub async fn enabled_targets_of(&self, streams: &[&str]) -> Result<Vec<TargetRow>, DbError> {
+        if streams.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {COLUMNS} FROM simulcast_targets WHERE enabled = 1 AND stream_id IN ({}) \
+             ORDER BY created_at, id",
+            super::placeholders(1, streams.len())
+        );
+        let mut q = sqlx::query_as(&sql);
+        for s in streams {
+            q = q.bind(*s);
+        }
+        q.fetch_all(self.pool()).await
+    }
+
     pub async fn target(&self, stream_id: &str, id: &str) -> Result<Option<TargetRow>, DbError> {
         sqlx::query_as(&format!("SELECT {COLUMNS} FROM simulcast_targets WHERE stream_id = $1 AND id = $2"))
             .bind(stream_id)

@@ -4,7 +4,6 @@
 //! to the targets ([`crate::media::egress::simulcast`]); a change here reaches it within a
 //! second.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use poem::web::Data;
@@ -21,7 +20,7 @@ use crate::domain::new_id;
 use crate::domain::simulcast::{TargetStatus, TargetUrl, MAX_TARGETS, MAX_URL_LEN, URL_PATTERN};
 use crate::domain::stream::{DisabledReason, MoveError, StreamStatus};
 use crate::domain::time::{iso, now_ms};
-use crate::events::guard::is_public;
+use crate::events::guard::{is_public, resolves_public};
 use crate::store::simulcast::TargetRow;
 use crate::store::streams::StreamRow;
 
@@ -136,25 +135,16 @@ pub async fn check_host(url: &TargetUrl, allow_private: bool) -> Result<(), Stri
     if allow_private {
         return Ok(());
     }
-    const REFUSED: &str = "must not point to a loopback, private, link-local or multicast address";
     if let Some(ip) = url.ip() {
-        return if is_public(ip) { Ok(()) } else { Err(REFUSED.into()) };
+        return if is_public(ip) {
+            Ok(())
+        } else {
+            Err("must not point to a loopback, private, link-local or multicast address".into())
+        };
     }
-    let addrs: Vec<SocketAddr> = tokio::time::timeout(
-        std::time::Duration::from_secs(5),
-        tokio::net::lookup_host((url.host.as_str(), url.port)),
-    )
-    .await
-    .map_err(|_| format!("host {} did not resolve within 5 s", url.host))?
-    .map_err(|_| format!("host {} does not resolve", url.host))?
-    .collect();
-    if addrs.is_empty() {
-        return Err(format!("host {} does not resolve", url.host));
-    }
-    if addrs.iter().any(|a| !is_public(a.ip())) {
-        return Err(REFUSED.into());
-    }
-    Ok(())
+    tokio::time::timeout(std::time::Duration::from_secs(5), resolves_public(&url.host, url.port))
+        .await
+        .map_err(|_| format!("host {} did not resolve within 5 s", url.host))?
 }
 
 fn target_not_found() -> ApiError {
@@ -171,7 +161,7 @@ fn deleted_has_none(e: ApiError) -> ApiError {
 }
 
 /// The stream, refused (409) when deleted.
-async fn live_stream(app: &ApiState, project_id: &str, id: &str) -> ApiResult<StreamRow> {
+async fn undeleted_stream(app: &ApiState, project_id: &str, id: &str) -> ApiResult<StreamRow> {
     let row = app.db.stream(project_id, id).await?.ok_or_else(stream_not_found)?;
     if row.state().reason == Some(DisabledReason::Deleted) {
         return Err(move_error(MoveError::Deleted));
@@ -198,7 +188,7 @@ impl SimulcastApi {
         id: Path<String>,
         body: JsonBody<CreateSimulcastTarget>,
     ) -> ApiResult<Created> {
-        let stream = live_stream(&app, &p.project.id, &id).await?;
+        let stream = undeleted_stream(&app, &p.project.id, &id).await?;
         let body = body.0;
         let url = TargetUrl::parse(&body.url).map_err(|problem| ApiError::invalid("url", &problem))?;
         check_host(&url, app.allow_private_webhooks())
@@ -241,7 +231,7 @@ impl SimulcastApi {
         #[oai(name = "slug")] _slug: Path<String>,
         id: Path<String>,
     ) -> ApiResult<Json<SimulcastTargetList>> {
-        let stream = live_stream(&app, &p.project.id, &id).await.map_err(deleted_has_none)?;
+        let stream = undeleted_stream(&app, &p.project.id, &id).await.map_err(deleted_has_none)?;
         let items =
             app.db.targets(&stream.id).await?.into_iter().map(|t| SimulcastTarget::of(t, &stream)).collect();
         Ok(Json(SimulcastTargetList { items }))
@@ -262,7 +252,7 @@ impl SimulcastApi {
         tid: Path<String>,
         body: JsonBody<UpdateSimulcastTarget>,
     ) -> ApiResult<Json<SimulcastTarget>> {
-        let stream = live_stream(&app, &p.project.id, &id).await?;
+        let stream = undeleted_stream(&app, &p.project.id, &id).await?;
         let mut row = app.db.target(&stream.id, &tid).await?.ok_or_else(target_not_found)?;
         let body = body.0;
         if let Some(name) = body.name {
@@ -292,7 +282,7 @@ impl SimulcastApi {
         id: Path<String>,
         tid: Path<String>,
     ) -> ApiResult<Removed> {
-        let stream = live_stream(&app, &p.project.id, &id).await.map_err(deleted_has_none)?;
+        let stream = undeleted_stream(&app, &p.project.id, &id).await.map_err(deleted_has_none)?;
         if !app.db.delete_target(&stream.id, &tid).await? {
             return Err(target_not_found());
         }

@@ -2,8 +2,8 @@
 //! the stream's enabled targets, one [`Sender`] each, fed from the push's tap.
 //!
 //! [`run`] keeps the senders in step with the store: every second (and at once when the API
-//! changed a target on this node) it reads the targets of each stream with an open tap here,
-//! starts a sender for each enabled one, stops the senders of targets deleted, disabled or of a
+//! changed a target on this node) it reads, in one query, the enabled targets of the streams
+//! with an open tap here, starts a sender for each, stops the senders of targets deleted, disabled or of a
 //! push that ended, and writes where each target stands (`status`, `lastError`, `connectedAt`,
 //! `bytesSent`), with `stream.simulcast.live` when one connects and `stream.simulcast.error`
 //! once per streak of failures. All of it is off the media threads: a database that does not
@@ -99,61 +99,64 @@ impl Simulcast {
 
     /// One pass: senders in step with the targets, progress written.
     async fn pass(&self, running: &mut HashMap<String, Running>) {
+        let taps: HashMap<String, Arc<Tap>> =
+            self.taps.list().into_iter().map(|t| (t.stream_id.clone(), t)).collect();
+        let streams: Vec<&str> = taps.keys().map(String::as_str).collect();
         let mut wanted: HashSet<String> = HashSet::new();
-        for tap in self.taps.list() {
-            let targets = match self.db.targets(&tap.stream_id).await {
-                Ok(t) => t,
-                Err(e) => {
-                    // Keep what runs; the records catch up when the database is back.
-                    tracing::debug!(stream = %tap.stream_id, error = %e, "reading simulcast targets");
-                    wanted.extend(
-                        running
-                            .iter()
-                            .filter(|(_, r)| r.stream_id == tap.stream_id)
-                            .map(|(id, _)| id.clone()),
-                    );
+        let targets = match self.db.enabled_targets_of(&streams).await {
+            Ok(t) => t,
+            Err(e) => {
+                // Keep what runs for the pushes still here; the records catch up when the
+                // database is back.
+                tracing::debug!(error = %e, "reading simulcast targets");
+                wanted.extend(
+                    running
+                        .iter()
+                        .filter(|(_, r)| taps.get(&r.stream_id).is_some_and(|t| Arc::ptr_eq(t, &r.tap)))
+                        .map(|(id, _)| id.clone()),
+                );
+                Vec::new()
+            }
+        };
+        for row in targets {
+            let Some(tap) = taps.get(&row.stream_id) else { continue };
+            wanted.insert(row.id.clone());
+            if let Some(r) = running.get_mut(&row.id) {
+                if Arc::ptr_eq(&r.tap, tap) {
+                    r.name = row.name.clone();
+                    continue;
+                }
+            }
+            if let Some(old) = running.remove(&row.id) {
+                old.sender.stop();
+            }
+            let sender = match self.start(tap, &row) {
+                Ok(s) => s,
+                Err(why) => {
+                    let failed = TargetProgress {
+                        status: TargetStatus::Error,
+                        last_error: Some(why),
+                        connected_at: None,
+                        bytes_sent: 0,
+                    };
+                    let _ = self.db.set_target_progress(&row.id, &failed).await;
+                    wanted.remove(&row.id);
                     continue;
                 }
             };
-            for row in targets.into_iter().filter(|t| t.enabled == 1) {
-                wanted.insert(row.id.clone());
-                if let Some(r) = running.get_mut(&row.id) {
-                    if Arc::ptr_eq(&r.tap, &tap) {
-                        r.name = row.name.clone();
-                        continue;
-                    }
-                }
-                if let Some(old) = running.remove(&row.id) {
-                    old.sender.stop();
-                }
-                let sender = match self.start(&tap, &row) {
-                    Ok(s) => s,
-                    Err(why) => {
-                        let failed = TargetProgress {
-                            status: TargetStatus::Error,
-                            last_error: Some(why),
-                            connected_at: None,
-                            bytes_sent: 0,
-                        };
-                        let _ = self.db.set_target_progress(&row.id, &failed).await;
-                        wanted.remove(&row.id);
-                        continue;
-                    }
-                };
-                running.insert(
-                    row.id.clone(),
-                    Running {
-                        stream_id: row.stream_id.clone(),
-                        tap: tap.clone(),
-                        sender,
-                        written: None,
-                        written_at: Instant::now(),
-                        failing: false,
-                        name: row.name,
-                        counted: 0,
-                    },
-                );
-            }
+            running.insert(
+                row.id.clone(),
+                Running {
+                    stream_id: row.stream_id.clone(),
+                    tap: tap.clone(),
+                    sender,
+                    written: None,
+                    written_at: Instant::now(),
+                    failing: false,
+                    name: row.name,
+                    counted: 0,
+                },
+            );
         }
         let gone: Vec<String> = running.keys().filter(|id| !wanted.contains(*id)).cloned().collect();
         for id in gone {
