@@ -4,6 +4,7 @@
 #   make.sh clip NAME...          makes each clip NAME into the cache (once) and prints its path
 #   make.sh push URL VIDEO GOP [OUTPUT OPTION...]
 #                                 a publisher: encodes a generated source in real time to URL
+#                                 (VIDEO a lavfi source, or painted=WxH:R for painted frames)
 #                                 (FLV for RTMP; PUSH_FORMAT=mpegts for SRT)
 #   make.sh loop FILE URL         a publisher of a file: FILE in real time, looping, not re-encoded
 #   make.sh rush FILE URL         the same without -re (a common mistake): FILE looping, sent as
@@ -15,6 +16,8 @@
 #   vod-SRC-WxH-Rfps-Ss.mp4       lavfi SRC (testsrc, testsrc2) W×H at R fps, 440 Hz tone, S s:
 #                                 H.264 (ultrafast, keyframe every 30 frames) + AAC 96k, moov last
 #   vod-audio-Ss.mp4              the tone alone, AAC 96k
+#   vod-frames-WxH-Rfps-Ss.mp4    each frame's number painted as 12 bars (PAINTED below), 440 Hz
+#                                 tone, S s: H.264 (ultrafast, keyframe every 30 frames) + AAC 96k
 #   audio-aac-Bk-Ss.mp4           the tone alone, AAC at B kbit/s, S s
 #   ingest-720p30-2500k-Ss.flv    720p30 H.264 2.4 Mbit/s (veryfast, keyframe every 2 s) + AAC 96k
 #   ladder-1080p30-8000k-Ss.mp4   1080p30 H.264 8 Mbit/s (veryfast, keyframe every 2 s) + AAC 128k
@@ -29,6 +32,10 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${SLUICE_FIXTURES_DIR:-$here/../target/media-fixtures}"
+
+# Frame number N painted in binary: 12 vertical bars, bar b (from the left) light when bit b of
+# N is set. The tests read it back off a decoded picture (tests/support/media.rs, `painted`).
+painted() { echo "color=c=black:size=$1:rate=$2,format=gray,geq=lum='if(bitand(N\,pow(2\,floor(X*12/W)))\,235\,16)',format=yuv420p"; }
 
 # Output options every clip shares: reproducible bytes (x264 with several threads and a bitrate
 # target does not give the same bytes twice, so one thread).
@@ -45,6 +52,7 @@ recipe() {
     local name="$1" out="$2"
     local re_vod='^vod-(testsrc2?)-([0-9]+x[0-9]+)-([0-9]+)fps-([0-9]+)s\.mp4$'
     local re_audio='^vod-audio-([0-9]+)s\.mp4$'
+    local re_frames='^vod-frames-([0-9]+x[0-9]+)-([0-9]+)fps-([0-9]+)s\.mp4$'
     local re_aac='^audio-aac-([0-9]+)k-([0-9]+)s\.mp4$'
     local re_ingest='^ingest-720p30-2500k-([0-9]+)s\.flv$'
     local re_ladder='^ladder-1080p30-8000k-([0-9]+)s\.mp4$'
@@ -54,6 +62,10 @@ recipe() {
         "${ff[@]}" -f lavfi -i "$src" "${tone[@]}" \
             -c:v libx264 -preset ultrafast -pix_fmt yuv420p -g 30 \
             -c:a aac -b:a 96k -t "${BASH_REMATCH[4]}" "${bitexact[@]}" -f mp4 "$out"
+    elif [[ $name =~ $re_frames ]]; then
+        "${ff[@]}" -f lavfi -i "$(painted "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")" "${tone[@]}" \
+            -c:v libx264 -preset ultrafast -pix_fmt yuv420p -g 30 \
+            -c:a aac -b:a 96k -t "${BASH_REMATCH[3]}" "${bitexact[@]}" -f mp4 "$out"
     elif [[ $name =~ $re_audio ]]; then
         "${ff[@]}" "${tone[@]}" -c:a aac -b:a 96k -t "${BASH_REMATCH[1]}" "${bitexact[@]}" -f mp4 "$out"
     elif [[ $name =~ $re_aac ]]; then
@@ -93,6 +105,10 @@ case "$cmd" in
     push)
         [[ $# -ge 3 ]] || die "push needs URL VIDEO GOP"
         url="$1" video="$2" gop="$3"
+        # VIDEO `painted=WxH:R`: the frame numbers painted, as the vod-frames clips.
+        if [[ $video =~ ^painted=([0-9]+x[0-9]+):([0-9]+)$ ]]; then
+            video="$(painted "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}")"
+        fi
         shift 3
         # Exactly the publisher the tests always had (stdin is theirs: null in the tests).
         exec ffmpeg -loglevel error -re -f lavfi -i "$video" \

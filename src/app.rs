@@ -223,6 +223,7 @@ impl App {
             per_stream: per_stream.clone(),
             relay: cluster::relay(&settings, &db, &node_id, &master_key)?,
             viewers: Arc::new(Viewers::new(&master_key.derive("sluice viewer sessions v1"))),
+            stills: Default::default(),
         });
         Ok(Arc::new(App {
             storage,

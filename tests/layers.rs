@@ -50,6 +50,8 @@ const ROOMS: &[(&str, u8)] = &[
     ("cmaf", 1),
     ("hls", 1),
     ("webrtc", 1),
+    // One picture out of a segment, as JPEG.
+    ("still", 1),
     // The live session and its outputs.
     ("live", 2),
     // The protocol fronts that feed a session, the edges that play from it, VOD work.

@@ -13,6 +13,7 @@ pub mod origin;
 pub mod ranges;
 pub mod relay;
 pub mod rewrite;
+pub mod stills;
 pub mod token;
 pub mod viewing;
 pub mod vod;
@@ -48,6 +49,8 @@ pub struct Origin {
     pub relay: Arc<relay::Relay>,
     /// The HLS playback sessions of this node, and its VOD views (`vs=`).
     pub viewers: Arc<crate::services::viewers::Viewers>,
+    /// Thumbnails made on demand: the decode bound and each live stream's newest.
+    pub stills: stills::Stills,
 }
 
 /// The relay's bearer header, its name parsed once: a lookup by `&str` parses the name again on

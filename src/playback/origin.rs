@@ -48,7 +48,7 @@ const KEY_CACHE: &str = "private, no-store";
 const MASTER_WAIT: Duration = Duration::from_secs(10);
 /// The longest a relayed request may wait on the holding node (its master wait, or three
 /// target durations of a blocking reload, whichever it is).
-const RELAY_WAIT: Duration = Duration::from_secs(20);
+pub(super) const RELAY_WAIT: Duration = Duration::from_secs(20);
 
 mod live_first;
 pub use live_first::LiveFirst;
@@ -57,6 +57,7 @@ pub fn routes() -> Route {
     Route::new()
         .at("/live/:id/master.m3u8", get(master).options(preflight))
         .at("/live/:id/key", get(live_key).options(preflight))
+        .at("/live/:id/thumb.jpg", get(live_thumb).options(preflight))
         .at("/live/:id/", get(super::demo::page))
         .at("/live/:id/whep", post(super::whep::offer).options(super::whep::preflight))
         .at(
@@ -107,14 +108,14 @@ impl Refused {
 
 /// Where a live stream's media comes from: the channel of a push held here, or the node that
 /// holds it ([`super::relay`]).
-enum Source {
+pub(super) enum Source {
     Local(Arc<Channel>),
     Remote(Holder),
 }
 
 /// How a request carries its token, and so how the playlists it gets name their children.
 #[derive(Clone, Copy)]
-enum Carried<'a> {
+pub(super) enum Carried<'a> {
     /// In the query (`?token=`), or not at all: a playlist served to a signed session gets the
     /// token spliced into each URI.
     Query,
@@ -134,7 +135,7 @@ impl<'a> Carried<'a> {
 }
 
 /// The source of a stream, after the authorisation step.
-async fn source(
+pub(super) async fn source(
     app: &Origin,
     req: &Request,
     id: &str,
@@ -302,6 +303,12 @@ async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) 
         }
         None => status(StatusCode::NOT_FOUND, "stream has no media yet"),
     }
+}
+
+/// The stream's newest keyframe as JPEG ([`super::stills`]).
+#[handler]
+async fn live_thumb(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) -> Response {
+    super::stills::live(req, &app, &id).await
 }
 
 #[handler]

@@ -36,6 +36,14 @@ pub async fn top(
     if file != "master.m3u8" && file != "thumb.jpg" {
         return status(StatusCode::NOT_FOUND, "no such file");
     }
+    if file == "thumb.jpg" {
+        // A picture at a time or width: made (and kept) on demand.
+        match super::stills::StillQuery::parse(req.uri().query().unwrap_or("")) {
+            Ok(Some(ask)) => return super::stills::vod(req, &app, &id, ask).await,
+            Ok(None) => {}
+            Err(message) => return super::stills::bad_request(message),
+        }
+    }
     serve(req, &app, &id, &file).await
 }
 

@@ -39,6 +39,7 @@ mod simulcast;
 mod simulcast_console;
 mod slate;
 mod srt;
+mod stills;
 mod storage_s3;
 mod store;
 mod streams;

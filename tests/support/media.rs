@@ -125,3 +125,21 @@ pub fn rtmp2sink(location: &str, user: &str, password: &str) -> Killed {
             .expect("gst-launch-1.0 runs"),
     )
 }
+
+/// The frame number painted into a picture (JPEG or any image ffmpeg reads) of a
+/// `vod-frames-…` clip or a `painted=WxH:R` push: 12 bars, bar b light when bit b is set.
+pub fn painted_frame(image: &[u8]) -> u32 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("picture");
+    std::fs::write(&path, image).expect("write the picture");
+    let (w, h) = (384usize, 216usize);
+    let out = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(&path)
+        .args(["-vf", &format!("scale={w}:{h}"), "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "gray", "-"])
+        .output()
+        .expect("ffmpeg runs");
+    assert_eq!(out.stdout.len(), w * h, "a picture: {}", String::from_utf8_lossy(&out.stderr));
+    let row = &out.stdout[(h / 2) * w..(h / 2 + 1) * w];
+    (0..12).filter(|b| row[(2 * b + 1) * w / 24] > 128).fold(0, |n, b| n | (1 << b))
+}

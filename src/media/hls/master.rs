@@ -24,6 +24,26 @@ pub struct AudioRendition {
     pub channels: u32,
 }
 
+/// The video variants a master playlist lists: `(uri, width, height)`, in its order (those
+/// without a `RESOLUTION` are left out).
+pub fn read_variants(text: &str) -> Vec<(&str, u32, u32)> {
+    let mut out = Vec::new();
+    let mut size = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(attrs) = line.strip_prefix("#EXT-X-STREAM-INF:") {
+            size = attrs.split(',').find_map(|a| {
+                let (w, h) = a.strip_prefix("RESOLUTION=")?.split_once('x')?;
+                Some((w.parse().ok()?, h.parse().ok()?))
+            });
+        } else if !line.is_empty() && !line.starts_with('#') {
+            if let Some((w, h)) = size.take() {
+                out.push((line, w, h));
+            }
+        }
+    }
+    out
+}
+
 /// The master playlist: one `EXT-X-STREAM-INF` per variant, highest bandwidth first, and the
 /// shared audio rendition in group `audio`.
 pub fn render_master(variants: &[Variant], audio: Option<&AudioRendition>) -> String {
@@ -87,6 +107,7 @@ mod tests {
         assert_eq!(lines[after], "720p/index.m3u8", "the URI follows its STREAM-INF");
         assert!(text.contains("#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"audio\""));
         assert!(text.contains("URI=\"audio/index.m3u8\""));
+        assert_eq!(read_variants(&text), [("720p/index.m3u8", 1280, 720), ("480p/index.m3u8", 854, 480)]);
         let silent = render_master(&[v("source", 900_000, 640, 360)], None);
         assert!(silent.contains("CODECS=\"avc1.64001f\"") && !silent.contains("AUDIO="));
     }

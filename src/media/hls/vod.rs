@@ -58,6 +58,27 @@ pub fn media_playlist<'a>(map: Option<&'a str>, segments: &[Listed<'a>], key_uri
     out
 }
 
+/// The segments of a VOD media playlist as [`media_playlist`] writes it, in order, each with
+/// the initialization section before it; `None` when a segment has no `EXT-X-MAP` before it or
+/// an `EXTINF` does not read.
+pub fn read(text: &str) -> Option<Vec<Listed<'_>>> {
+    let (mut init, mut duration, mut gap) = (None, None, false);
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if let Some(map) = line.strip_prefix("#EXT-X-MAP:URI=\"") {
+            init = Some(map.split('"').next()?);
+        } else if let Some(d) = line.strip_prefix("#EXTINF:") {
+            duration = Some(d.split(',').next()?.parse::<f64>().ok().filter(|d| d.is_finite() && *d >= 0.0)?);
+        } else if line == "#EXT-X-GAP" {
+            gap = true;
+        } else if !line.is_empty() && !line.starts_with('#') {
+            out.push(Listed { init: init?, uri: line, duration: duration.take()?, gap });
+            gap = false;
+        }
+    }
+    Some(out)
+}
+
 /// The media playlist of a transcoded rendition: every segment after the one `init_uri`.
 pub fn transcoded_playlist(init_uri: &str, segments: &[Segment], key_uri: Option<&str>) -> String {
     let listed: Vec<Listed> = segments
@@ -108,5 +129,20 @@ mod tests {
         let (peak, avg) = bitrates(&segs);
         assert_eq!(peak, (3000.0 * 8.0 / 4.4) as u64);
         assert_eq!(avg, (4100.0 * 8.0 / 9.6) as u64);
+    }
+
+    #[test]
+    fn read_gives_back_what_was_written() {
+        let listed = vec![
+            Listed { init: "init0.mp4", uri: "s0.m4s", duration: 4.0, gap: false },
+            Listed { init: "init0.mp4", uri: "s1.m4s", duration: 2.5, gap: true },
+            Listed { init: "init1.mp4", uri: "s2.m4s", duration: 1.25, gap: false },
+        ];
+        for key in [None, Some(KEY_URI)] {
+            let text = media_playlist(Some("init0.mp4"), &listed, key);
+            assert_eq!(read(&text), Some(listed.clone()), "{text}");
+        }
+        assert_eq!(read("#EXTM3U\n#EXTINF:4.0,\ns0.m4s\n"), None, "no map");
+        assert_eq!(read("#EXTM3U\n#EXT-X-MAP:URI=\"i.mp4\"\n#EXTINF:x,\ns0.m4s\n"), None);
     }
 }

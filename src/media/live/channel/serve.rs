@@ -189,6 +189,58 @@ impl Channel {
         }
     }
 
+    /// The newest pictures, clear, with their initialization section: the parts from the newest
+    /// one that starts with a keyframe to the newest one, joined, of the first video rendition
+    /// (by name) that is not `source` and has one, else of `source` (whose keyframes are the
+    /// publisher's, seconds apart). Its last picture is the live edge. For a still of it.
+    pub fn newest_pictures(&self) -> Option<(Bytes, Bytes)> {
+        let s = self.lock();
+        let mut names: Vec<&String> = s
+            .renditions
+            .iter()
+            .filter(|(_, r)| matches!(r.kind, Kind::Video { .. }) && !r.playlist.is_ended())
+            .map(|(n, _)| n)
+            .collect();
+        names.sort_by_key(|n| n.as_str() == ladder::SOURCE);
+        names.into_iter().find_map(|name| {
+            let r = s.renditions.get(name)?;
+            let open = r
+                .playlist
+                .open_parts()
+                .iter()
+                .rev()
+                .map(|p| (p, r.playlist.next_msn(), r.playlist.init_uri()));
+            let closed = r
+                .playlist
+                .segments()
+                .rev()
+                .flat_map(|seg| seg.parts.iter().rev().map(move |p| (p, seg.msn, seg.init_uri.as_str())));
+            // Newest first, back to the newest keyframe.
+            let mut taken = Vec::new();
+            for (part, msn, init) in open.chain(closed) {
+                taken.push((part, msn, init));
+                if part.independent {
+                    break;
+                }
+            }
+            let &(first, _, init) = taken.last()?;
+            if !first.independent || taken.len() > 64 {
+                return None;
+            }
+            let init = r.inits.get(&(number(init, "init", ".mp4")? as u32))?.clone();
+            let mut joined = Vec::new();
+            for (part, msn, _) in taken.into_iter().rev() {
+                let n = number(&part.uri, "p", ".m4s")?;
+                let data = &r.parts.iter().find(|(k, _)| *k == n)?.1;
+                match &self.config.key {
+                    Some(key) => joined.extend_from_slice(&key.decrypt(msn, data)?),
+                    None => joined.extend_from_slice(data),
+                }
+            }
+            Some((init, Bytes::from(joined)))
+        })
+    }
+
     /// Runs `try_now` until it gives an answer (`Some`), an error, or `timeout` passes
     /// (`Ok(None)`). Woken by every change of the channel, never by polling.
     pub(super) async fn wait<T>(

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 
 use super::playlist::{self, init_uri, segment_uri, Recorded};
-use super::{thumbnail, RecordingError, Recordings, RenditionInfo};
+use super::{RecordingError, Recordings, RenditionInfo};
 use crate::domain::content_key::ContentKey;
 use crate::domain::time::now_ms;
 use crate::domain::vod::{Bitrate, ProducedRendition, VodStatus};
 use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::media::live::channel::Kind;
+use crate::media::still::{picture, Ask};
 use crate::services::policy::Resource;
 use crate::storage::vod_prefix;
 use crate::store::vods::VodRow;
@@ -183,7 +184,7 @@ impl Recordings {
                 .ok_or_else(|| RecordingError::Other("a segment does not decrypt".into()))?,
             None => segment.to_vec(),
         };
-        let jpeg = tokio::task::spawn_blocking(move || thumbnail::first_picture(&init, &segment))
+        let jpeg = tokio::task::spawn_blocking(move || picture(&init, &segment, Ask::FIRST))
             .await
             .map_err(|e| RecordingError::Other(e.to_string()))?
             .map_err(RecordingError::Other)?;

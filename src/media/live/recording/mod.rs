@@ -16,7 +16,6 @@
 
 mod complete;
 pub mod playlist;
-pub mod thumbnail;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
