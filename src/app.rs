@@ -451,6 +451,9 @@ impl App {
         self.spawn_meter();
         self.spawn_viewer_reports();
         crate::media::vod::worker::spawn(&self.transcoder);
+        if self.transcoder.workers > 0 {
+            crate::media::vod::clip::spawn(&self.transcoder);
+        }
         // Served on the acceptor's own connection type (src/app/http.rs); spawned once the
         // media listeners are up, so a failed start leaves nothing serving.
         let serve: std::pin::Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>> = match &tls {

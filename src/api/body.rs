@@ -367,6 +367,53 @@ impl Fields {
         ok.then_some(out)
     }
 
+    /// An optional object read by `read` from its own fields; problems are named
+    /// `<name>.<field>`, and unknown fields inside it are problems too.
+    pub fn opt_object<T>(&mut self, name: &str, read: impl Fn(&mut Fields) -> T) -> Option<T> {
+        if self.rules.is_some() {
+            let mut inner = Fields { map: Map::new(), errors: Vec::new(), rules: Some(Vec::new()) };
+            read(&mut inner);
+            let fields = inner.rules.unwrap_or_default();
+            self.note(name, Rule { fields, ..Rule::default() });
+        }
+        let Value::Object(map) = self.take(name)? else {
+            self.error(name, "must be an object");
+            return None;
+        };
+        let mut inner = Fields { map, errors: Vec::new(), rules: None };
+        let value = read(&mut inner);
+        let unknown: Vec<String> = inner.map.keys().cloned().collect();
+        for field in unknown {
+            inner.errors.push(format!("property {field} should not exist"));
+        }
+        let ok = inner.errors.is_empty();
+        self.errors.extend(inner.errors.into_iter().map(|e| format!("{name}.{e}")));
+        ok.then_some(value)
+    }
+
+    /// An optional number (not only an integer) within `range`.
+    pub fn opt_number(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<f64> {
+        self.note(name, Rule { range: Some((*range.start(), *range.end())), ..Rule::default() });
+        match self.take(name)? {
+            Value::Number(n) => match n.as_f64() {
+                Some(x) if x >= *range.start() as f64 && x <= *range.end() as f64 => Some(x),
+                _ => {
+                    self.error(name, format!("must be a number from {} to {}", range.start(), range.end()));
+                    None
+                }
+            },
+            _ => {
+                self.error(name, "must be a number");
+                None
+            }
+        }
+    }
+
+    /// A required number within `range`.
+    pub fn number(&mut self, name: &str, range: RangeInclusive<i64>) -> Option<f64> {
+        self.required(name, |f| f.opt_number(name, range))
+    }
+
     /// Unknown fields are problems too.
     fn finish(mut self) -> Result<(), ApiError> {
         let unknown: Vec<String> = self.map.keys().cloned().collect();

@@ -72,7 +72,7 @@ const EXTRA_STATUSES: &[(&str, &[u16])] = &[
     ("updateSimulcastTarget", &[409]),
     ("deleteSimulcastTarget", &[]),
     ("listVods", &[]),
-    ("createVod", &[]),
+    ("createVod", &[404, 409]),
     ("getVod", &[]),
     ("deleteVod", &[409]),
     ("markVodUploaded", &[409]),

@@ -120,6 +120,7 @@ impl Example for Vod {
             views: 42,
             watch_seconds: 1530.5,
             peak_viewers: None,
+            clip_of: None,
         }
     }
 }
@@ -128,12 +129,12 @@ impl Example for VodWithUpload {
     fn example() -> Self {
         VodWithUpload {
             vod: Vod::example(),
-            upload: UploadTarget {
+            upload: Some(UploadTarget {
                 url: "https://media.example.com/upload/vd3k5m7p9r1t3v5x7z9b?expires=1777640400&sig=3f9a…"
                     .into(),
                 method: "PUT".into(),
                 expires_at: "2026-05-01T13:00:00.000Z".into(),
-            },
+            }),
         }
     }
 }
@@ -142,13 +143,14 @@ impl Example for CreateVod {
     fn example() -> Self {
         CreateVod {
             name: "Keynote".into(),
-            filename: "keynote.mp4".into(),
+            filename: Some("keynote.mp4".into()),
             output_format: None,
             video_codec: None,
             audio_codec: None,
             aspect_ratio: Some(AspectRatio::Preserve),
             ladder: None,
             drm_enabled: None,
+            clip: None,
         }
     }
 }

@@ -65,6 +65,19 @@ pub(super) fn apply_rules(registry: &mut Registry, name: &str, rules: &[(String,
         if rule.required && !schema.required.contains(prop) {
             schema.required.push(prop);
         }
+        // An object of its own (one, not an array of them; poem wraps a described one in
+        // `allOf`): its rules go to its schema.
+        let object = match &*schema_ref {
+            MetaSchemaRef::Reference(object) => Some(object.clone()),
+            MetaSchemaRef::Inline(s) => s.all_of.iter().find_map(|r| match r {
+                MetaSchemaRef::Reference(object) => Some(object.clone()),
+                MetaSchemaRef::Inline(_) => None,
+            }),
+        };
+        if let (Some(object), false) = (object, rule.fields.is_empty()) {
+            nested.push((object, rule.fields.clone()));
+            continue;
+        }
         let MetaSchemaRef::Inline(prop_schema) = schema_ref else { continue };
         let prop_schema = prop_schema.as_mut();
         if let Some((min, max)) = rule.len {

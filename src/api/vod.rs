@@ -15,6 +15,7 @@ use super::pagination::{Limit, PageQuery, Paginated, Skip};
 use super::security::{need, Authorized};
 use super::ApiTags;
 use crate::api::ApiState;
+use crate::domain::clip::ClipOf;
 use crate::domain::new_id;
 use crate::domain::time::{iso, now_ms};
 use crate::domain::vod::{
@@ -26,6 +27,8 @@ use crate::services::vods::VodError;
 use crate::storage::{source_key, vod_prefix};
 use crate::store::vods::VodRow;
 use crate::store::Db;
+
+mod clip;
 
 /// How long an upload URL (and a heartbeat's extension) lives.
 pub const UPLOAD_TTL: Duration = Duration::from_secs(3600);
@@ -77,6 +80,8 @@ pub struct Vod {
     pub watch_seconds: f64,
     /// A recording: the most viewers at once of the live session it recorded; null otherwise.
     pub peak_viewers: Option<i64>,
+    /// A clip: the VOD it was cut from and the range asked for; null otherwise.
+    pub clip_of: Option<ClipOf>,
 }
 
 /// Where to send the source file.
@@ -96,7 +101,8 @@ pub struct UploadTarget {
 #[oai(example)]
 pub struct VodWithUpload {
     pub vod: Vod,
-    pub upload: UploadTarget,
+    /// Null for a clip, which has nothing to upload.
+    pub upload: Option<UploadTarget>,
 }
 
 /// Body of `POST /vod`.
@@ -105,8 +111,8 @@ pub struct VodWithUpload {
 pub struct CreateVod {
     /// 1–100 characters.
     pub name: String,
-    /// Name of the file to be uploaded, 1–255 characters.
-    pub filename: String,
+    /// Name of the file to be uploaded, 1–255 characters; default: `name`.
+    pub filename: Option<String>,
     /// `hls` (default).
     pub output_format: Option<OutputFormat>,
     /// `h264` (default).
@@ -118,9 +124,13 @@ pub struct CreateVod {
     /// 1–8 rungs with unique names. Default: 1080p 1920×1080 5M, 720p 1280×720 3M,
     /// 480p 854×480 1500k, 360p 640×360 800k.
     pub ladder: Option<Vec<RenditionSpec>>,
-    /// Encrypt the segments (AES-128 HLS); default false. Pair it with signed playback, or the
-    /// key is as public as the playlist.
+    /// Encrypt the segments (AES-128 HLS); default false (a clip: its source's). Pair it with
+    /// signed playback, or the key is as public as the playlist.
     pub drm_enabled: Option<bool>,
+    /// Cut this VOD out of another (uploaded or recorded), without a re-encode: nothing is
+    /// uploaded, the clip is queued at once and completes like a transcode (`vod.processing`,
+    /// `vod.complete`). The ladder fields do not apply.
+    pub clip: Option<ClipOf>,
 }
 
 fn rung(f: &mut Fields) -> RenditionSpec {
@@ -160,13 +170,14 @@ impl FromJsonBody for CreateVod {
         }
         CreateVod {
             name: f.string("name", 1..=100),
-            filename: f.string("filename", 1..=255),
+            filename: f.opt_string("filename", 1..=255),
             output_format: f.opt_enum("outputFormat"),
             video_codec: f.opt_enum("videoCodec"),
             audio_codec: f.opt_enum("audioCodec"),
             aspect_ratio: f.opt_parsed("aspectRatio", AspectRatio::parse),
             ladder,
             drm_enabled: f.opt_bool("drmEnabled"),
+            clip: f.opt_object("clip", clip::read),
         }
     }
 }
@@ -212,6 +223,7 @@ impl Vod {
             views: 0,
             watch_seconds: 0.0,
             peak_viewers: None,
+            clip_of: row.clip_of.as_deref().and_then(|j| serde_json::from_str(j).ok()),
         }
     }
 }
@@ -285,6 +297,10 @@ impl VodApi {
     }
 
     /// Create a VOD; returns the presigned URL to PUT the source file to
+    ///
+    /// With `clip`, the VOD is cut out of another instead (no upload; `upload` is null): 404
+    /// when `clip.vodId` is not a VOD of the project, 409 when it is not complete or archived,
+    /// 400 naming the field when the range is not inside it.
     #[oai(path = "/v1/projects/:slug/vod", method = "post", operation_id = "createVod")]
     async fn create(
         &self,
@@ -294,6 +310,13 @@ impl VodApi {
         body: JsonBody<CreateVod>,
     ) -> ApiResult<CreateVodResponse> {
         let b = body.0;
+        if let Some(c) = b.clip {
+            let filename = b.filename.unwrap_or_else(|| b.name.clone());
+            let row = clip::create(&app, &p.project.id, (b.name, filename), c, b.drm_enabled).await?;
+            tracing::info!(project = %p.project.slug, vod = %row.id, "clip queued");
+            let vod = Vod::from_row(&row, &app);
+            return Ok(CreateVodResponse::Created(Json(VodWithUpload { vod, upload: None })));
+        }
         let id = new_id();
         let (upload, expires_ms) = upload_target(&app, &id).await?;
         let now = now_ms();
@@ -301,8 +324,8 @@ impl VodApi {
         let row = VodRow {
             id,
             project_id: p.project.id.clone(),
+            filename: b.filename.unwrap_or_else(|| b.name.clone()),
             name: b.name,
-            filename: b.filename,
             output_format: b.output_format.unwrap_or(OutputFormat::Hls).as_str().to_string(),
             video_codec: b.video_codec.unwrap_or(VideoCodec::H264).as_str().to_string(),
             audio_codec: b.audio_codec.unwrap_or(AudioCodec::Aac).as_str().to_string(),
@@ -324,12 +347,16 @@ impl VodApi {
             archived_at: None,
             stream_id: None,
             session_id: None,
+            clip_of: None,
         };
         let mut tx = app.db.begin_write().await?;
         Db::insert_vod(&mut tx, &row).await?;
         tx.commit().await?;
         tracing::info!(project = %p.project.slug, vod = %row.id, "VOD created");
-        Ok(CreateVodResponse::Created(Json(VodWithUpload { vod: Vod::from_row(&row, &app), upload })))
+        Ok(CreateVodResponse::Created(Json(VodWithUpload {
+            vod: Vod::from_row(&row, &app),
+            upload: Some(upload),
+        })))
     }
 
     /// Get a VOD
@@ -438,7 +465,7 @@ impl VodApi {
         row.updated_at = now_ms();
         Db::update_vod(&mut tx, &row).await?;
         tx.commit().await?;
-        Ok(Json(VodWithUpload { vod: Vod::from_row(&row, &app), upload }))
+        Ok(Json(VodWithUpload { vod: Vod::from_row(&row, &app), upload: Some(upload) }))
     }
 
     /// Cancel an unfinished VOD, or archive a complete one

@@ -2,6 +2,7 @@
 //! is meant.
 
 pub mod api_key;
+pub mod clip;
 mod closed_set;
 pub mod content_key;
 pub mod credits;

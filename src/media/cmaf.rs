@@ -76,6 +76,25 @@ pub fn samples(data: &[u8]) -> Option<u64> {
     Some(total)
 }
 
+/// The chunks a segment is made of, in order: each from the boxes before its `moof` (a `styp`)
+/// through the `mdat` after it. `None` when `segment` is not a whole sequence of such chunks.
+pub fn chunks(segment: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
+    let mut out = Vec::new();
+    let (mut start, mut moof) = (0, false);
+    for b in boxes(segment) {
+        let b = b?;
+        match &b.name {
+            b"moof" => moof = true,
+            b"mdat" if moof => {
+                out.push(start..b.at + b.size);
+                (start, moof) = (b.at + b.size, false);
+            }
+            _ => {}
+        }
+    }
+    (start == segment.len() && !out.is_empty()).then_some(out)
+}
+
 /// The timescale of the first track of the init section `init` (`moov`/`trak`/`mdia`/`mdhd`).
 pub fn timescale(init: &[u8]) -> Option<u32> {
     let mdhd = child(child(child(child(init, b"moov")?, b"trak")?, b"mdia")?, b"mdhd")?;

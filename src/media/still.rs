@@ -26,12 +26,22 @@ pub struct Ask {
     pub width: Option<u32>,
     /// Scaled to exactly this height as well (a storyboard's tiles are all one size).
     pub height: Option<u32>,
+    /// The raw picture (RGBx, rows of `width * 4` bytes) rather than a JPEG.
+    pub raw: bool,
 }
 
 impl Ask {
-    pub const FIRST: Ask = Ask { at: 0.0, width: None, height: None };
+    pub const FIRST: Ask = Ask { at: 0.0, width: None, height: None, raw: false };
     /// The last picture.
-    pub const LAST: Ask = Ask { at: 1e6, width: None, height: None };
+    pub const LAST: Ask = Ask { at: 1e6, width: None, height: None, raw: false };
+}
+
+/// How a picture leaves: JPEG, or raw RGBx.
+fn output(raw: bool) -> &'static str {
+    match raw {
+        true => "video/x-raw,format=RGBx",
+        false => "jpegenc quality=85",
+    }
 }
 
 fn description(ask: &Ask) -> String {
@@ -45,7 +55,8 @@ fn description(ask: &Ask) -> String {
     format!(
         "appsrc name=src format=bytes ! qtdemux ! h264parse ! avdec_h264 name=dec \
          ! videoscale method=bilinear add-borders=false ! {caps} ! videoconvert \
-         ! jpegenc quality=85 ! appsink name=out sync=false max-buffers=1"
+         ! {} ! appsink name=out sync=false max-buffers=1",
+        output(ask.raw)
     )
 }
 
@@ -103,12 +114,12 @@ pub fn picture(init: &[u8], segment: &[u8], ask: Ask) -> Result<Vec<u8>, String>
     let _ = src.end_of_stream();
     let timeout = gst::ClockTime::from_nseconds(DEADLINE.as_nanos() as u64);
     if let Some(sample) = out.try_pull_sample(timeout) {
-        return jpeg(&sample);
+        return bytes_of(&sample);
     }
     // The asked time was past the segment's last picture: encode that one.
     let held = pick.held.lock().unwrap_or_else(|p| p.into_inner()).take();
     match held {
-        Some(last) if pick.late.load(Ordering::SeqCst) => last_picture(last, &dec),
+        Some(last) if pick.late.load(Ordering::SeqCst) => last_picture(last, &dec, &ask),
         _ => Err("no picture decoded from the segment".into()),
     }
 }
@@ -122,34 +133,55 @@ struct Pick {
     held: std::sync::Mutex<Option<gst::Buffer>>,
 }
 
-fn jpeg(sample: &gst::Sample) -> Result<Vec<u8>, String> {
+fn bytes_of(sample: &gst::Sample) -> Result<Vec<u8>, String> {
     let buffer = sample.buffer().ok_or("an empty picture")?;
     let map = buffer.map_readable().map_err(|e| e.to_string())?;
     Ok(map.as_slice().to_vec())
 }
 
-/// Encodes `last`, a decoded picture with the caps of `dec`'s pad, through a pipeline of its own.
-fn last_picture(last: gst::Buffer, dec: &gst::Pad) -> Result<Vec<u8>, String> {
+/// Encodes `last`, a decoded picture with the caps of `dec`'s pad, through a pipeline of its own
+/// that scales it as `ask` says.
+fn last_picture(last: gst::Buffer, dec: &gst::Pad, ask: &Ask) -> Result<Vec<u8>, String> {
     let caps = dec.current_caps().ok_or("no caps for the last picture")?;
-    let pipeline = gst::parse::launch(
-        "appsrc name=src ! videoconvert ! jpegenc quality=85 ! appsink name=out sync=false max-buffers=1",
-    )
-    .map_err(|e| format!("still pipeline: {e}"))?
-    .downcast::<gst::Pipeline>()
-    .map_err(|_| "still pipeline is not a pipeline".to_string())?;
+    let tail = description(ask);
+    let tail = tail.split_once("name=dec").map_or("", |(_, t)| t);
+    encode(&caps, last, &format!("appsrc name=src {tail}"))
+}
+
+/// A raw RGBx picture `width`×`height` as JPEG (a storyboard's sprite).
+pub fn jpeg_of_rgbx(rgbx: Vec<u8>, width: u32, height: u32) -> Result<Vec<u8>, String> {
+    crate::media::gst::init()?;
+    let caps = gst::Caps::builder("video/x-raw")
+        .field("format", "RGBx")
+        .field("width", width as i32)
+        .field("height", height as i32)
+        .field("framerate", gst::Fraction::new(0, 1))
+        .build();
+    let description =
+        "appsrc name=src ! videoconvert ! jpegenc quality=80 ! appsink name=out sync=false max-buffers=1";
+    encode(&caps, gst::Buffer::from_mut_slice(rgbx), description)
+}
+
+/// Pushes `buffer` of `caps` through `description` (an `appsrc` named `src`, an `appsink` named
+/// `out`); the one buffer out.
+fn encode(caps: &gst::Caps, buffer: gst::Buffer, description: &str) -> Result<Vec<u8>, String> {
+    let pipeline = gst::parse::launch(description)
+        .map_err(|e| format!("still pipeline: {e}"))?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| "still pipeline is not a pipeline".to_string())?;
     let pipeline = crate::media::gst::StopOnDrop(pipeline);
     let src =
         pipeline.0.by_name("src").and_then(|e| e.downcast::<gst_app::AppSrc>().ok()).ok_or("no appsrc")?;
     let out =
         pipeline.0.by_name("out").and_then(|e| e.downcast::<gst_app::AppSink>().ok()).ok_or("no appsink")?;
-    src.set_caps(Some(&caps));
+    src.set_caps(Some(caps));
     pipeline.0.set_state(gst::State::Playing).map_err(|e| format!("still pipeline: {e}"))?;
-    src.push_buffer(last).map_err(|e| format!("still: {e}"))?;
+    src.push_buffer(buffer).map_err(|e| format!("still: {e}"))?;
     let _ = src.end_of_stream();
     let sample = out
         .try_pull_sample(gst::ClockTime::from_nseconds(DEADLINE.as_nanos() as u64))
         .ok_or("the last picture was not encoded")?;
-    jpeg(&sample)
+    bytes_of(&sample)
 }
 
 /// How many stills are decoded at once, and how many may wait for a turn: a flood of distinct
@@ -219,7 +251,7 @@ mod tests {
 
     #[test]
     fn asks_fix_the_width_and_keep_the_shape() {
-        let d = description(&Ask { at: 1.0, width: Some(320), height: None });
+        let d = description(&Ask { at: 1.0, width: Some(320), height: None, raw: false });
         assert!(d.contains("video/x-raw,pixel-aspect-ratio=1/1,width=320 !"), "{d}");
         let d = description(&Ask::FIRST);
         assert!(d.contains("video/x-raw,pixel-aspect-ratio=1/1 !"), "{d}");

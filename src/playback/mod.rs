@@ -14,6 +14,7 @@ pub mod ranges;
 pub mod relay;
 pub mod rewrite;
 pub mod stills;
+pub mod storyboard;
 pub mod token;
 pub mod viewing;
 pub mod vod;

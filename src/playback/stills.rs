@@ -87,6 +87,8 @@ impl StillQuery {
 /// The origin's stills: the decode bound, and each live stream's newest.
 pub struct Stills {
     pub decodes: Decodes,
+    /// One storyboard is made at a time ([`super::storyboard`]).
+    pub storyboards: tokio::sync::Mutex<()>,
     live: Mutex<HashMap<String, LiveStill>>,
 }
 
@@ -97,7 +99,11 @@ struct LiveStill {
 
 impl Default for Stills {
     fn default() -> Self {
-        Stills { decodes: Decodes::new(DECODES_AT_ONCE, DECODES_WAITING), live: Mutex::default() }
+        Stills {
+            decodes: Decodes::new(DECODES_AT_ONCE, DECODES_WAITING),
+            storyboards: tokio::sync::Mutex::new(()),
+            live: Mutex::default(),
+        }
     }
 }
 
@@ -110,7 +116,7 @@ pub(super) fn bad_request(message: String) -> Response {
         .body(message)
 }
 
-fn busy() -> Response {
+pub(super) fn busy() -> Response {
     let mut resp = status(StatusCode::SERVICE_UNAVAILABLE, "too many thumbnails being made; retry later");
     resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     resp
@@ -213,7 +219,7 @@ pub(super) async fn vod(req: &Request, app: &Origin, id: &str, ask: StillQuery) 
     } else {
         data
     };
-    let still = Ask { at: offset, width: ask.width, height: None };
+    let still = Ask { at: offset, width: ask.width, height: None, raw: false };
     let made = tokio::task::spawn_blocking(move || picture(&init, &data, still)).await;
     let bytes = match made {
         Ok(Ok(b)) => Bytes::from(b),

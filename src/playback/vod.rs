@@ -1,4 +1,5 @@
-//! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg`, `/vod/<id>/key`
+//! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg` (also at any time:
+//! [`super::stills`]), `/vod/<id>/storyboard.{vtt,jpg}` ([`super::storyboard`]), `/vod/<id>/key`
 //! (an encrypted VOD's key) and `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}` (a
 //! recording's initialization sections are `init<generation>.mp4`), with
 //! byte ranges and cache headers. Media and thumbnails are streamed from storage, only the
@@ -32,6 +33,9 @@ pub async fn top(
 ) -> Response {
     if file == "key" {
         return super::origin::content_key(req, &app, &Resource::Vod(&id)).await;
+    }
+    if file == "storyboard.vtt" || file == "storyboard.jpg" {
+        return super::storyboard::serve(req, &app, &id, &file).await;
     }
     if file != "master.m3u8" && file != "thumb.jpg" {
         return status(StatusCode::NOT_FOUND, "no such file");

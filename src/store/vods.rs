@@ -10,6 +10,24 @@ use sqlx::{AnyConnection, FromRow};
 use super::{count, Backend, Db, DbError, Page};
 use crate::domain::vod::{AspectRatio, ProducedRendition, RenditionSpec, VodStatus};
 
+/// What a job of the queue does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    /// Transcode an uploaded file (the transcode workers).
+    Transcode,
+    /// Cut a clip out of another VOD (the clip workers).
+    Clip,
+}
+
+impl JobKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobKind::Transcode => "transcode",
+            JobKind::Clip => "clip",
+        }
+    }
+}
+
 #[derive(Debug, Clone, FromRow)]
 pub struct VodRow {
     pub id: String,
@@ -42,6 +60,8 @@ pub struct VodRow {
     /// A recording of a live stream: its stream and push session.
     pub stream_id: Option<String>,
     pub session_id: Option<String>,
+    /// A clip: JSON of [`crate::domain::clip::ClipOf`], where it was cut from.
+    pub clip_of: Option<String>,
 }
 
 impl VodRow {
@@ -88,13 +108,13 @@ pub struct Lease {
 const COLUMNS: &str =
     "id, project_id, name, filename, output_format, video_codec, audio_codec, aspect_ratio, \
      ladder, status, source_size, duration, source_info, renditions, progress, error, signed_playback, upload_expires_at, \
-     created_at, updated_at, completed_at, archived_at, drm_enabled, stream_id, session_id";
+     created_at, updated_at, completed_at, archived_at, drm_enabled, stream_id, session_id, clip_of";
 
 impl Db {
     pub async fn insert_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
         sqlx::query(&format!(
             "INSERT INTO vods ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)"
+             $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
         ))
         .bind(&v.id)
         .bind(&v.project_id)
@@ -121,6 +141,7 @@ impl Db {
         .bind(v.drm_enabled)
         .bind(&v.stream_id)
         .bind(&v.session_id)
+        .bind(&v.clip_of)
         .execute(conn)
         .await
         .map(|_| ())
@@ -259,14 +280,27 @@ impl Db {
         now: i64,
         not_before: i64,
     ) -> Result<(), DbError> {
+        Db::insert_job_of(conn, JobKind::Transcode, vod_id, project_id, now, not_before).await
+    }
+
+    /// [`Db::insert_job`] of a job of `kind`.
+    pub async fn insert_job_of(
+        conn: &mut AnyConnection,
+        kind: JobKind,
+        vod_id: &str,
+        project_id: &str,
+        now: i64,
+        not_before: i64,
+    ) -> Result<(), DbError> {
         sqlx::query(
-            "INSERT INTO transcode_jobs (vod_id, project_id, attempts, lease_owner, lease_until, created_at) \
-             VALUES ($1, $2, 0, NULL, $4, $3)",
+            "INSERT INTO transcode_jobs (vod_id, project_id, attempts, lease_owner, lease_until, created_at, kind) \
+             VALUES ($1, $2, 0, NULL, $4, $3, $5)",
         )
         .bind(vod_id)
         .bind(project_id)
         .bind(now)
         .bind(not_before)
+        .bind(kind.as_str())
         .execute(conn)
         .await
         .map(|_| ())
@@ -289,9 +323,21 @@ impl Db {
             .map(|_| ())
     }
 
-    /// Leases the oldest available job for `owner` until `lease_until`, counting an attempt.
+    /// Leases the oldest available transcode job for `owner` until `lease_until`, counting an
+    /// attempt.
     pub async fn claim_job(
         &self,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Option<LeasedJob>, DbError> {
+        self.claim_job_of(JobKind::Transcode, owner, now, lease_until).await
+    }
+
+    /// [`Db::claim_job`] of a job of `kind`.
+    pub async fn claim_job_of(
+        &self,
+        kind: JobKind,
         owner: &str,
         now: i64,
         lease_until: i64,
@@ -302,13 +348,14 @@ impl Db {
         };
         sqlx::query_as(&format!(
             "UPDATE transcode_jobs SET lease_owner = $1, lease_until = $2, attempts = attempts + 1 \
-             WHERE vod_id IN (SELECT vod_id FROM transcode_jobs WHERE lease_until IS NULL OR lease_until < $3 \
-               ORDER BY created_at LIMIT 1{lock}) \
+             WHERE vod_id IN (SELECT vod_id FROM transcode_jobs WHERE (lease_until IS NULL OR lease_until < $3) \
+               AND kind = $4 ORDER BY created_at LIMIT 1{lock}) \
              RETURNING vod_id, project_id, attempts"
         ))
         .bind(owner)
         .bind(lease_until)
         .bind(now)
+        .bind(kind.as_str())
         .fetch_optional(self.pool())
         .await
     }

@@ -7,6 +7,7 @@ mod api_keys;
 mod auth;
 mod backup;
 mod client_ip;
+mod clips;
 mod cluster;
 mod console;
 mod continuity;

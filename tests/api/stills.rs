@@ -63,6 +63,29 @@ async fn fetch(sluice: &Sluice, url: &str) -> (u16, String, bytes::Bytes, Option
     (status, kind, r.bytes().await.expect("body"), retry)
 }
 
+/// The part `x,y,w,h` of a picture, as PNG.
+fn crop(image: &[u8], xywh: &str) -> Vec<u8> {
+    let v: Vec<&str> = xywh.split(',').collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("p.jpg");
+    std::fs::write(&path, image).expect("write");
+    let out = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(&path)
+        .args([
+            "-vf",
+            &format!("crop={}:{}:{}:{}", v[2], v[3], v[0], v[1]),
+            "-f",
+            "image2",
+            "-c:v",
+            "png",
+            "-",
+        ])
+        .output()
+        .expect("ffmpeg");
+    out.stdout
+}
+
 /// `width,height` of a picture.
 fn size_of(image: &[u8]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -129,6 +152,42 @@ async fn a_vod_still_at_any_time_is_the_frame_painted_then_and_a_flood_costs_no_
         assert!(text.starts_with(field), "{query}: {text}");
     }
     assert_eq!(fetch(&sluice, &thumb).await.0, 200);
+
+    // The storyboard: a cue per 10 s over the whole VOD, each tile the picture painted at its
+    // start.
+    let base = thumb.trim_end_matches("/thumb.jpg");
+    let started = Instant::now();
+    let (status, kind, vtt, _) = fetch(&sluice, &format!("{base}/storyboard.vtt")).await;
+    let made_ms = started.elapsed().as_secs_f64() * 1000.0;
+    assert_eq!(
+        (status, kind.as_str()),
+        (200, "text/vtt; charset=utf-8"),
+        "{}",
+        String::from_utf8_lossy(&vtt)
+    );
+    let vtt = String::from_utf8_lossy(&vtt).into_owned();
+    let lines: Vec<&str> = vtt.lines().collect();
+    assert_eq!(lines[0], "WEBVTT");
+    let cues: Vec<(&str, &str, &str)> =
+        lines.windows(2).filter_map(|w| w[0].split_once(" --> ").map(|(a, b)| (a, b, w[1]))).collect();
+    assert_eq!(cues.len(), 6, "{vtt}");
+    assert_eq!(cues[0].0, "00:00:00.000");
+    assert_eq!(cues[5].1, "00:01:00.000", "the last cue ends with the VOD");
+    assert!(cues.windows(2).all(|c| c[0].1 == c[1].0), "cues follow each other: {vtt}");
+    let (status, kind, sprite, _) = fetch(&sluice, &format!("{base}/storyboard.jpg")).await;
+    assert_eq!((status, kind.as_str()), (200, "image/jpeg"));
+    assert_eq!(size_of(&sprite), "960,90", "six 160×90 tiles in a row");
+    for (i, (_, _, tile)) in cues.iter().enumerate() {
+        let xywh = tile.strip_prefix("storyboard.jpg#xywh=").expect("a tile of the sprite");
+        let painted = painted_frame(&crop(&sprite, xywh));
+        assert!(painted.abs_diff(300 * i as u32) <= 1, "tile {i}: frame {painted}");
+    }
+    let started = Instant::now();
+    assert_eq!(fetch(&sluice, &format!("{base}/storyboard.vtt")).await.2, vtt.as_bytes());
+    println!(
+        "storyboard of 60 s: made in {made_ms:.0} ms, kept {:.0} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
 
     // 500 asks for distinct times at once: each is a still or a 503 with Retry-After, memory
     // stays flat, and the origin answers meanwhile.

@@ -102,8 +102,12 @@ async function drive(key: string, slug: string, file: File, run: Running): Promi
     const id = created.vod._id;
     patch(key, { vodId: id, state: 'uploading' });
     if (run.cancelled) throw new Cancelled();
-    const renew = async () => (await call(api.vodUploadHeartbeat({ path: { slug, id } }))).upload;
-    await send(key, file, created.upload, renew, run);
+    const target = (found: UploadTarget | null): UploadTarget => {
+      if (!found) throw new Error('the server gave no upload URL');
+      return found;
+    };
+    const renew = async () => target((await call(api.vodUploadHeartbeat({ path: { slug, id } }))).upload);
+    await send(key, file, target(created.upload), renew, run);
     patch(key, { state: 'finishing', sent: file.size, message: undefined });
     const vod = await call(api.markVodUploaded({ path: { slug, id } }));
     patch(key, { state: 'done', vod, message: vod.status === 'failed' ? (vod.error ?? 'the file was refused') : undefined });

@@ -51,6 +51,7 @@ from sluice_client.api.webhooks import (
     test_webhook,
 )
 from sluice_client.models import (
+    ClipOf,
     CreateSimulcastTarget,
     CreateStream,
     CreateVod,
@@ -63,6 +64,7 @@ from sluice_client.models import (
     StreamStatus,
     TargetStatus,
     UpdateSimulcastTarget,
+    UploadTarget,
     VodStatus,
 )
 from sluice_client.types import Response
@@ -362,10 +364,13 @@ def main() -> None:
         check(created_vod.vod.status == VodStatus.PENDING_UPLOAD, f"create VOD {vod_id}: status pending_upload")
         with open(media, "rb") as f:
             data = f.read()
-        put = httpx.request(created_vod.upload.method, created_vod.upload.url, content=data, timeout=60)
+        upload = created_vod.upload
+        if not isinstance(upload, UploadTarget):
+            fail("a VOD to upload has no upload target")
+        put = httpx.request(upload.method, upload.url, content=data, timeout=60)
         check(
             put.status_code == 200,
-            f"upload {len(data)} bytes with {created_vod.upload.method} to the presigned URL: {put.status_code}",
+            f"upload {len(data)} bytes with {upload.method} to the presigned URL: {put.status_code}",
         )
         marked = expect(mark_vod_uploaded.sync_detailed(slug, vod_id, client=client), 200, "mark uploaded")
         check(
@@ -408,6 +413,37 @@ def main() -> None:
         for event in ("vod.uploaded", "vod.processing", "vod.complete"):
             headers, body = receiver.wait_for(event, 30, lambda e: e["data"].get("id") == vod_id)
             verify_signature(webhook.secret, headers, body, event)
+
+        # A clip of it: its first second, cut without a re-encode; nothing to upload.
+        clipped = expect(
+            create_vod.sync_detailed(
+                slug,
+                client=client,
+                body=CreateVod(name=f"sdk-python-{run}-clip", clip=ClipOf(vod_id=vod_id, start_sec=0, end_sec=1)),
+            ),
+            201,
+            "create clip",
+        )
+        clip_id = clipped.vod.field_id
+        check(
+            clipped.upload is None and isinstance(clipped.vod.clip_of, ClipOf) and clipped.vod.clip_of.vod_id == vod_id,
+            f"create clip {clip_id} of {vod_id}: nothing to upload",
+        )
+        clip = clipped.vod
+        deadline = time.monotonic() + args.timeout
+        while clip.status != VodStatus.COMPLETE:
+            time.sleep(0.5)
+            clip = expect(get_vod.sync_detailed(slug, clip_id, client=client), 200, "get clip")
+            if clip.status in (VodStatus.FAILED, VodStatus.CANCELLED):
+                fail(f"clip {clip_id} ended {clip.status.value}: {clip.error}")
+            if time.monotonic() > deadline:
+                fail(f"clip {clip_id} not complete within {args.timeout:.0f} s (status {clip.status.value})")
+        check(
+            isinstance(clip.playback_url, str) and isinstance(clip.duration, float) and clip.duration > 0,
+            f"clip complete: {clip.duration} s at {clip.playback_url}",
+        )
+        headers, body = receiver.wait_for("vod.complete", 30, lambda e: e["data"].get("id") == clip_id)
+        verify_signature(webhook.secret, headers, body, "vod.complete")
 
         # Tidy up what this run made (the VOD stays, playable).
         expect(delete_webhook.sync_detailed(slug, webhook.field_id, client=client), 200, "delete webhook")

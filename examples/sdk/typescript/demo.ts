@@ -308,8 +308,9 @@ async function main(): Promise<void> {
   const vodId = createdVod.vod._id;
   check(createdVod.vod.status === 'pending_upload', `create VOD ${vodId}: status pending_upload`);
   const data = readFileSync(media);
-  const put = await fetch(createdVod.upload.url, { method: createdVod.upload.method, body: data });
-  check(put.status === 200, `upload ${data.length} bytes with ${createdVod.upload.method} to the presigned URL: ${put.status}`);
+  const upload = createdVod.upload ?? fail('a VOD to upload has no upload target');
+  const put = await fetch(upload.url, { method: upload.method, body: data });
+  check(put.status === 200, `upload ${data.length} bytes with ${upload.method} to the presigned URL: ${put.status}`);
   const marked = expect(await markVodUploaded({ client, path: { slug, id: vodId } }), 200, 'mark uploaded');
   check(marked.status !== 'failed' && marked.status !== 'cancelled', `mark uploaded: status ${marked.status}`);
 
@@ -341,6 +342,27 @@ async function main(): Promise<void> {
   for (const event of ['vod.uploaded', 'vod.processing', 'vod.complete']) {
     verifySignature(secret, await receiver.waitFor(event, 30_000, (e) => e.data?.id === vodId), event);
   }
+
+  // A clip of it: its first second, cut without a re-encode; nothing to upload.
+  const clipped = expect(
+    await createVod({
+      client,
+      path: { slug },
+      body: { name: `sdk-typescript-${run}-clip`, clip: { vodId, startSec: 0, endSec: 1 } },
+    }),
+    201,
+    'create clip',
+  );
+  const clipId = clipped.vod._id;
+  check(clipped.upload === null && clipped.vod.clipOf?.vodId === vodId, `create clip ${clipId} of ${vodId}: nothing to upload`);
+  let clip = clipped.vod;
+  for (const deadline = Date.now() + timeoutMs; clip.status !== 'complete'; await sleep(500)) {
+    clip = expect(await getVod({ client, path: { slug, id: clipId } }), 200, 'get clip');
+    if (clip.status === 'failed' || clip.status === 'cancelled') fail(`clip ${clipId} ended ${clip.status}: ${clip.error}`);
+    if (Date.now() > deadline) fail(`clip ${clipId} not complete within ${timeoutMs / 1000} s (status ${clip.status})`);
+  }
+  check(clip.playbackUrl !== null && (clip.duration ?? 0) > 0, `clip complete: ${clip.duration} s at ${clip.playbackUrl}`);
+  verifySignature(secret, await receiver.waitFor('vod.complete', 30_000, (e) => e.data?.id === clipId), 'vod.complete');
 
   // Tidy up what this run made (the VOD stays, playable).
   expect(await deleteWebhook({ client, path: { slug, id: webhook._id } }), 200, 'delete webhook');

@@ -265,3 +265,21 @@ fn codec_strings() {
     assert_eq!(mp4a_codec(&[0x2b, 0x92]).as_deref(), Some("mp4a.40.5"), "HE-AAC");
     assert_eq!(mp4a_codec(&[]), None);
 }
+
+#[test]
+fn a_segment_splits_into_its_chunks() {
+    let a = chunk(&[0, 0, 0, 0, 0, 0, 0, 1], &[0, 0, 0, 0, 0, 0, 0, 0]);
+    let b = chunk(&[0, 0, 0, 0, 0, 0, 0, 1], &[0, 0, 0, 0, 0, 0, 0, 0]);
+    let styp = boxed(b"styp", b"cmfs");
+    let mut segment = styp.clone();
+    segment.extend_from_slice(&a);
+    segment.extend_from_slice(&b);
+    let (first, second) = (styp.len() + a.len(), styp.len() + a.len() + b.len());
+    assert_eq!(chunks(&segment), Some(vec![0..first, first..second]));
+    // A cut through a box, or bytes after the last mdat, or no chunk: not a segment.
+    assert_eq!(chunks(&segment[..second - 1]), None);
+    assert_eq!(chunks(&styp), None);
+    let mut trailing = segment.clone();
+    trailing.extend_from_slice(&boxed(b"free", b""));
+    assert_eq!(chunks(&trailing), None);
+}

@@ -1,6 +1,7 @@
 //! Video on demand: the probe of an uploaded source, the ladder transcode and its workers, and the
-//! HLS playlists of the result.
+//! HLS playlists of the result; clips cut out of a VOD.
 
+pub mod clip;
 pub mod probe;
 mod thumbnail;
 pub mod transcode;

@@ -136,7 +136,7 @@ async fn worker(app: Weak<Transcoder>, index: u32) {
 }
 
 /// How a job ended, for the queue.
-enum Ending {
+pub(super) enum Ending {
     Done,
     Failed(String),
     /// Cancelled meanwhile: the output is removed.
@@ -213,7 +213,7 @@ async fn run_job(app: &Arc<Transcoder>, job: LeasedJob) {
 }
 
 /// Whether `lease` still holds the job (an error counts as no: nothing is removed on doubt).
-async fn still_ours(app: &Transcoder, lease: &Lease, id: &str) -> bool {
+pub(super) async fn still_ours(app: &Transcoder, lease: &Lease, id: &str) -> bool {
     match app.db.pool().acquire().await {
         Ok(mut conn) => Db::job_is_ours(&mut conn, lease, id).await.unwrap_or(false),
         Err(_) => false,
@@ -221,7 +221,7 @@ async fn still_ours(app: &Transcoder, lease: &Lease, id: &str) -> bool {
 }
 
 /// Everything but the source.
-async fn remove_outputs(app: &Transcoder, id: &str) {
+pub(super) async fn remove_outputs(app: &Transcoder, id: &str) {
     if let Err(e) = app.storage.delete_prefix(&vod_prefix(id), &[source_key(id)]).await {
         tracing::warn!(vod = %id, error = %e, "removing partial output");
     }
@@ -345,7 +345,7 @@ async fn job_body(
                 _ if *stop_tx.borrow() => stopped(&cancelled),
                 Ok(renditions) => {
                     keeper.abort();
-                    complete(app, lease, &id, renditions, &source).await?
+                    complete(app, lease, &id, renditions, source.duration).await?
                 }
                 Err(e) => Ending::Retry(format!("storing the renditions: {e}")),
             }
@@ -446,7 +446,7 @@ async fn publish(
 /// Stores one output, trying again while the store fails or does not answer (each try bounded
 /// by [`PUT_DEADLINE`], backing off from 0.5 to 10 s) for up to [`STORE_WAIT`]; the outputs wait
 /// in the work folder meanwhile. Stops trying when the job is stopped (cancelled, shutdown).
-async fn put_patiently(
+pub(super) async fn put_patiently(
     app: &Transcoder,
     id: &str,
     object: String,
@@ -480,12 +480,12 @@ async fn source_unserved(app: &Transcoder, id: &str) -> bool {
 }
 
 /// `complete` and `vod.complete`, if the job is still ours (else it was cancelled meanwhile).
-async fn complete(
+pub(super) async fn complete(
     app: &Transcoder,
     lease: &Lease,
     id: &str,
     renditions: Vec<ProducedRendition>,
-    source: &SourceInfo,
+    duration: Option<f64>,
 ) -> Result<Ending, JobError> {
     let mut tx = app.db.begin_write().await?;
     if !Db::job_is_ours(&mut tx, lease, id).await? {
@@ -495,7 +495,7 @@ async fn complete(
     let now = now_ms();
     row.progress = 100;
     row.renditions = Some(serde_json::to_string(&renditions)?);
-    row.duration = source.duration.or(row.duration);
+    row.duration = duration.or(row.duration);
     row.completed_at = Some(now);
     match app.vods.apply(tx, &mut row, VodMove::Finished).await {
         Ok(()) => {}
@@ -507,7 +507,7 @@ async fn complete(
 }
 
 /// `failed` with `error` and `vod.failed`; the job leaves the queue.
-async fn fail(app: &Transcoder, lease: &Lease, id: &str, error: String) -> Result<(), JobError> {
+pub(super) async fn fail(app: &Transcoder, lease: &Lease, id: &str, error: String) -> Result<(), JobError> {
     let mut tx = app.db.begin_write().await?;
     if !Db::job_is_ours(&mut tx, lease, id).await? {
         return Ok(());

@@ -160,6 +160,7 @@ impl Recordings {
             archived_at: None,
             stream_id: Some(rec.stream_id.clone()),
             session_id: Some(rec.session_id.clone()),
+            clip_of: None,
         };
         let done = self.vods.recorded(&row).await?;
         self.spool.forget_lost(&prefix);
