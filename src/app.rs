@@ -213,6 +213,7 @@ impl App {
             workers: settings.transcode_workers,
             work_dir: settings.data_dir.join("work"),
             pipelines_dir: settings.pipelines_dir.clone(),
+            channels: channels.clone(),
         });
         let origin = Arc::new(Origin {
             policies,

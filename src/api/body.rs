@@ -18,6 +18,10 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use super::rules::{apply_rules, enum_names, Rule};
 
+/// One object a field may be ([`Fields::opt_one_of`]): its schema's name, the field that picks
+/// it, and its reader.
+pub type Variant<'a, T> = (&'a str, &'a str, &'a dyn Fn(&mut Fields) -> T);
+
 /// Largest JSON body accepted.
 pub const MAX_JSON_BODY: usize = 64 * 1024;
 
@@ -367,19 +371,38 @@ impl Fields {
         ok.then_some(out)
     }
 
-    /// An optional object read by `read` from its own fields; problems are named
-    /// `<name>.<field>`, and unknown fields inside it are problems too.
-    pub fn opt_object<T>(&mut self, name: &str, read: impl Fn(&mut Fields) -> T) -> Option<T> {
+    /// An optional object that is one of `variants`: `(schema, key, read)`, the first whose
+    /// `key` field is present read by its `read` from the object's own fields (problems named
+    /// `<name>.<field>`, unknown fields too); none present is a problem naming the keys.
+    pub fn opt_one_of<T>(&mut self, name: &str, variants: &[Variant<'_, T>]) -> Option<T> {
         if self.rules.is_some() {
-            let mut inner = Fields { map: Map::new(), errors: Vec::new(), rules: Some(Vec::new()) };
-            read(&mut inner);
-            let fields = inner.rules.unwrap_or_default();
-            self.note(name, Rule { fields, ..Rule::default() });
+            let mut described = Vec::new();
+            for (schema, _, read) in variants {
+                let mut inner = Fields { map: Map::new(), errors: Vec::new(), rules: Some(Vec::new()) };
+                read(&mut inner);
+                described.push((schema.to_string(), inner.rules.unwrap_or_default()));
+            }
+            self.note(name, Rule { variants: described, ..Rule::default() });
         }
         let Value::Object(map) = self.take(name)? else {
             self.error(name, "must be an object");
             return None;
         };
+        let Some((_, _, read)) = variants.iter().find(|(_, key, _)| map.contains_key(*key)) else {
+            let keys: Vec<&str> = variants.iter().map(|(_, key, _)| *key).collect();
+            self.error(name, format!("must have one of {}", keys.join(", ")));
+            return None;
+        };
+        self.read_object(name, map, read)
+    }
+
+    /// The object `map` of field `name`, read by `read`; unknown fields are problems.
+    fn read_object<T>(
+        &mut self,
+        name: &str,
+        map: Map<String, Value>,
+        read: impl Fn(&mut Fields) -> T,
+    ) -> Option<T> {
         let mut inner = Fields { map, errors: Vec::new(), rules: None };
         let value = read(&mut inner);
         let unknown: Vec<String> = inner.map.keys().cloned().collect();

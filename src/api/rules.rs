@@ -28,6 +28,8 @@ pub struct Rule {
     pub unique: bool,
     /// The rules of each object of an array of objects.
     pub fields: Vec<(String, Rule)>,
+    /// One of several objects: the rules of each, by its schema's name.
+    pub variants: Vec<(String, Vec<(String, Rule)>)>,
 }
 
 /// The values of a type documented as a closed set of strings.
@@ -74,8 +76,12 @@ pub(super) fn apply_rules(registry: &mut Registry, name: &str, rules: &[(String,
                 MetaSchemaRef::Inline(_) => None,
             }),
         };
-        if let (Some(object), false) = (object, rule.fields.is_empty()) {
-            nested.push((object, rule.fields.clone()));
+        if let (Some(object), false) = (&object, rule.fields.is_empty()) {
+            nested.push((object.clone(), rule.fields.clone()));
+            continue;
+        }
+        if object.is_some() && !rule.variants.is_empty() {
+            nested.extend(rule.variants.iter().cloned());
             continue;
         }
         let MetaSchemaRef::Inline(prop_schema) = schema_ref else { continue };

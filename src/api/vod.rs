@@ -177,7 +177,7 @@ impl FromJsonBody for CreateVod {
             aspect_ratio: f.opt_parsed("aspectRatio", AspectRatio::parse),
             ladder,
             drm_enabled: f.opt_bool("drmEnabled"),
-            clip: f.opt_object("clip", clip::read),
+            clip: clip::read(f),
         }
     }
 }

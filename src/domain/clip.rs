@@ -3,15 +3,25 @@
 
 use std::ops::Range;
 
-use poem_openapi::Object;
+use chrono::{DateTime, Utc};
+use poem_openapi::{Object, Union};
 use serde::{Deserialize, Serialize};
 
-/// Where a clip was cut from: the VOD and the range asked for, in seconds from its start (the
-/// record's `clipOf`).
+/// Where a clip was cut from (the record's `clipOf`): a VOD and seconds from its start, or a
+/// live stream's DVR window and instants.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Union)]
+#[oai(one_of)]
+#[serde(untagged)]
+pub enum ClipOf {
+    Vod(ClipOfVod),
+    Stream(ClipOfStream),
+}
+
+/// A clip of a VOD, uploaded or recorded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Object)]
 #[serde(rename_all = "camelCase")]
 #[oai(rename_all = "camelCase")]
-pub struct ClipOf {
+pub struct ClipOfVod {
     /// The VOD it is cut from: uploaded or a recording.
     pub vod_id: String,
     /// Seconds from the source's start. The clip starts at the last keyframe at or before it.
@@ -20,10 +30,32 @@ pub struct ClipOf {
     pub end_sec: f64,
 }
 
+/// A clip of a live stream's DVR window, by wall-clock instants (as `EXT-X-PROGRAM-DATE-TIME`
+/// gives them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Object)]
+#[serde(rename_all = "camelCase")]
+#[oai(rename_all = "camelCase")]
+pub struct ClipOfStream {
+    /// The live stream whose DVR window holds the range (on the node holding its push).
+    pub stream_id: String,
+    /// ISO 8601. The clip starts at the last keyframe at or before it.
+    pub start: String,
+    /// ISO 8601, after `start`.
+    pub end: String,
+}
+
+impl ClipOfStream {
+    /// `start` and `end`, read.
+    pub fn instants(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let read = |s: &str| DateTime::parse_from_rfc3339(s).ok().map(|t| t.with_timezone(&Utc));
+        Some((read(&self.start)?, read(&self.end)?))
+    }
+}
+
 /// How far the range may reach past the source's end (its duration is rounded).
 pub const END_SLACK: f64 = 0.05;
 
-impl ClipOf {
+impl ClipOfVod {
     /// What is wrong with the range of a source `duration` seconds long: `(field, problem)`.
     pub fn problem(&self, duration: f64) -> Option<(&'static str, String)> {
         if self.end_sec <= self.start_sec {
@@ -37,6 +69,29 @@ impl ClipOf {
         }
         None
     }
+}
+
+/// What is wrong with a range `[start, end]` of a DVR window that holds `[first, last]`.
+pub fn window_problem(
+    (start, end): (DateTime<Utc>, DateTime<Utc>),
+    (first, last): (DateTime<Utc>, DateTime<Utc>),
+) -> Option<(&'static str, String)> {
+    let millis = chrono::SecondsFormat::Millis;
+    if end <= start {
+        return Some(("clip.end", "must be after clip.start".into()));
+    }
+    if start < first || start >= last {
+        let (first, last) = (first.to_rfc3339_opts(millis, true), last.to_rfc3339_opts(millis, true));
+        return Some(("clip.start", format!("must be inside the stream's DVR window, {first} to {last}")));
+    }
+    if end > last {
+        let last = last.to_rfc3339_opts(millis, true);
+        return Some((
+            "clip.end",
+            format!("must be at most the end of the DVR window's last segment, {last}"),
+        ));
+    }
+    None
 }
 
 /// A chunk (CMAF `moof` + `mdat`, a part) of a rendition, on the source's timeline.
@@ -99,12 +154,32 @@ mod tests {
 
     #[test]
     fn a_range_is_checked_against_its_source() {
-        let clip = |s, e| ClipOf { vod_id: "v".into(), start_sec: s, end_sec: e };
+        let clip = |s, e| ClipOfVod { vod_id: "v".into(), start_sec: s, end_sec: e };
         assert_eq!(clip(1.0, 2.0).problem(60.0), None);
         assert_eq!(clip(0.0, 60.04).problem(60.0), None);
         assert_eq!(clip(2.0, 2.0).problem(60.0).map(|p| p.0), Some("clip.endSec"));
         assert_eq!(clip(3.0, 2.0).problem(60.0).map(|p| p.0), Some("clip.endSec"));
         assert_eq!(clip(0.0, 61.0).problem(60.0).map(|p| p.0), Some("clip.endSec"));
         assert_eq!(clip(60.0, 70.0).problem(60.0).map(|p| p.0), Some("clip.startSec"));
+    }
+
+    #[test]
+    fn a_live_range_is_checked_against_the_window() {
+        let t = |s: &str| DateTime::parse_from_rfc3339(s).expect("instant").with_timezone(&Utc);
+        let window = (t("2026-12-06T10:00:00Z"), t("2026-12-06T10:10:00Z"));
+        let problem = |a, b| window_problem((t(a), t(b)), window).map(|p| p.0);
+        assert_eq!(problem("2026-12-06T10:01:00Z", "2026-12-06T10:02:00Z"), None);
+        assert_eq!(problem("2026-12-06T10:00:00Z", "2026-12-06T10:10:00Z"), None);
+        assert_eq!(problem("2026-12-06T10:02:00Z", "2026-12-06T10:01:00Z"), Some("clip.end"));
+        assert_eq!(problem("2026-12-06T09:59:59Z", "2026-12-06T10:01:00Z"), Some("clip.start"));
+        assert_eq!(problem("2026-12-06T10:05:00Z", "2026-12-06T10:10:01Z"), Some("clip.end"));
+        let stream = ClipOfStream {
+            stream_id: "s".into(),
+            start: "2026-12-06T10:01:00.250+01:00".into(),
+            end: "x".into(),
+        };
+        assert_eq!(stream.instants(), None);
+        let stream = ClipOfStream { end: "2026-12-06T09:02:00Z".into(), ..stream };
+        assert_eq!(stream.instants().map(|(a, _)| a), Some(t("2026-12-06T09:01:00.250Z")));
     }
 }

@@ -71,6 +71,11 @@ pub struct Streams {
 }
 
 impl Streams {
+    /// This process's node id.
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
     pub fn new(db: Db, outbox: Outbox, node_id: String, settings: &Settings) -> Streams {
         Streams {
             db,

@@ -280,27 +280,28 @@ impl Db {
         now: i64,
         not_before: i64,
     ) -> Result<(), DbError> {
-        Db::insert_job_of(conn, JobKind::Transcode, vod_id, project_id, now, not_before).await
+        Db::insert_job_of(conn, (JobKind::Transcode, None), vod_id, project_id, now, not_before).await
     }
 
-    /// [`Db::insert_job`] of a job of `kind`.
+    /// [`Db::insert_job`] of a job of `kind`, for the workers of node `node` only when given.
     pub async fn insert_job_of(
         conn: &mut AnyConnection,
-        kind: JobKind,
+        (kind, node): (JobKind, Option<&str>),
         vod_id: &str,
         project_id: &str,
         now: i64,
         not_before: i64,
     ) -> Result<(), DbError> {
         sqlx::query(
-            "INSERT INTO transcode_jobs (vod_id, project_id, attempts, lease_owner, lease_until, created_at, kind) \
-             VALUES ($1, $2, 0, NULL, $4, $3, $5)",
+            "INSERT INTO transcode_jobs (vod_id, project_id, attempts, lease_owner, lease_until, created_at, kind, node_id) \
+             VALUES ($1, $2, 0, NULL, $4, $3, $5, $6)",
         )
         .bind(vod_id)
         .bind(project_id)
         .bind(now)
         .bind(not_before)
         .bind(kind.as_str())
+        .bind(node)
         .execute(conn)
         .await
         .map(|_| ())
@@ -334,7 +335,8 @@ impl Db {
         self.claim_job_of(JobKind::Transcode, owner, now, lease_until).await
     }
 
-    /// [`Db::claim_job`] of a job of `kind`.
+    /// [`Db::claim_job`] of a job of `kind` (one for any node, or for `owner`'s: the owner is the
+    /// node's id).
     pub async fn claim_job_of(
         &self,
         kind: JobKind,
@@ -349,7 +351,7 @@ impl Db {
         sqlx::query_as(&format!(
             "UPDATE transcode_jobs SET lease_owner = $1, lease_until = $2, attempts = attempts + 1 \
              WHERE vod_id IN (SELECT vod_id FROM transcode_jobs WHERE (lease_until IS NULL OR lease_until < $3) \
-               AND kind = $4 ORDER BY created_at LIMIT 1{lock}) \
+               AND kind = $4 AND (node_id IS NULL OR node_id = $1) ORDER BY created_at LIMIT 1{lock}) \
              RETURNING vod_id, project_id, attempts"
         ))
         .bind(owner)

@@ -271,3 +271,128 @@ async fn a_clip_of_a_recording_is_cut_at_its_parts() {
     assert!((30.0..=32.5).contains(&master_duration), "master: {master_duration}");
     assert!(took < 10.0, "complete within 10 s: {took:.2}");
 }
+
+/// The segments of a live media playlist: `(date, seconds, uri, map)`.
+fn live_segments(playlist: &str) -> Vec<(chrono::DateTime<chrono::Utc>, f64, String, String)> {
+    let (mut date, mut length, mut map) = (None, None, String::new());
+    let mut out = Vec::new();
+    for line in playlist.lines() {
+        if let Some(d) = line.strip_prefix("#EXT-X-PROGRAM-DATE-TIME:") {
+            date = d.parse().ok();
+        } else if let Some(m) = line.strip_prefix("#EXT-X-MAP:URI=\"") {
+            map = m.trim_end_matches('"').to_string();
+        } else if let Some(d) = line.strip_prefix("#EXTINF:") {
+            length = d.trim_end_matches(',').parse().ok();
+        } else if !line.starts_with('#') && !line.is_empty() {
+            if let (Some(d), Some(l)) = (date.take(), length.take()) {
+                out.push((d, l, line.to_string(), map.clone()));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clip_of_a_live_dvr_window_is_its_instants() {
+    let sluice = Sluice::start(&[]).await;
+    let body = json!({"name": "match", "dvrEnabled": true, "dvrDuration": 600, "qualities": ["240p"]});
+    let created = sluice.create_stream(body).await;
+    let stream = created["_id"].as_str().expect("id").to_string();
+    let hls = created["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let _push = ffmpeg_push(
+        created["ingestUrl"].as_str().expect("ingestUrl"),
+        "painted=640x360:30",
+        60,
+        &["-b:v", "800k"],
+    );
+    let rung = eventually("the live 240p rendition", Duration::from_secs(30), || async {
+        let master = sluice.client.get(&hls).send().await.ok()?.text().await.ok()?;
+        let uri = master.lines().find(|l| l.contains("/240p/index.m3u8"))?.to_string();
+        Some(format!("{}/{uri}", hls.trim_end_matches("/master.m3u8")))
+    })
+    .await;
+    let dir = rung.split('?').next().expect("url").rsplit_once('/').expect("a path").0.to_string();
+    // 70 s in the DVR window.
+    let segments = eventually("70 s of DVR", Duration::from_secs(120), || async {
+        let text = sluice.client.get(&rung).send().await.ok()?.text().await.ok()?;
+        let segments = live_segments(&text);
+        let (first, last) = (segments.first()?, segments.last()?);
+        ((last.0 - first.0).num_milliseconds() >= 70_000).then_some(segments)
+    })
+    .await;
+    // The frame painted at a segment's start, read off the live rendition; the clip starts 1 s
+    // after it.
+    let (date, _, uri, map) = &segments[2];
+    let client = &sluice.client;
+    let get =
+        |url: String| async move { client.get(url).send().await.expect("get").bytes().await.expect("bytes") };
+    let mut bytes = get(format!("{dir}/{map}")).await.to_vec();
+    bytes.extend_from_slice(&get(format!("{dir}/{uri}")).await);
+    let at_segment = painted_frame(&bytes);
+    let start = *date + chrono::Duration::seconds(1);
+    let iso = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let clip_of = |start, end| json!({"streamId": stream, "start": iso(start), "end": iso(end)});
+
+    let started = Instant::now();
+    let body = json!({"name": "the goal", "clip": clip_of(start, start + chrono::Duration::seconds(60))});
+    let (status, created) = api(&sluice, reqwest::Method::POST, "/vod", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["vod"]["clipOf"]["streamId"], stream.as_str());
+    let id = created["vod"]["_id"].as_str().expect("id");
+    let done = finished(&sluice, id, Duration::from_secs(60)).await;
+    let took = started.elapsed().as_secs_f64();
+    assert_eq!(done["status"], "complete", "{done}");
+    let base =
+        done["playbackUrl"].as_str().expect("playbackUrl").trim_end_matches("/master.m3u8").to_string();
+    let rung_first = painted_frame(&first_frame(&format!("{base}/240p/index.m3u8")));
+    let source_first = painted_frame(&first_frame(&format!("{base}/source/index.m3u8")));
+    let duration = probed_duration(&format!("{base}/240p/index.m3u8"));
+    let bytes = stored_bytes(&sluice, &format!("{base}/master.m3u8")).await;
+    println!(
+        "60-s clip of a DVR window: complete in {took:.2} s; 240p from frame {rung_first} (asked {}), source from \
+         {source_first}; ffprobe 240p {duration:.3} s; {} KiB stored",
+        at_segment + 30,
+        bytes / 1024
+    );
+    assert!(took < 10.0, "complete within 10 s: {took:.2}");
+    assert!(
+        rung_first.abs_diff(at_segment + 30) <= 7,
+        "the first frame is the one painted at the start, ± a part"
+    );
+    assert!(
+        source_first <= at_segment + 30 && source_first + 60 >= at_segment + 30,
+        "source: the keyframe before"
+    );
+    assert!((duration - 60.0).abs() <= 0.5, "ffprobe reads {duration}");
+    assert!((done["duration"].as_f64().expect("duration") - 60.0).abs() <= 0.5, "{done}");
+
+    // Outside the window, backwards, unknown, and a stream with no window here.
+    let (first, last) = (segments[0].0, segments.last().expect("a segment").0);
+    let second = chrono::Duration::seconds(1);
+    for (range, field) in [
+        ((start + second, start), "clip.end"),
+        ((first - second * 30, first + second), "clip.start"),
+        ((last - second, last + second * 600), "clip.end"),
+    ] {
+        let (status, e) = api(
+            &sluice,
+            reqwest::Method::POST,
+            "/vod",
+            Some(json!({"name": "x", "clip": clip_of(range.0, range.1)})),
+        )
+        .await;
+        assert_eq!(status, 400, "{e}");
+        assert!(e.to_string().contains(field), "{field}: {e}");
+    }
+    let body = json!({"name": "x", "clip": {"streamId": stream, "start": "yesterday", "end": iso(start)}});
+    let (status, e) = api(&sluice, reqwest::Method::POST, "/vod", Some(body)).await;
+    assert!(status == 400 && e.to_string().contains("clip.start must be an ISO 8601 instant"), "{e}");
+    let body = json!({"name": "x", "clip": {"streamId": "nosuchstream", "start": iso(start), "end": iso(start + second)}});
+    assert_eq!(api(&sluice, reqwest::Method::POST, "/vod", Some(body)).await.0, 404);
+    let idle = sluice.create_stream(json!({"name": "idle"})).await;
+    let body = json!({"name": "x", "clip": {"streamId": idle["_id"], "start": iso(start), "end": iso(start + second)}});
+    assert_eq!(api(&sluice, reqwest::Method::POST, "/vod", Some(body)).await.0, 409, "no DVR window here");
+    let body = json!({"name": "x", "clip": {"start": iso(start)}});
+    let (status, e) = api(&sluice, reqwest::Method::POST, "/vod", Some(body)).await;
+    assert!(status == 400 && e.to_string().contains("clip must have one of vodId, streamId"), "{e}");
+}

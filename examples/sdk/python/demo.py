@@ -51,7 +51,7 @@ from sluice_client.api.webhooks import (
     test_webhook,
 )
 from sluice_client.models import (
-    ClipOf,
+    ClipOfVod,
     CreateSimulcastTarget,
     CreateStream,
     CreateVod,
@@ -419,14 +419,14 @@ def main() -> None:
             create_vod.sync_detailed(
                 slug,
                 client=client,
-                body=CreateVod(name=f"sdk-python-{run}-clip", clip=ClipOf(vod_id=vod_id, start_sec=0, end_sec=1)),
+                body=CreateVod(name=f"sdk-python-{run}-clip", clip=ClipOfVod(vod_id=vod_id, start_sec=0, end_sec=1)),
             ),
             201,
             "create clip",
         )
         clip_id = clipped.vod.field_id
         check(
-            clipped.upload is None and isinstance(clipped.vod.clip_of, ClipOf) and clipped.vod.clip_of.vod_id == vod_id,
+            clipped.upload is None and isinstance(clipped.vod.clip_of, ClipOfVod) and clipped.vod.clip_of.vod_id == vod_id,
             f"create clip {clip_id} of {vod_id}: nothing to upload",
         )
         clip = clipped.vod

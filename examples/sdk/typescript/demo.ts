@@ -354,7 +354,11 @@ async function main(): Promise<void> {
     'create clip',
   );
   const clipId = clipped.vod._id;
-  check(clipped.upload === null && clipped.vod.clipOf?.vodId === vodId, `create clip ${clipId} of ${vodId}: nothing to upload`);
+  const cutFrom = clipped.vod.clipOf;
+  check(
+    clipped.upload === null && cutFrom !== null && 'vodId' in cutFrom && cutFrom.vodId === vodId,
+    `create clip ${clipId} of ${vodId}: nothing to upload`,
+  );
   let clip = clipped.vod;
   for (const deadline = Date.now() + timeoutMs; clip.status !== 'complete'; await sleep(500)) {
     clip = expect(await getVod({ client, path: { slug, id: clipId } }), 200, 'get clip');

@@ -1,10 +1,12 @@
 //! `POST /vod` with `clip` (CONTRACT: Clips, downloads, thumbnails): the clip's record, queued
-//! with its job at once; the clip workers cut it (`media::vod::clip`).
+//! with its job at once; the clip workers cut it (`media::vod::clip`). A clip of a VOD may be
+//! cut by any node; a clip of a live stream's DVR window is asked of the node holding the push,
+//! and cut there.
 
 use crate::api::body::Fields;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::ApiState;
-use crate::domain::clip::ClipOf;
+use crate::domain::clip::{window_problem, ClipOf, ClipOfStream, ClipOfVod};
 use crate::domain::new_id;
 use crate::domain::time::now_ms;
 use crate::domain::vod::{AudioCodec, OutputFormat, VideoCodec, VodStatus};
@@ -14,13 +16,29 @@ use crate::store::Db;
 /// Longest source a clip is cut from, in seconds (the document's bound on the range).
 const MAX_SECONDS: i64 = 7 * 24 * 3600;
 
-/// The `clip` object of the body.
-pub(super) fn read(f: &mut Fields) -> ClipOf {
-    ClipOf {
-        vod_id: f.string("vodId", 1..=64),
-        start_sec: f.number("startSec", 0..=MAX_SECONDS).unwrap_or(0.0),
-        end_sec: f.number("endSec", 0..=MAX_SECONDS).unwrap_or(0.0),
-    }
+/// The `clip` object of the body: a VOD's range, or a live stream's.
+pub(super) fn read(f: &mut Fields) -> Option<ClipOf> {
+    let vod = |f: &mut Fields| {
+        ClipOf::Vod(ClipOfVod {
+            vod_id: f.string("vodId", 1..=64),
+            start_sec: f.number("startSec", 0..=MAX_SECONDS).unwrap_or(0.0),
+            end_sec: f.number("endSec", 0..=MAX_SECONDS).unwrap_or(0.0),
+        })
+    };
+    let instant = |s: &str| {
+        chrono::DateTime::parse_from_rfc3339(s)
+            .map(|_| s.to_string())
+            .map_err(|_| "must be an ISO 8601 instant such as 2026-12-06T10:00:00.000Z".to_string())
+    };
+    let stream = |f: &mut Fields| {
+        let stream_id = f.string("streamId", 1..=64);
+        let start = f.parsed("start", instant).unwrap_or_default();
+        f.document("start", |r| r.formats = vec!["date-time"]);
+        let end = f.parsed("end", instant).unwrap_or_default();
+        f.document("end", |r| r.formats = vec!["date-time"]);
+        ClipOf::Stream(ClipOfStream { stream_id, start, end })
+    };
+    f.opt_one_of("clip", &[("ClipOfVod", "vodId", &vod), ("ClipOfStream", "streamId", &stream)])
 }
 
 /// Inserts the clip `clip` of the project as `queued`, with its job; wakes the workers.
@@ -31,6 +49,54 @@ pub(super) async fn create(
     clip: ClipOf,
     drm: Option<bool>,
 ) -> ApiResult<VodRow> {
+    let (node, (signed, encrypted), aspect) = match &clip {
+        ClipOf::Vod(c) => (None, of_vod(app, project_id, c).await?, None),
+        ClipOf::Stream(c) => {
+            (Some(app.streams.node_id().to_string()), of_stream(app, project_id, c).await?, None)
+        }
+    };
+    let aspect: Option<String> = aspect;
+    let now = now_ms();
+    let row = VodRow {
+        id: new_id(),
+        project_id: project_id.to_string(),
+        name,
+        filename,
+        output_format: OutputFormat::Hls.as_str().to_string(),
+        video_codec: VideoCodec::H264.as_str().to_string(),
+        audio_codec: AudioCodec::Aac.as_str().to_string(),
+        aspect_ratio: aspect.unwrap_or_else(|| "preserve".into()),
+        ladder: "[]".into(),
+        status: VodStatus::Queued.as_str().to_string(),
+        source_size: None,
+        duration: None,
+        source_info: None,
+        renditions: None,
+        progress: 0,
+        error: None,
+        // A clip of signed or encrypted media is signed or encrypted too (its own key).
+        signed_playback: i64::from(signed),
+        drm_enabled: i64::from(encrypted || drm.unwrap_or(false)),
+        upload_expires_at: now,
+        created_at: now,
+        updated_at: now,
+        completed_at: None,
+        archived_at: None,
+        stream_id: None,
+        session_id: None,
+        clip_of: Some(serde_json::to_string(&clip).map_err(ApiError::internal)?),
+    };
+    let mut tx = app.db.begin_write().await?;
+    Db::insert_vod(&mut tx, &row).await?;
+    Db::insert_job_of(&mut tx, (JobKind::Clip, node.as_deref()), &row.id, project_id, now, now).await?;
+    tx.commit().await?;
+    app.vods.wake().notify_waiters();
+    Ok(row)
+}
+
+/// A VOD's range: the source is complete, not archived, and holds it. Whether the source plays
+/// signed and is encrypted (its clip is too).
+async fn of_vod(app: &ApiState, project_id: &str, clip: &ClipOfVod) -> ApiResult<(bool, bool)> {
     let source = app
         .db
         .vod(project_id, &clip.vod_id)
@@ -48,40 +114,35 @@ pub(super) async fn create(
     if let Some((field, problem)) = clip.problem(source.duration.unwrap_or(0.0)) {
         return Err(ApiError::bad_request(vec![format!("{field} {problem}")]));
     }
-    let now = now_ms();
-    let row = VodRow {
-        id: new_id(),
-        project_id: project_id.to_string(),
-        name,
-        filename,
-        output_format: OutputFormat::Hls.as_str().to_string(),
-        video_codec: VideoCodec::H264.as_str().to_string(),
-        audio_codec: AudioCodec::Aac.as_str().to_string(),
-        aspect_ratio: source.aspect_ratio.clone(),
-        ladder: "[]".into(),
-        status: VodStatus::Queued.as_str().to_string(),
-        source_size: None,
-        duration: None,
-        source_info: None,
-        renditions: None,
-        progress: 0,
-        error: None,
-        // A clip of signed or encrypted media is signed or encrypted too (its own key).
-        signed_playback: source.signed_playback,
-        drm_enabled: i64::from(source.drm_enabled == 1 || drm.unwrap_or(false)),
-        upload_expires_at: now,
-        created_at: now,
-        updated_at: now,
-        completed_at: None,
-        archived_at: None,
-        stream_id: None,
-        session_id: None,
-        clip_of: Some(serde_json::to_string(&clip).map_err(ApiError::internal)?),
+    Ok((source.signed_playback == 1, source.drm_enabled == 1))
+}
+
+/// A live stream's range: the stream's DVR window, held by this node, holds it. Whether the
+/// stream plays signed and is encrypted.
+async fn of_stream(app: &ApiState, project_id: &str, clip: &ClipOfStream) -> ApiResult<(bool, bool)> {
+    let stream = app
+        .db
+        .stream(project_id, &clip.stream_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("clip.streamId names no stream of this project"))?;
+    let Some(channel) = app.channels.get(&clip.stream_id) else {
+        return Err(ApiError::conflict(
+            "clip.streamId names a stream whose DVR window is not on this node: it is not live, or \
+             another node holds its push (ask that node's API)",
+        ));
     };
-    let mut tx = app.db.begin_write().await?;
-    Db::insert_vod(&mut tx, &row).await?;
-    Db::insert_job_of(&mut tx, JobKind::Clip, &row.id, project_id, now, now).await?;
-    tx.commit().await?;
-    app.vods.wake().notify_waiters();
-    Ok(row)
+    if channel.config().dvr.is_none() {
+        return Err(ApiError::conflict("clip.streamId names a stream that keeps no DVR window (dvrEnabled)"));
+    }
+    let Some(window) = channel.dvr_window() else {
+        return Err(ApiError::conflict("clip.streamId: the DVR window holds no whole segment yet"));
+    };
+    // The reader checked both instants.
+    let Some(range) = clip.instants() else {
+        return Err(ApiError::bad_request(vec!["clip.start is not an instant".into()]));
+    };
+    if let Some((field, problem)) = window_problem(range, window) {
+        return Err(ApiError::bad_request(vec![format!("{field} {problem}")]));
+    }
+    Ok((stream.signed_playback == 1, channel.config().key.is_some()))
 }

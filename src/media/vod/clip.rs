@@ -1,6 +1,7 @@
 //! Clips (CONTRACT: Clips, downloads, thumbnails): a clip worker per process (beside the
 //! transcode workers, on the same durable queue, jobs of kind `clip`) cuts a VOD out of another,
-//! uploaded or recorded, without decoding or encoding a frame. Each rendition keeps the source's
+//! uploaded or recorded, or out of a live stream's DVR window (a job only the node holding the
+//! push takes), without decoding or encoding a frame. Each rendition keeps the source's
 //! chunks (CMAF parts) from the last one that starts with a keyframe at or before the start
 //! through the one that holds the end ([`crate::domain::clip::cut`]); the source's segments stay
 //! segments, the first and last shortened. What the clip stores is at most its own bytes. The
@@ -15,13 +16,16 @@ use bytes::Bytes;
 use super::worker::{
     complete, fail, put_patiently, remove_outputs, still_ours, Ending, JobError, Transcoder,
 };
+use chrono::{DateTime, Utc};
+
 use crate::domain::clip::{cut, Chunk, ClipOf};
 use crate::domain::content_key::ContentKey;
 use crate::domain::time::now_ms;
-use crate::domain::vod::{ProducedRendition, VodMove, VodStatus};
+use crate::domain::vod::{Bitrate, ProducedRendition, VodMove, VodStatus};
 use crate::media::cmaf;
 use crate::media::hls::master::read_variants;
 use crate::media::hls::vod::{self as hls, Listed};
+use crate::media::live::channel::Channel;
 use crate::media::still::{picture, Ask};
 use crate::services::policy::Resource;
 use crate::services::vods::VodError;
@@ -134,33 +138,43 @@ async fn body(app: &Transcoder, job: &LeasedJob, lease: &Lease) -> Result<Ending
         }
         Err(e) => return Err(e.into()),
     }
-    let Some(source) = app.db.vod(&job.project_id, &clip.vod_id).await? else {
-        return Ok(Ending::Failed("the source VOD is gone".into()));
+    let clip_key = match row.drm_enabled == 1 {
+        true => app.policies.content_key(&Resource::Vod(id), true).await?,
+        false => None,
     };
-    if source.status() != VodStatus::Complete || source.archived_at.is_some() {
-        return Ok(Ending::Failed("the source VOD is no longer playable".into()));
-    }
-    let keys = Keys {
-        source: match source.drm_enabled == 1 {
-            true => app.policies.content_key(&Resource::Vod(&source.id), false).await?,
-            false => None,
-        },
-        clip: match row.drm_enabled == 1 {
-            true => app.policies.content_key(&Resource::Vod(id), true).await?,
-            false => None,
-        },
+    let (source, range, renditions) = match &clip {
+        ClipOf::Vod(c) => {
+            let Some(source) = app.db.vod(&job.project_id, &c.vod_id).await? else {
+                return Ok(Ending::Failed("the source VOD is gone".into()));
+            };
+            if source.status() != VodStatus::Complete || source.archived_at.is_some() {
+                return Ok(Ending::Failed("the source VOD is no longer playable".into()));
+            }
+            let key = match source.drm_enabled == 1 {
+                true => app.policies.content_key(&Resource::Vod(&source.id), false).await?,
+                false => None,
+            };
+            let from = Source::Stored { prefix: vod_prefix(&source.id), key };
+            (from, (c.start_sec, c.end_sec), Some(source.renditions()))
+        }
+        ClipOf::Stream(c) => {
+            let (Some(channel), Some((start, end))) = (app.channels.get(&c.stream_id), c.instants()) else {
+                return Ok(Ending::Failed("the live stream's DVR window is gone".into()));
+            };
+            let seconds = (end - start).num_milliseconds() as f64 / 1000.0;
+            (Source::Live { channel, zero: start }, (0.0, seconds), None)
+        }
     };
-    let from = vod_prefix(&source.id);
-    let master = read(app, &format!("{from}/master.m3u8")).await?;
-    let master = String::from_utf8_lossy(&master).into_owned();
+    let Some(master) = source.master(app).await? else {
+        return Ok(Ending::Failed("the source has no master playlist".into()));
+    };
     let mut produced = Vec::new();
     let mut thumbnail = None;
     let (mut duration, mut bytes): (f64, u64) = (0.0, 0);
     let mut nearest: Option<f64> = None;
-    let renditions = source.renditions();
-    for uri in rendition_uris(&master) {
+    for (uri, size) in rendition_uris(&master) {
         let Some(name) = uri.strip_suffix("/index.m3u8") else { continue };
-        let cut = match cut_rendition(app, (&from, name), (id, &clip), &keys).await? {
+        let cut = match cut_rendition(app, (&source, name), (id, range), clip_key).await? {
             Ok(cut) => cut,
             Err(problem) => return Ok(Ending::Failed(problem)),
         };
@@ -168,16 +182,24 @@ async fn body(app: &Transcoder, job: &LeasedJob, lease: &Lease) -> Result<Ending
         // The video rendition cut nearest the start asked for (a rung at its parts, rather than
         // `source` at the publisher's keyframe before) gives the length and the thumbnail; the
         // audio's chunks (whole segments of a transcode) may reach further at either end.
-        if let Some(r) = renditions.iter().find(|r| r.name == name) {
-            let (peak, average) = cut.bitrates;
-            produced.push(ProducedRendition {
-                peak_bandwidth: peak,
+        let Some((width, height)) = size else { continue };
+        let (peak, average) = cut.bitrates;
+        let known = renditions.as_ref().and_then(|r| r.iter().find(|r| r.name == name));
+        produced.push(match known {
+            Some(r) => ProducedRendition { peak_bandwidth: peak, average_bandwidth: average, ..r.clone() },
+            None => ProducedRendition {
+                name: name.to_string(),
+                width,
+                height,
+                video_bitrate: Bitrate(((average / 1000) as u32).clamp(Bitrate::MIN_KBPS, Bitrate::MAX_KBPS))
+                    .name(),
                 average_bandwidth: average,
-                ..r.clone()
-            });
-            if nearest.is_none_or(|at| cut.start > at + 0.001) {
-                (nearest, duration, thumbnail) = (Some(cut.start), cut.duration, cut.first);
-            }
+                peak_bandwidth: peak,
+                uri: uri.to_string(),
+            },
+        });
+        if nearest.is_none_or(|at| cut.start > at + 0.001) {
+            (nearest, duration, thumbnail) = (Some(cut.start), cut.duration, cut.first);
         }
     }
     let Some((init, first)) = thumbnail else {
@@ -203,21 +225,115 @@ async fn body(app: &Transcoder, job: &LeasedJob, lease: &Lease) -> Result<Ending
     complete(app, lease, id, produced, Some(duration)).await
 }
 
-/// The source's content key, and the clip's.
-struct Keys {
-    source: Option<ContentKey>,
-    clip: Option<ContentKey>,
-}
-
-/// Every media playlist a master lists: the variants and the audio rendition.
-fn rendition_uris(master: &str) -> Vec<&str> {
-    let mut out: Vec<&str> = read_variants(master).into_iter().map(|(uri, _, _)| uri).collect();
+/// Every media playlist a master lists: the variants with their picture size, and the audio
+/// rendition.
+fn rendition_uris(master: &str) -> Vec<(&str, Option<(u32, u32)>)> {
+    let mut out: Vec<_> = read_variants(master).into_iter().map(|(uri, w, h)| (uri, Some((w, h)))).collect();
     for line in master.lines().filter(|l| l.starts_with("#EXT-X-MEDIA:")) {
         if let Some(uri) = line.split("URI=\"").nth(1).and_then(|r| r.split('"').next()) {
-            out.push(uri);
+            out.push((uri, None));
         }
     }
     out
+}
+
+/// Where a clip's media comes from.
+enum Source {
+    /// A VOD in storage: its folder, and its key when encrypted.
+    Stored { prefix: String, key: Option<ContentKey> },
+    /// A live stream's DVR window on this node; its dates become seconds from `zero`.
+    Live { channel: Arc<Channel>, zero: DateTime<Utc> },
+}
+
+/// A segment of the source on the clip's timeline.
+struct SourceSegment {
+    init: String,
+    uri: String,
+    /// Its sequence number (an encrypted segment's IV).
+    msn: u64,
+    start: f64,
+    duration: f64,
+    gap: bool,
+}
+
+impl Source {
+    /// The master playlist, its media playlists named `<rendition>/index.m3u8`.
+    async fn master(&self, app: &Transcoder) -> Result<Option<String>, JobError> {
+        match self {
+            Source::Stored { prefix, .. } => {
+                let master = read(app, &format!("{prefix}/master.m3u8")).await?;
+                Ok(Some(String::from_utf8_lossy(&master).into_owned()))
+            }
+            Source::Live { channel, .. } => {
+                Ok(channel.master().map(|m| m.replace(&format!("{}/", channel.session), "")))
+            }
+        }
+    }
+
+    /// Rendition `name`'s segments; `Err` names what does not read.
+    async fn segments(
+        &self,
+        app: &Transcoder,
+        name: &str,
+    ) -> Result<Result<Vec<SourceSegment>, String>, JobError> {
+        match self {
+            Source::Stored { prefix, .. } => {
+                let text = read(app, &format!("{prefix}/{name}/index.m3u8")).await?;
+                let text = String::from_utf8_lossy(&text);
+                let Some(listed) = hls::read(&text) else {
+                    return Ok(Err(format!("{name}: the playlist does not read")));
+                };
+                let mut start = 0.0;
+                let mut out = Vec::new();
+                for (i, l) in listed.into_iter().enumerate() {
+                    let (init, uri, gap) = (l.init.to_string(), l.uri.to_string(), l.gap);
+                    out.push(SourceSegment { init, uri, msn: i as u64, start, duration: l.duration, gap });
+                    start += l.duration;
+                }
+                Ok(Ok(out))
+            }
+            Source::Live { channel, zero } => {
+                let all = channel.closed_segments();
+                let Some((_, _, segments)) = all.into_iter().find(|(n, _, _)| n == name) else {
+                    return Ok(Err(format!("{name}: the rendition is gone")));
+                };
+                Ok(Ok(segments
+                    .into_iter()
+                    .filter_map(|s| {
+                        let start = (s.program_date_time? - *zero).num_microseconds()? as f64 / 1e6;
+                        let (init, uri) = (s.init_uri, s.uri);
+                        Some(SourceSegment { init, uri, msn: s.msn, start, duration: s.duration, gap: s.gap })
+                    })
+                    .collect()))
+            }
+        }
+    }
+
+    /// File `file` of rendition `name` (segment `msn`, or an initialization section), clear.
+    async fn get(
+        &self,
+        app: &Transcoder,
+        name: &str,
+        file: &str,
+        msn: Option<u64>,
+    ) -> Result<Bytes, JobError> {
+        match self {
+            Source::Stored { prefix, key } => {
+                let data = read(app, &format!("{prefix}/{name}/{file}")).await?;
+                match (key, msn) {
+                    (Some(key), Some(msn)) => key
+                        .decrypt(msn, &data)
+                        .map(Bytes::from)
+                        .ok_or_else(|| JobError::Unstored(format!("{name}/{file} does not decrypt"))),
+                    _ => Ok(data),
+                }
+            }
+            Source::Live { channel, .. } => channel
+                .clear_file(name, file, msn)
+                .await
+                .ok_or_else(|| JobError::Unstored(format!("{name}/{file} left the DVR window"))),
+        }
+    }
 }
 
 async fn read(app: &Transcoder, key: &str) -> Result<Bytes, JobError> {
@@ -243,51 +359,40 @@ struct Cut {
     first: Option<(Bytes, Vec<u8>)>,
 }
 
-/// Cuts rendition `name` of the source at `from` into the clip `(id, clip)`: its chunks in the
-/// range stored as the clip's segments, its initialization sections, its playlist. An error
-/// the source's media explains is `Ok(Err(problem))`.
+/// Cuts rendition `name` of `source` for the clip `id` of `range` (seconds on the source's
+/// timeline): its chunks in the range stored as the clip's segments, its initialization
+/// sections, its playlist. An error the source's media explains is `Ok(Err(problem))`.
 async fn cut_rendition(
     app: &Transcoder,
-    (from, name): (&str, &str),
-    (id, clip): (&str, &ClipOf),
-    keys: &Keys,
+    (source, name): (&Source, &str),
+    (id, (from, to)): (&str, (f64, f64)),
+    clip_key: Option<ContentKey>,
 ) -> Result<Result<Cut, String>, JobError> {
-    let text = read(app, &format!("{from}/{name}/index.m3u8")).await?;
-    let text = String::from_utf8_lossy(&text).into_owned();
-    let Some(listed) = hls::read(&text) else {
-        return Ok(Err(format!("{name}: the playlist does not read")));
+    let listed = match source.segments(app, name).await? {
+        Ok(listed) => listed,
+        Err(problem) => return Ok(Err(problem)),
     };
     // The segments the range touches, with their chunks.
     let mut chunks: Vec<(usize, std::ops::Range<usize>, Chunk)> = Vec::new();
-    let mut segments: Vec<(usize, Option<Vec<u8>>)> = Vec::new();
+    let mut segments: Vec<(usize, Option<Bytes>)> = Vec::new();
     let mut inits: std::collections::HashMap<&str, Bytes> = Default::default();
-    let mut start = 0.0;
     for (index, s) in listed.iter().enumerate() {
-        let (begins, ends) = (start, start + s.duration);
-        start = ends;
-        if ends <= clip.start_sec || begins >= clip.end_sec {
+        if s.start + s.duration <= from || s.start >= to {
             continue;
         }
         if s.gap {
             segments.push((index, None));
             continue;
         }
-        if !inits.contains_key(s.init) {
-            inits.insert(s.init, read(app, &format!("{from}/{name}/{}", s.init)).await?);
+        if !inits.contains_key(s.init.as_str()) {
+            inits.insert(&s.init, source.get(app, name, &s.init, None).await?);
         }
-        let Some(scale) = inits.get(s.init).and_then(|i| cmaf::timescale(i)) else {
+        let Some(scale) = inits.get(s.init.as_str()).and_then(|i| cmaf::timescale(i)) else {
             return Ok(Err(format!("{name}/{}: no timescale", s.init)));
         };
-        let data = read(app, &format!("{from}/{name}/{}", s.uri)).await?;
-        let data = match &keys.source {
-            Some(key) => match key.decrypt(index as u64, &data) {
-                Some(clear) => clear,
-                None => return Ok(Err(format!("{name}/{}: does not decrypt", s.uri))),
-            },
-            None => data.to_vec(),
-        };
+        let data = source.get(app, name, &s.uri, Some(s.msn)).await?;
         let Some(ranges) = cmaf::chunks(&data) else { return Ok(Err(format!("{name}/{}: not CMAF", s.uri))) };
-        let mut at = begins;
+        let mut at = s.start;
         for range in ranges {
             let bytes = &data[range.clone()];
             let length = cmaf::duration_ticks(bytes).map_or(0.0, |t| t as f64 / f64::from(scale));
@@ -298,7 +403,7 @@ async fn cut_rendition(
         segments.push((index, Some(data)));
     }
     let plain: Vec<Chunk> = chunks.iter().map(|(_, _, c)| *c).collect();
-    let Some(kept) = cut(&plain, clip.start_sec, clip.end_sec) else {
+    let Some(kept) = cut(&plain, from, to) else {
         return Ok(Err(format!("{name}: no keyframe in the range")));
     };
     // The kept chunks, segment by segment (a gap inside the range stays a gap).
@@ -312,7 +417,7 @@ async fn cut_rendition(
         if position < first_segment || position > last_segment {
             continue;
         }
-        let init = listed[*index].init.to_string();
+        let init = listed[*index].init.clone();
         let Some(data) = data else {
             out.push((init, format!("s{}.m4s", out.len()), listed[*index].duration, true, 0));
             continue;
@@ -328,7 +433,7 @@ async fn cut_rendition(
                 first = Some((i.clone(), bytes.to_vec()));
             }
         }
-        let stored = match &keys.clip {
+        let stored = match &clip_key {
             Some(key) => key.encrypt(n as u64, bytes),
             None => bytes.to_vec(),
         };
@@ -343,7 +448,7 @@ async fn cut_rendition(
     }
     let listed: Vec<Listed> =
         out.iter().map(|(init, uri, d, gap, _)| Listed { init, uri, duration: *d, gap: *gap }).collect();
-    let key_uri = keys.clip.map(|_| hls::KEY_URI);
+    let key_uri = clip_key.map(|_| hls::KEY_URI);
     let playlist = hls::media_playlist(listed.first().map(|l| l.init), &listed, key_uri);
     put_patiently(app, id, format!("{to}/{name}/index.m3u8"), playlist.into(), stop).await?;
     let bitrates = hls::bitrates_of(out.iter().filter(|o| !o.3).map(|(_, _, d, _, b)| (*d, *b)));

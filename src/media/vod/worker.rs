@@ -73,6 +73,8 @@ pub struct Transcoder {
     pub work_dir: PathBuf,
     /// Operators' pipeline descriptions (`SLUICE_PIPELINES_DIR`).
     pub pipelines_dir: Option<PathBuf>,
+    /// The live channels held here: the DVR windows clips are cut from.
+    pub channels: Arc<crate::media::live::channel::Channels>,
 }
 
 pub const LEASE: Duration = Duration::from_secs(30);

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 
 use super::{Channel, Kind, Miss, PlaylistQuery};
-use crate::media::hls::live::{RenditionReport, Wait};
+use crate::media::hls::live::{RenditionReport, Segment, Wait};
 use crate::media::hls::master::{render_master, AudioRendition, Variant};
 use crate::media::live::ladder;
 
@@ -239,6 +240,49 @@ impl Channel {
             }
             Some((init, Bytes::from(joined)))
         })
+    }
+
+    /// What a clip of the DVR window reads: each rendition's name, whether it is video, and its
+    /// closed segments (the DVR window's included) with their dates and sections.
+    pub fn closed_segments(&self) -> Vec<(String, bool, Vec<Segment>)> {
+        let s = self.lock();
+        s.renditions
+            .iter()
+            .filter(|(_, r)| !r.playlist.is_ended() || s.ended)
+            .map(|(n, r)| {
+                (n.clone(), matches!(r.kind, Kind::Video { .. }), r.playlist.segments().cloned().collect())
+            })
+            .collect()
+    }
+
+    /// The instants every video rendition holds in closed segments: from the latest first
+    /// segment's date to the earliest end of a last one. `None` without dated segments.
+    pub fn dvr_window(&self) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let mut window: Option<(DateTime<Utc>, DateTime<Utc>)> = None;
+        for (_, video, segments) in self.closed_segments() {
+            let (Some(first), Some(last)) = (segments.first(), segments.last()) else { continue };
+            if !video {
+                continue;
+            }
+            let from = first.program_date_time?;
+            let to =
+                last.program_date_time? + chrono::Duration::milliseconds((last.duration * 1000.0) as i64);
+            window = Some(match window {
+                Some((a, b)) => (a.max(from), b.min(to)),
+                None => (from, to),
+            });
+        }
+        window.filter(|(a, b)| a < b)
+    }
+
+    /// File `file` of rendition `name` (an initialization section, or segment `msn`), clear:
+    /// for a clip.
+    pub async fn clear_file(&self, name: &str, file: &str, msn: Option<u64>) -> Option<Bytes> {
+        let data = self.file(name, file, Duration::ZERO).await.ok()?;
+        match (&self.config.key, msn) {
+            (Some(key), Some(msn)) => key.decrypt(msn, &data).map(Bytes::from),
+            _ => Some(data),
+        }
     }
 
     /// Runs `try_now` until it gives an answer (`Some`), an error, or `timeout` passes
