@@ -9,7 +9,7 @@ use crate::api::ApiState;
 use crate::domain::clip::{window_problem, ClipOf, ClipOfStream, ClipOfVod};
 use crate::domain::new_id;
 use crate::domain::time::now_ms;
-use crate::domain::vod::{AudioCodec, OutputFormat, VideoCodec, VodStatus};
+use crate::domain::vod::{AspectRatio, AudioCodec, OutputFormat, VideoCodec, VodStatus};
 use crate::store::vods::{JobKind, VodRow};
 use crate::store::Db;
 
@@ -49,13 +49,11 @@ pub(super) async fn create(
     clip: ClipOf,
     drm: Option<bool>,
 ) -> ApiResult<VodRow> {
-    let (node, (signed, encrypted), aspect) = match &clip {
-        ClipOf::Vod(c) => (None, of_vod(app, project_id, c).await?, None),
-        ClipOf::Stream(c) => {
-            (Some(app.streams.node_id().to_string()), of_stream(app, project_id, c).await?, None)
-        }
+    // A DVR window is cut by the node that holds it.
+    let (node, (signed, encrypted)) = match &clip {
+        ClipOf::Vod(c) => (None, of_vod(app, project_id, c).await?),
+        ClipOf::Stream(c) => (Some(app.streams.node_id().to_string()), of_stream(app, project_id, c).await?),
     };
-    let aspect: Option<String> = aspect;
     let now = now_ms();
     let row = VodRow {
         id: new_id(),
@@ -65,7 +63,7 @@ pub(super) async fn create(
         output_format: OutputFormat::Hls.as_str().to_string(),
         video_codec: VideoCodec::H264.as_str().to_string(),
         audio_codec: AudioCodec::Aac.as_str().to_string(),
-        aspect_ratio: aspect.unwrap_or_else(|| "preserve".into()),
+        aspect_ratio: AspectRatio::Preserve.as_str().to_string(),
         ladder: "[]".into(),
         status: VodStatus::Queued.as_str().to_string(),
         source_size: None,
@@ -131,6 +129,11 @@ async fn of_stream(app: &ApiState, project_id: &str, clip: &ClipOfStream) -> Api
              another node holds its push (ask that node's API)",
         ));
     };
+    if app.settings.transcode_workers == 0 {
+        return Err(ApiError::conflict(
+            "clip.streamId: this node runs no clip worker (SLUICE_TRANSCODE_WORKERS=0) to cut its DVR window",
+        ));
+    }
     if channel.config().dvr.is_none() {
         return Err(ApiError::conflict("clip.streamId names a stream that keeps no DVR window (dvrEnabled)"));
     }

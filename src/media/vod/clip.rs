@@ -6,18 +6,18 @@
 //! through the one that holds the end ([`crate::domain::clip::cut`]); the source's segments stay
 //! segments, the first and last shortened. What the clip stores is at most its own bytes. The
 //! master playlist is the source's (the same renditions), the thumbnail the first picture.
-//! A `drmEnabled` source's clip is encrypted again under the clip's own key.
+//! A clip of encrypted media (a `drmEnabled` VOD, a live stream with a content key) is
+//! encrypted again under the clip's own key.
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
+use chrono::{DateTime, Utc};
 
 use super::worker::{
     complete, fail, put_patiently, remove_outputs, still_ours, Ending, JobError, Transcoder,
 };
-use chrono::{DateTime, Utc};
-
 use crate::domain::clip::{cut, Chunk, ClipOf};
 use crate::domain::content_key::ContentKey;
 use crate::domain::time::now_ms;
