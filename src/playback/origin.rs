@@ -305,7 +305,7 @@ async fn master(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) 
     }
 }
 
-/// The stream's newest keyframe as JPEG ([`super::stills`]).
+/// The stream's newest picture as JPEG ([`super::stills`]).
 #[handler]
 async fn live_thumb(req: &Request, app: Data<&Arc<Origin>>, Path(id): Path<String>) -> Response {
     super::stills::live(req, &app, &id).await
