@@ -203,6 +203,27 @@ async fn a_clip_of_encrypted_media_plays_through_its_own_key() {
     assert_eq!(painted_frame(&first_frame(master)), 600, "decrypted and decoded: the frame at 20 s");
 }
 
+/// A real-time publisher of painted frames (640×360, 30 fps, a keyframe every 2 s) to the
+/// stream `created`.
+pub(crate) fn painted_push(created: &Value) -> crate::support::Killed {
+    ffmpeg_push(
+        created["ingestUrl"].as_str().expect("ingestUrl"),
+        "painted=640x360:30",
+        60,
+        &["-b:v", "800k"],
+    )
+}
+
+/// The URL of rendition `name`'s media playlist, once the live master at `master` lists it.
+pub(crate) async fn live_rendition(sluice: &Sluice, master: &str, name: &str) -> String {
+    eventually(&format!("the live {name} rendition"), Duration::from_secs(30), || async {
+        let text = sluice.client.get(master).send().await.ok()?.text().await.ok()?;
+        let uri = text.lines().find(|l| l.contains(&format!("/{name}/index.m3u8")))?.to_string();
+        Some(format!("{}/{uri}", master.trim_end_matches("/master.m3u8")))
+    })
+    .await
+}
+
 /// The `EXT-X-PROGRAM-DATE-TIME` of the newest segment of a live media playlist.
 fn newest_pdt(playlist: &str) -> Option<chrono::DateTime<chrono::Utc>> {
     playlist.lines().rev().find_map(|l| l.strip_prefix("#EXT-X-PROGRAM-DATE-TIME:")?.parse().ok())
@@ -215,19 +236,9 @@ async fn a_clip_of_a_recording_is_cut_at_its_parts() {
     let created = sluice.create_stream(body).await;
     let stream = created["_id"].as_str().expect("id").to_string();
     let hls = created["playbackUrls"]["hls"].as_str().expect("hls").to_string();
-    let push = ffmpeg_push(
-        created["ingestUrl"].as_str().expect("ingestUrl"),
-        "painted=640x360:30",
-        60,
-        &["-b:v", "800k"],
-    );
+    let push = painted_push(&created);
     // 45 s of media recorded, by the live playlist's dates.
-    let rung = eventually("the live 240p rendition", Duration::from_secs(30), || async {
-        let master = sluice.client.get(&hls).send().await.ok()?.text().await.ok()?;
-        let uri = master.lines().find(|l| l.contains("/240p/index.m3u8"))?.to_string();
-        Some(format!("{}/{uri}", hls.trim_end_matches("/master.m3u8")))
-    })
-    .await;
+    let rung = live_rendition(&sluice, &hls, "240p").await;
     let first = std::sync::Mutex::new(None);
     eventually("45 s of media", Duration::from_secs(90), || async {
         let text = sluice.client.get(&rung).send().await.ok()?.text().await.ok()?;
@@ -299,18 +310,8 @@ async fn a_clip_of_a_live_dvr_window_is_its_instants() {
     let created = sluice.create_stream(body).await;
     let stream = created["_id"].as_str().expect("id").to_string();
     let hls = created["playbackUrls"]["hls"].as_str().expect("hls").to_string();
-    let _push = ffmpeg_push(
-        created["ingestUrl"].as_str().expect("ingestUrl"),
-        "painted=640x360:30",
-        60,
-        &["-b:v", "800k"],
-    );
-    let rung = eventually("the live 240p rendition", Duration::from_secs(30), || async {
-        let master = sluice.client.get(&hls).send().await.ok()?.text().await.ok()?;
-        let uri = master.lines().find(|l| l.contains("/240p/index.m3u8"))?.to_string();
-        Some(format!("{}/{uri}", hls.trim_end_matches("/master.m3u8")))
-    })
-    .await;
+    let _push = painted_push(&created);
+    let rung = live_rendition(&sluice, &hls, "240p").await;
     let dir = rung.split('?').next().expect("url").rsplit_once('/').expect("a path").0.to_string();
     // 70 s in the DVR window.
     let segments = eventually("70 s of DVR", Duration::from_secs(120), || async {

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use crate::support::{clip_copy, eventually, ffmpeg_push, painted_frame, rss_kib, Sluice};
+use crate::clips::{live_rendition, painted_push};
+use crate::support::{clip_copy, eventually, painted_frame, rss_kib, Sluice};
 
 /// A complete VOD of `clip` (one of media-fixtures' names) with `ladder`; returns its record.
 async fn complete_vod(sluice: &Sluice, clip: &str, ladder: Value) -> Value {
@@ -251,12 +252,7 @@ async fn a_live_still_is_the_newest_picture() {
     // Before a push: nothing to show.
     assert_eq!(fetch(&sluice, &thumb).await.0, 404);
     let started = Instant::now();
-    let _push = ffmpeg_push(
-        created["ingestUrl"].as_str().expect("ingestUrl"),
-        "painted=640x360:30",
-        60,
-        &["-b:v", "800k"],
-    );
+    let _push = painted_push(&created);
     // The source's pictures come first; then the rung's, whose every part starts with a keyframe.
     eventually("a live still from the 240p rung", Duration::from_secs(30), || async {
         let (status, _, body, _) = fetch(&sluice, &thumb).await;
@@ -266,12 +262,7 @@ async fn a_live_still_is_the_newest_picture() {
     // The still against the live edge: the last frame of the rung's newest part, asked right
     // after it. (Against the publisher's clock too, for the record: that also counts how far a
     // loaded machine's publisher falls behind real time.)
-    let rung = eventually("the live 240p rendition", Duration::from_secs(30), || async {
-        let text = sluice.client.get(&master).send().await.ok()?.text().await.ok()?;
-        let uri = text.lines().find(|l| l.contains("/240p/index.m3u8"))?.to_string();
-        Some(format!("{}/{uri}", master.trim_end_matches("/master.m3u8")))
-    })
-    .await;
+    let rung = live_rendition(&sluice, &master, "240p").await;
     let dir = rung.split('?').next().expect("url").rsplit_once('/').expect("a path").0.to_string();
     let (mut ages, mut behind_publisher) = (Vec::new(), Vec::new());
     for _ in 0..10 {
