@@ -454,6 +454,7 @@ impl App {
         crate::media::vod::worker::spawn(&self.transcoder);
         if self.transcoder.workers > 0 {
             crate::media::vod::clip::spawn(&self.transcoder);
+            crate::media::vod::downloads::spawn(&self.transcoder);
         }
         // Served on the acceptor's own connection type (src/app/http.rs); spawned once the
         // media listeners are up, so a failed start leaves nothing serving.

@@ -74,6 +74,7 @@ const EXTRA_STATUSES: &[(&str, &[u16])] = &[
     ("listVods", &[]),
     ("createVod", &[404, 409]),
     ("getVod", &[]),
+    ("updateVod", &[409]),
     ("deleteVod", &[409]),
     ("markVodUploaded", &[409]),
     ("vodUploadHeartbeat", &[409]),

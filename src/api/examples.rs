@@ -4,7 +4,7 @@
 use poem_openapi::types::Example;
 
 use super::streams::{BackupIngest, CreateStream, ObsSettings, PlaybackUrls, Stream, StreamWithCredentials};
-use super::vod::{CreateVod, UploadTarget, Vod, VodWithUpload};
+use super::vod::{CreateVod, UpdateVod, UploadTarget, Vod, VodWithUpload};
 use super::webhooks::{CreateWebhook, CreatedWebhook, Webhook};
 use crate::domain::stream::{Protocol, Quality, StreamStatus};
 use crate::domain::vod::{default_ladder, AspectRatio, AudioCodec, OutputFormat, VideoCodec, VodStatus};
@@ -121,6 +121,10 @@ impl Example for Vod {
             watch_seconds: 1530.5,
             peak_viewers: None,
             clip_of: None,
+            mp4: false,
+            downloads_status: None,
+            downloads: Vec::new(),
+            downloads_error: None,
         }
     }
 }
@@ -151,7 +155,14 @@ impl Example for CreateVod {
             ladder: None,
             drm_enabled: None,
             clip: None,
+            mp4: Some(true),
         }
+    }
+}
+
+impl Example for UpdateVod {
+    fn example() -> Self {
+        UpdateVod { name: None, mp4: Some(true) }
     }
 }
 

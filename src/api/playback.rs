@@ -17,6 +17,7 @@ use super::security::{need, Authorized};
 use super::streams::{move_error, stream_not_found, Stream};
 use super::vod::{vod_not_found, Vod};
 use super::ApiTags;
+use crate::api::vod::Download;
 use crate::api::ApiState;
 use crate::client_ip::canonical_ip;
 use crate::domain::stream::{DisabledReason, MoveError};
@@ -113,6 +114,8 @@ pub struct StreamTicket {
 pub struct VodTicket {
     pub playback_url: String,
     pub thumbnail_url: String,
+    /// The VOD's MP4 downloads, signed (empty unless `downloadsStatus` is `ready`).
+    pub downloads: Vec<Download>,
     pub expires_at: String,
 }
 
@@ -248,6 +251,7 @@ impl PlaybackApi {
         Ok(Json(VodTicket {
             playback_url: signed(&format!("{base}/master.m3u8"), &token),
             thumbnail_url: signed(&format!("{base}/thumb.jpg"), &token),
+            downloads: crate::api::vod::downloads_of(&row, &base, Some(&token)),
             expires_at,
         }))
     }

@@ -19,8 +19,8 @@ use crate::domain::clip::ClipOf;
 use crate::domain::new_id;
 use crate::domain::time::{iso, now_ms};
 use crate::domain::vod::{
-    default_ladder, AspectRatio, AudioCodec, Bitrate, OutputFormat, ProducedRendition, RenditionSpec,
-    VideoCodec, VodMove, VodMoveError, VodStatus,
+    default_ladder, AspectRatio, AudioCodec, Bitrate, DownloadsStatus, OutputFormat, ProducedRendition,
+    RenditionSpec, VideoCodec, VodMove, VodMoveError, VodStatus,
 };
 use crate::media::vod::probe::probe;
 use crate::services::vods::VodError;
@@ -29,6 +29,9 @@ use crate::store::vods::VodRow;
 use crate::store::Db;
 
 mod clip;
+mod downloads;
+
+pub use downloads::{downloads_of, Download, UpdateVod};
 
 /// How long an upload URL (and a heartbeat's extension) lives.
 pub const UPLOAD_TTL: Duration = Duration::from_secs(3600);
@@ -82,6 +85,15 @@ pub struct Vod {
     pub peak_viewers: Option<i64>,
     /// A clip: the VOD it was cut from and the range asked for; null otherwise.
     pub clip_of: Option<ClipOf>,
+    /// Whether progressive MP4 downloads are asked for.
+    pub mp4: bool,
+    /// Null when not asked for; `preparing` until the VOD is complete and they are made.
+    pub downloads_status: Option<DownloadsStatus>,
+    /// A progressive MP4 (`moov` first) of each video rendition with the audio, and an M4A of
+    /// the audio; empty until `downloadsStatus` is `ready`.
+    pub downloads: Vec<Download>,
+    /// Why the downloads could not be made.
+    pub downloads_error: Option<String>,
 }
 
 /// Where to send the source file.
@@ -131,6 +143,9 @@ pub struct CreateVod {
     /// uploaded, the clip is queued at once and completes like a transcode (`vod.processing`,
     /// `vod.complete`). The ladder fields do not apply.
     pub clip: Option<ClipOf>,
+    /// Progressive MP4 downloads of each rendition and an M4A, made once the VOD is complete;
+    /// default false. Not for encrypted media.
+    pub mp4: Option<bool>,
 }
 
 fn rung(f: &mut Fields) -> RenditionSpec {
@@ -178,6 +193,7 @@ impl FromJsonBody for CreateVod {
             ladder,
             drm_enabled: f.opt_bool("drmEnabled"),
             clip: clip::read(f),
+            mp4: f.opt_bool("mp4"),
         }
     }
 }
@@ -194,6 +210,7 @@ impl Vod {
         let status = row.status();
         let urls = status == VodStatus::Complete && row.archived_at.is_none();
         let base = format!("{}/vod/{}", app.endpoints.playback_base(), row.id);
+        let (downloads, downloads_status) = downloads::of_row(row, &base, None);
         Vod {
             id: row.id.clone(),
             name: row.name.clone(),
@@ -224,6 +241,10 @@ impl Vod {
             watch_seconds: 0.0,
             peak_viewers: None,
             clip_of: row.clip_of.as_deref().and_then(|j| serde_json::from_str(j).ok()),
+            mp4: row.mp4 == 1,
+            downloads_status,
+            downloads: if urls { downloads } else { Vec::new() },
+            downloads_error: row.downloads_error.clone(),
         }
     }
 }
@@ -312,7 +333,8 @@ impl VodApi {
         let b = body.0;
         if let Some(c) = b.clip {
             let filename = b.filename.unwrap_or_else(|| b.name.clone());
-            let row = clip::create(&app, &p.project.id, (b.name, filename), c, b.drm_enabled).await?;
+            let row =
+                clip::create(&app, &p.project.id, (b.name, filename), c, (b.drm_enabled, b.mp4)).await?;
             tracing::info!(project = %p.project.slug, vod = %row.id, "clip queued");
             let vod = Vod::from_row(&row, &app);
             return Ok(CreateVodResponse::Created(Json(VodWithUpload { vod, upload: None })));
@@ -321,33 +343,19 @@ impl VodApi {
         let (upload, expires_ms) = upload_target(&app, &id).await?;
         let now = now_ms();
         let ladder = b.ladder.unwrap_or_else(default_ladder);
+        let drm = b.drm_enabled.unwrap_or(false);
+        downloads::check_create(b.mp4, drm)?;
+        let filename = b.filename.unwrap_or_else(|| b.name.clone());
         let row = VodRow {
-            id,
-            project_id: p.project.id.clone(),
-            filename: b.filename.unwrap_or_else(|| b.name.clone()),
-            name: b.name,
             output_format: b.output_format.unwrap_or(OutputFormat::Hls).as_str().to_string(),
             video_codec: b.video_codec.unwrap_or(VideoCodec::H264).as_str().to_string(),
             audio_codec: b.audio_codec.unwrap_or(AudioCodec::Aac).as_str().to_string(),
             aspect_ratio: b.aspect_ratio.unwrap_or(AspectRatio::Preserve).as_str().to_string(),
             ladder: serde_json::to_string(&ladder).map_err(ApiError::internal)?,
-            status: VodStatus::PendingUpload.as_str().to_string(),
-            source_size: None,
-            duration: None,
-            source_info: None,
-            renditions: None,
-            progress: 0,
-            error: None,
-            signed_playback: 0,
-            drm_enabled: i64::from(b.drm_enabled.unwrap_or(false)),
+            drm_enabled: i64::from(drm),
+            mp4: i64::from(b.mp4.unwrap_or(false)),
             upload_expires_at: expires_ms,
-            created_at: now,
-            updated_at: now,
-            completed_at: None,
-            archived_at: None,
-            stream_id: None,
-            session_id: None,
-            clip_of: None,
+            ..VodRow::new(id, p.project.id.clone(), (b.name, filename), VodStatus::PendingUpload, now)
         };
         let mut tx = app.db.begin_write().await?;
         Db::insert_vod(&mut tx, &row).await?;
@@ -369,6 +377,24 @@ impl VodApi {
         id: Path<String>,
     ) -> ApiResult<Json<Vod>> {
         let row = app.db.vod(&p.project.id, &id).await?.ok_or_else(vod_not_found)?;
+        Ok(Json(super::viewers::vod_record(&app, &row).await?))
+    }
+
+    /// Change a VOD: its name, and MP4 downloads on or off
+    ///
+    /// `mp4: true` queues the downloads of a complete VOD at once (`downloadsStatus`
+    /// `preparing`, then `ready`), and of one still on its way when it completes; 409 for an
+    /// encrypted, archived, failed or cancelled VOD. `mp4: false` removes them.
+    #[oai(path = "/v1/projects/:slug/vod/:id", method = "patch", operation_id = "updateVod")]
+    async fn update(
+        &self,
+        app: Data<&Arc<ApiState>>,
+        p: Authorized<need::VodWrite>,
+        #[oai(name = "slug")] _slug: Path<String>,
+        id: Path<String>,
+        body: JsonBody<UpdateVod>,
+    ) -> ApiResult<Json<Vod>> {
+        let row = downloads::update(&app, &p.project.id, &id, body.0).await?;
         Ok(Json(super::viewers::vod_record(&app, &row).await?))
     }
 

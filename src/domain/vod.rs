@@ -373,6 +373,52 @@ impl VodStatus {
     }
 }
 
+/// One progressive download a VOD's downloads job made (stored as JSON on the record).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MadeDownload {
+    /// A video rendition's name, or `audio` for the M4A.
+    pub rendition: String,
+    /// Its file under `download/`: `<rendition>.mp4`, or `audio.m4a`.
+    pub file: String,
+    /// Bytes.
+    pub size: u64,
+}
+
+impl MadeDownload {
+    /// The file of rendition `name`'s download.
+    pub fn file_of(name: &str) -> String {
+        match name {
+            "audio" => "audio.m4a".into(),
+            _ => format!("{name}.mp4"),
+        }
+    }
+}
+
+/// Where a VOD's MP4 downloads stand (null on the record when they were not asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Enum)]
+#[oai(rename_all = "lowercase")]
+pub enum DownloadsStatus {
+    /// Asked for; made once the VOD is complete (a job on the queue).
+    Preparing,
+    /// `downloads` lists them.
+    Ready,
+    /// They could not be made: `downloadsError` says why.
+    Failed,
+}
+
+impl DownloadsStatus {
+    /// Of a record: asked for (`mp4`), what was made, why not.
+    pub fn of(mp4: bool, made: bool, error: bool) -> Option<DownloadsStatus> {
+        match (mp4, made, error) {
+            (false, ..) => None,
+            (true, true, _) => Some(DownloadsStatus::Ready),
+            (true, false, true) => Some(DownloadsStatus::Failed),
+            (true, false, false) => Some(DownloadsStatus::Preparing),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,8 @@
 //! VOD playback from storage: `/vod/<id>/master.m3u8`, `/vod/<id>/thumb.jpg` (also at any time:
 //! [`super::stills`]), `/vod/<id>/storyboard.{vtt,jpg}` ([`super::storyboard`]), `/vod/<id>/key`
-//! (an encrypted VOD's key) and `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}` (a
-//! recording's initialization sections are `init<generation>.mp4`), with
+//! (an encrypted VOD's key), `/vod/<id>/<rendition>/{index.m3u8, init.mp4, s<n>.m4s}` (a
+//! recording's initialization sections are `init<generation>.mp4`) and the MP4 downloads
+//! `/vod/<id>/download/{<rendition>.mp4, audio.m4a}`, with
 //! byte ranges and cache headers. Media and thumbnails are streamed from storage, only the
 //! range asked for read ([`super::ranges`]); playlists are read whole.
 //! Only a complete, unarchived VOD plays (CONTRACT: VOD — an archived VOD's playback is 404).
@@ -67,7 +68,9 @@ pub async fn media(
         .strip_prefix("init")
         .and_then(|f| f.strip_suffix(".mp4"))
         .is_some_and(|g| g.chars().all(|c| c.is_ascii_digit()));
-    let media_file = file == "index.m3u8" || init || file.ends_with(".m4s");
+    // `download/<rendition>.mp4` and `download/audio.m4a`: the MP4 downloads.
+    let download = rendition == "download" && (file.ends_with(".mp4") || file == "audio.m4a");
+    let media_file = file == "index.m3u8" || init || file.ends_with(".m4s") || download;
     if !(name_ok(&rendition) && name_ok(&file) && media_file) {
         return status(StatusCode::NOT_FOUND, "no such file");
     }
@@ -88,8 +91,13 @@ async fn serve(req: &Request, app: &Origin, id: &str, file: &str) -> Response {
             Err(r) => return r,
         };
         session(app, req, id, file);
-        let (content_type, cache) =
-            if file.ends_with(".jpg") { ("image/jpeg", PLAYLIST_CACHE) } else { ("video/mp4", MEDIA_CACHE) };
+        let (content_type, cache) = match file {
+            _ if file.ends_with(".jpg") => ("image/jpeg", PLAYLIST_CACHE),
+            // Turning downloads off removes them: kept no longer than a playlist.
+            _ if file.ends_with(".m4a") => ("audio/mp4", PLAYLIST_CACHE),
+            _ if file.starts_with("download/") => ("video/mp4", PLAYLIST_CACHE),
+            _ => ("video/mp4", MEDIA_CACHE),
+        };
         return stored.answer(content_type, cache);
     }
     // Playlists are small, and a session's is rewritten: read whole.

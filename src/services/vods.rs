@@ -77,6 +77,9 @@ impl Vods {
             }
             VodMove::Rejected | VodMove::Queued | VodMove::Started => {}
         }
+        // A VOD that asks for MP4 downloads gets their job as it completes.
+        let downloads =
+            mv == VodMove::Finished && Db::queue_downloads(&mut tx, &row.id, &row.project_id, now).await?;
         let event =
             event_of(mv, before, after).map(|make| make(payload::vod(row, &self.endpoints.playback_base())));
         if let Some(event) = &event {
@@ -85,6 +88,9 @@ impl Vods {
         tx.commit().await?;
         if event.is_some() {
             self.outbox.wake();
+        }
+        if downloads {
+            self.wake.notify_waiters();
         }
         // Idle workers are woken by `queue`, the step after `Probed`, which releases the job.
         if matches!(mv, VodMove::Finished | VodMove::Cancel) {

@@ -17,6 +17,8 @@ pub enum JobKind {
     Transcode,
     /// Cut a clip out of another VOD (the clip workers).
     Clip,
+    /// Remux a complete VOD's renditions into progressive MP4s (the download workers).
+    Mp4,
 }
 
 impl JobKind {
@@ -24,6 +26,7 @@ impl JobKind {
         match self {
             JobKind::Transcode => "transcode",
             JobKind::Clip => "clip",
+            JobKind::Mp4 => "mp4",
         }
     }
 }
@@ -62,9 +65,57 @@ pub struct VodRow {
     pub session_id: Option<String>,
     /// A clip: JSON of [`crate::domain::clip::ClipOf`], where it was cut from.
     pub clip_of: Option<String>,
+    /// 1: progressive MP4 downloads are asked for.
+    pub mp4: i64,
+    /// JSON array of [`crate::domain::vod::Download`] once made.
+    pub downloads: Option<String>,
+    /// Why the downloads could not be made.
+    pub downloads_error: Option<String>,
 }
 
 impl VodRow {
+    /// A new record of `status` with the defaults of every other column (the one output format,
+    /// codecs and fit; no ladder, nothing produced, clear, unsigned), created at `now`.
+    pub fn new(
+        id: String,
+        project_id: String,
+        (name, filename): (String, String),
+        status: VodStatus,
+        now: i64,
+    ) -> VodRow {
+        VodRow {
+            id,
+            project_id,
+            name,
+            filename,
+            output_format: "hls".into(),
+            video_codec: "h264".into(),
+            audio_codec: "aac".into(),
+            aspect_ratio: AspectRatio::Preserve.as_str().into(),
+            ladder: "[]".into(),
+            status: status.as_str().to_string(),
+            source_size: None,
+            duration: None,
+            source_info: None,
+            renditions: None,
+            progress: 0,
+            error: None,
+            signed_playback: 0,
+            drm_enabled: 0,
+            upload_expires_at: now,
+            created_at: now,
+            updated_at: now,
+            completed_at: None,
+            archived_at: None,
+            stream_id: None,
+            session_id: None,
+            clip_of: None,
+            mp4: 0,
+            downloads: None,
+            downloads_error: None,
+        }
+    }
+
     pub fn status(&self) -> VodStatus {
         VodStatus::parse(&self.status).unwrap_or(VodStatus::Failed)
     }
@@ -108,13 +159,14 @@ pub struct Lease {
 const COLUMNS: &str =
     "id, project_id, name, filename, output_format, video_codec, audio_codec, aspect_ratio, \
      ladder, status, source_size, duration, source_info, renditions, progress, error, signed_playback, upload_expires_at, \
-     created_at, updated_at, completed_at, archived_at, drm_enabled, stream_id, session_id, clip_of";
+     created_at, updated_at, completed_at, archived_at, drm_enabled, stream_id, session_id, clip_of, mp4, \
+     downloads, downloads_error";
 
 impl Db {
     pub async fn insert_vod(conn: &mut AnyConnection, v: &VodRow) -> Result<(), DbError> {
         sqlx::query(&format!(
             "INSERT INTO vods ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
+             $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)"
         ))
         .bind(&v.id)
         .bind(&v.project_id)
@@ -142,6 +194,9 @@ impl Db {
         .bind(&v.stream_id)
         .bind(&v.session_id)
         .bind(&v.clip_of)
+        .bind(v.mp4)
+        .bind(&v.downloads)
+        .bind(&v.downloads_error)
         .execute(conn)
         .await
         .map(|_| ())
@@ -171,7 +226,7 @@ impl Db {
         sqlx::query(
             "UPDATE vods SET status = $1, source_size = $2, duration = $3, renditions = $4, progress = $5, \
              error = $6, signed_playback = $7, upload_expires_at = $8, updated_at = $9, completed_at = $10, \
-             archived_at = $11, source_info = $12 WHERE id = $13",
+             archived_at = $11, source_info = $12, name = $13 WHERE id = $14",
         )
         .bind(&v.status)
         .bind(v.source_size)
@@ -185,6 +240,7 @@ impl Db {
         .bind(v.completed_at)
         .bind(v.archived_at)
         .bind(&v.source_info)
+        .bind(&v.name)
         .bind(&v.id)
         .execute(conn)
         .await
@@ -302,6 +358,76 @@ impl Db {
         .bind(not_before)
         .bind(kind.as_str())
         .bind(node)
+        .execute(conn)
+        .await
+        .map(|_| ())
+    }
+
+    /// Queues the downloads job of VOD `vod_id` if the VOD asks for MP4s (`mp4` = 1) and has no
+    /// job now. Read in the statement, so that a `PATCH` committed before it counts; one that
+    /// commits after finds the VOD complete and queues the job itself.
+    pub async fn queue_downloads(
+        conn: &mut AnyConnection,
+        vod_id: &str,
+        project_id: &str,
+        now: i64,
+    ) -> Result<bool, DbError> {
+        let done = sqlx::query(
+            "INSERT INTO transcode_jobs (vod_id, project_id, attempts, lease_owner, lease_until, created_at, kind, node_id) \
+             SELECT $1, $2, 0, NULL, NULL, $3, $4, NULL WHERE EXISTS \
+               (SELECT 1 FROM vods WHERE id = $1 AND mp4 = 1 AND downloads IS NULL) \
+             ON CONFLICT (vod_id) DO NOTHING",
+        )
+        .bind(vod_id)
+        .bind(project_id)
+        .bind(now)
+        .bind(JobKind::Mp4.as_str())
+        .execute(conn)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Turns MP4 downloads of VOD `id` on or off (off forgets what was made, and its job); what
+    /// was made stays when they were on already.
+    pub async fn set_vod_mp4(conn: &mut AnyConnection, id: &str, on: bool, now: i64) -> Result<(), DbError> {
+        sqlx::query(
+            "UPDATE vods SET downloads = CASE WHEN $1 = 1 AND mp4 = 1 THEN downloads ELSE NULL END, \
+             downloads_error = CASE WHEN $1 = 1 AND mp4 = 1 THEN downloads_error ELSE NULL END, \
+             mp4 = $1, updated_at = $2 WHERE id = $3",
+        )
+        .bind(i64::from(on))
+        .bind(now)
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+        if !on {
+            sqlx::query("DELETE FROM transcode_jobs WHERE vod_id = $1 AND kind = $2")
+                .bind(id)
+                .bind(JobKind::Mp4.as_str())
+                .execute(conn)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Records what the downloads job of `id` made (JSON), or why it could not.
+    pub async fn set_vod_downloads(
+        conn: &mut AnyConnection,
+        id: &str,
+        made: Result<String, String>,
+        now: i64,
+    ) -> Result<(), DbError> {
+        let (downloads, error) = match made {
+            Ok(json) => (Some(json), None),
+            Err(e) => (None, Some(e)),
+        };
+        sqlx::query(
+            "UPDATE vods SET downloads = $1, downloads_error = $2, updated_at = $3 WHERE id = $4 AND mp4 = 1",
+        )
+        .bind(downloads)
+        .bind(error)
+        .bind(now)
+        .bind(id)
         .execute(conn)
         .await
         .map(|_| ())

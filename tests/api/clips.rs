@@ -12,7 +12,12 @@ use crate::support::{clip_copy, eventually, ffmpeg_push, painted_frame, Sluice};
 /// The painted source: 90 s at 30 fps, one 384×216 rung (4-s segments).
 const SOURCE: &str = "vod-frames-384x216-30fps-90s.mp4";
 
-async fn api(sluice: &Sluice, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) async fn api(
+    sluice: &Sluice,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let mut req = sluice.client.request(method, format!("{}{path}", sluice.api)).bearer_auth(&sluice.key);
     if let Some(b) = body {
         req = req.json(&b);
@@ -23,7 +28,7 @@ async fn api(sluice: &Sluice, method: reqwest::Method, path: &str, body: Option<
 }
 
 /// Waits for VOD `id` to leave `queued` and `processing`; returns it.
-async fn finished(sluice: &Sluice, id: &str, within: Duration) -> Value {
+pub(crate) async fn finished(sluice: &Sluice, id: &str, within: Duration) -> Value {
     eventually("the VOD to finish", within, || async {
         let (_, v) = api(sluice, reqwest::Method::GET, &format!("/vod/{id}"), None).await;
         (!["queued", "processing", "uploaded"].contains(&v["status"].as_str().unwrap_or("queued")))
@@ -34,10 +39,19 @@ async fn finished(sluice: &Sluice, id: &str, within: Duration) -> Value {
 
 /// A complete VOD of [`SOURCE`]; `drm` encrypts it.
 async fn source_vod(sluice: &Sluice, drm: bool) -> Value {
+    upload_vod(sluice, SOURCE, json!({"drmEnabled": drm})).await
+}
+
+/// A complete VOD of media fixture `fixture` (one 384×216 rung), created with the members of
+/// `extra` besides.
+pub(crate) async fn upload_vod(sluice: &Sluice, fixture: &str, extra: Value) -> Value {
     let dir = tempfile::tempdir().expect("tempdir");
-    let file = clip_copy(SOURCE, dir.path(), "frames.mp4");
+    let file = clip_copy(fixture, dir.path(), "frames.mp4");
     let ladder = json!([{"name": "216p", "width": 384, "height": 216, "videoBitrate": "600k"}]);
-    let body = json!({"name": "frames", "filename": "frames.mp4", "ladder": ladder, "drmEnabled": drm});
+    let mut body = json!({"name": "frames", "filename": "frames.mp4", "ladder": ladder});
+    for (k, v) in extra.as_object().expect("an object") {
+        body[k] = v.clone();
+    }
     let (status, created) = api(sluice, reqwest::Method::POST, "/vod", Some(body)).await;
     assert_eq!(status, 201, "{created}");
     let id = created["vod"]["_id"].as_str().expect("id").to_string();
@@ -69,7 +83,7 @@ async fn clip(sluice: &Sluice, source: &Value, (start, end): (f64, f64)) -> (Val
 }
 
 /// ffprobe's duration of an HLS URL, in seconds.
-fn probed_duration(url: &str) -> f64 {
+pub(crate) fn probed_duration(url: &str) -> f64 {
     let out = std::process::Command::new("ffprobe")
         .args(["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0", url])
         .output()
@@ -81,7 +95,7 @@ fn probed_duration(url: &str) -> f64 {
 }
 
 /// The first frame ffmpeg decodes from `url`, as PNG.
-fn first_frame(url: &str) -> Vec<u8> {
+pub(crate) fn first_frame(url: &str) -> Vec<u8> {
     let out = std::process::Command::new("ffmpeg")
         .args(["-v", "error", "-i", url, "-frames:v", "1", "-f", "image2", "-c:v", "png", "-"])
         .output()

@@ -12,6 +12,7 @@ mod cluster;
 mod console;
 mod continuity;
 mod credits;
+mod downloads;
 mod errors;
 mod events;
 mod faults;

@@ -9,7 +9,7 @@ use crate::api::ApiState;
 use crate::domain::clip::{window_problem, ClipOf, ClipOfStream, ClipOfVod};
 use crate::domain::new_id;
 use crate::domain::time::now_ms;
-use crate::domain::vod::{AspectRatio, AudioCodec, OutputFormat, VideoCodec, VodStatus};
+use crate::domain::vod::VodStatus;
 use crate::store::vods::{JobKind, VodRow};
 use crate::store::Db;
 
@@ -45,44 +45,25 @@ pub(super) fn read(f: &mut Fields) -> Option<ClipOf> {
 pub(super) async fn create(
     app: &ApiState,
     project_id: &str,
-    (name, filename): (String, String),
+    names: (String, String),
     clip: ClipOf,
-    drm: Option<bool>,
+    (drm, mp4): (Option<bool>, Option<bool>),
 ) -> ApiResult<VodRow> {
     // A DVR window is cut by the node that holds it.
     let (node, (signed, encrypted)) = match &clip {
         ClipOf::Vod(c) => (None, of_vod(app, project_id, c).await?),
         ClipOf::Stream(c) => (Some(app.streams.node_id().to_string()), of_stream(app, project_id, c).await?),
     };
+    let encrypted = encrypted || drm.unwrap_or(false);
+    super::downloads::check_create(mp4, encrypted)?;
     let now = now_ms();
     let row = VodRow {
-        id: new_id(),
-        project_id: project_id.to_string(),
-        name,
-        filename,
-        output_format: OutputFormat::Hls.as_str().to_string(),
-        video_codec: VideoCodec::H264.as_str().to_string(),
-        audio_codec: AudioCodec::Aac.as_str().to_string(),
-        aspect_ratio: AspectRatio::Preserve.as_str().to_string(),
-        ladder: "[]".into(),
-        status: VodStatus::Queued.as_str().to_string(),
-        source_size: None,
-        duration: None,
-        source_info: None,
-        renditions: None,
-        progress: 0,
-        error: None,
         // A clip of signed or encrypted media is signed or encrypted too (its own key).
         signed_playback: i64::from(signed),
-        drm_enabled: i64::from(encrypted || drm.unwrap_or(false)),
-        upload_expires_at: now,
-        created_at: now,
-        updated_at: now,
-        completed_at: None,
-        archived_at: None,
-        stream_id: None,
-        session_id: None,
+        drm_enabled: i64::from(encrypted),
+        mp4: i64::from(mp4.unwrap_or(false)),
         clip_of: Some(serde_json::to_string(&clip).map_err(ApiError::internal)?),
+        ..VodRow::new(new_id(), project_id.to_string(), names, VodStatus::Queued, now)
     };
     let mut tx = app.db.begin_write().await?;
     Db::insert_vod(&mut tx, &row).await?;

@@ -9,14 +9,14 @@
 //! A clip of encrypted media (a `drmEnabled` VOD, a live stream with a content key) is
 //! encrypted again under the clip's own key.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
 use super::worker::{
-    complete, fail, put_patiently, remove_outputs, still_ours, Ending, JobError, Transcoder,
+    complete, fail, lease_loop, put_patiently, remove_outputs, still_ours, Ending, JobError, Transcoder,
 };
 use crate::domain::clip::{cut, Chunk, ClipOf};
 use crate::domain::content_key::ContentKey;
@@ -41,35 +41,8 @@ const READ_DEADLINE: Duration = Duration::from_secs(30);
 
 /// Starts the clip worker.
 pub fn spawn(app: &Arc<Transcoder>) {
-    tokio::spawn(worker(Arc::downgrade(app)));
-}
-
-async fn worker(app: Weak<Transcoder>) {
-    loop {
-        let Some(a) = app.upgrade() else { return };
-        let mut stop = a.vods.stopping();
-        if *stop.borrow() {
-            return;
-        }
-        let now = now_ms();
-        match a.db.claim_job_of(JobKind::Clip, &a.node_id, now, now + LEASE.as_millis() as i64).await {
-            Ok(Some(job)) => run(&a, job).await,
-            Ok(None) => {
-                let wake = a.vods.wake();
-                drop(a);
-                tokio::select! {
-                    _ = wake.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                    _ = stop.changed() => {}
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "leasing a clip job");
-                drop(a);
-                tokio::time::sleep(Duration::from_secs(2)).await;
-            }
-        }
-    }
+    let run = |a: Arc<Transcoder>, job| async move { run(&a, job).await };
+    tokio::spawn(lease_loop(Arc::downgrade(app), JobKind::Clip, LEASE, run));
 }
 
 async fn run(app: &Transcoder, job: LeasedJob) {
@@ -227,7 +200,7 @@ async fn body(app: &Transcoder, job: &LeasedJob, lease: &Lease) -> Result<Ending
 
 /// Every media playlist a master lists: the variants with their picture size, and the audio
 /// rendition.
-fn rendition_uris(master: &str) -> Vec<(&str, Option<(u32, u32)>)> {
+pub(super) fn rendition_uris(master: &str) -> Vec<(&str, Option<(u32, u32)>)> {
     let mut out: Vec<_> = read_variants(master).into_iter().map(|(uri, w, h)| (uri, Some((w, h)))).collect();
     for line in master.lines().filter(|l| l.starts_with("#EXT-X-MEDIA:")) {
         if let Some(uri) = line.split("URI=\"").nth(1).and_then(|r| r.split('"').next()) {
@@ -336,7 +309,7 @@ impl Source {
     }
 }
 
-async fn read(app: &Transcoder, key: &str) -> Result<Bytes, JobError> {
+pub(super) async fn read(app: &Transcoder, key: &str) -> Result<Bytes, JobError> {
     match tokio::time::timeout(READ_DEADLINE, app.storage.get(key, None)).await {
         Ok(Ok(Some(b))) => Ok(b),
         Ok(Ok(None)) => Err(JobError::Unstored(format!("{key} is not in storage"))),

@@ -33,7 +33,7 @@ use crate::services::policy::{KeyError, Policies, Resource};
 use crate::services::vods::{VodError, Vods};
 use crate::storage::spool::PUT_DEADLINE;
 use crate::storage::{source_key, vod_prefix, Storage, StorageError};
-use crate::store::vods::{Lease, LeasedJob};
+use crate::store::vods::{JobKind, Lease, LeasedJob};
 use crate::store::{Db, DbError};
 
 /// Why a job's step did not finish: the job is tried again later (the text is logged and, once
@@ -107,6 +107,21 @@ pub fn spawn(app: &Arc<Transcoder>) {
 }
 
 async fn worker(app: Weak<Transcoder>, index: u32) {
+    lease_loop(app, JobKind::Transcode, LEASE, move |a, job| async move {
+        tracing::info!(worker = index, vod = %job.vod_id, attempt = job.attempts, "transcode job leased");
+        run_job(&a, job).await;
+    })
+    .await
+}
+
+/// The loop of one worker of the queue: leases the oldest job of `kind` it may take (for
+/// `lease`), runs it with `run`, and when there is none waits for a wake, the stop or a second.
+/// Ends when the process stops.
+pub(super) async fn lease_loop<F, Fut>(app: Weak<Transcoder>, kind: JobKind, lease: Duration, run: F)
+where
+    F: Fn(Arc<Transcoder>, LeasedJob) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     loop {
         let Some(a) = app.upgrade() else { return };
         let mut stop = a.vods.stopping();
@@ -114,22 +129,19 @@ async fn worker(app: Weak<Transcoder>, index: u32) {
             return;
         }
         let now = now_ms();
-        match a.db.claim_job(&a.node_id, now, now + LEASE.as_millis() as i64).await {
-            Ok(Some(job)) => {
-                tracing::info!(worker = index, vod = %job.vod_id, attempt = job.attempts, "transcode job leased");
-                run_job(&a, job).await;
-            }
+        match a.db.claim_job_of(kind, &a.node_id, now, now + lease.as_millis() as i64).await {
+            Ok(Some(job)) => run(a, job).await,
             Ok(None) => {
                 let wake = a.vods.wake();
                 drop(a);
                 tokio::select! {
                     _ = wake.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                     _ = stop.changed() => {}
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, "leasing a transcode job");
+                tracing::warn!(error = %e, kind = kind.as_str(), "leasing a job");
                 drop(a);
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }

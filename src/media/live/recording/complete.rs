@@ -132,20 +132,10 @@ impl Recordings {
             )
         });
         let now = now_ms();
+        let names = (rec.name.clone(), format!("live-{}", rec.session_id));
         let row = VodRow {
-            id: id.to_string(),
-            project_id: rec.project_id.clone(),
-            name: rec.name.clone(),
-            filename: format!("live-{}", rec.session_id),
-            output_format: "hls".into(),
-            video_codec: "h264".into(),
-            audio_codec: "aac".into(),
-            aspect_ratio: "preserve".into(),
-            ladder: "[]".into(),
-            status: VodStatus::Complete.as_str().to_string(),
             source_size: Some(size as i64),
             duration: Some((duration * 1000.0).round() / 1000.0),
-            source_info: None,
             renditions: Some(
                 serde_json::to_string(&produced).map_err(|e| RecordingError::Other(e.to_string()))?,
             ),
@@ -155,12 +145,10 @@ impl Recordings {
             drm_enabled: rec.drm_enabled,
             upload_expires_at: rec.started_at,
             created_at: rec.started_at,
-            updated_at: now,
             completed_at: Some(now),
-            archived_at: None,
             stream_id: Some(rec.stream_id.clone()),
             session_id: Some(rec.session_id.clone()),
-            clip_of: None,
+            ..VodRow::new(id.to_string(), rec.project_id.clone(), names, VodStatus::Complete, now)
         };
         let done = self.vods.recorded(&row).await?;
         self.spool.forget_lost(&prefix);
