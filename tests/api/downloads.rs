@@ -180,10 +180,10 @@ async fn mp4_downloads_are_progressive_files_of_each_rendition() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn downloads_refuse_bad_input_and_media_they_cannot_be_made_of() {
     let sluice = Sluice::start(&[]).await;
-    // Encrypted media: 400 naming mp4 on create, 409 on a PATCH.
+    // Encrypted media: 409 on create and on a PATCH.
     let body = json!({"name": "secret", "drmEnabled": true, "mp4": true});
     let (status, e) = api(&sluice, Method::POST, "/vod", Some(body)).await;
-    assert_eq!(status, 400, "{e}");
+    assert_eq!(status, 409, "{e}");
     assert!(e.to_string().contains("mp4"), "{e}");
     let (_, drm) =
         api(&sluice, Method::POST, "/vod", Some(json!({"name": "secret", "drmEnabled": true}))).await;

@@ -13,6 +13,7 @@ mod console;
 mod continuity;
 mod credits;
 mod downloads;
+mod downloads_console;
 mod errors;
 mod events;
 mod faults;

@@ -10,6 +10,7 @@ import { dateTime } from '../lib/format';
 import { Link } from '../lib/router';
 import { canWrite } from '../lib/session';
 import { StreamActions } from './stream/StreamActions';
+import { StreamClip } from './stream/StreamClip';
 import { StreamConnect } from './stream/StreamConnect';
 import { StreamHealth } from './stream/StreamHealth';
 import { StreamPreview } from './stream/StreamPreview';
@@ -93,6 +94,7 @@ export function StreamPage({ project, id }: { project: Project; id: string }) {
         <StreamActions project={project} stream={s} onChanged={onChanged} onError={setActionError} />
       )}
       <StreamTicket project={project} stream={s} />
+      {!deleted && <StreamClip project={project} stream={s} />}
       {!deleted && <StreamSlate project={project} stream={s} />}
       {!deleted && <StreamSimulcast project={project} stream={s} />}
       <section class="card" aria-labelledby="settings-title">

@@ -12,6 +12,7 @@ import { canWrite } from '../lib/session';
 import { Player } from '../preview/Player';
 import { MOVING } from './VodList';
 import { VodRowActions } from './vod/VodActions';
+import { VodClip, VodDownloads } from './vod/VodTakeaway';
 
 export function VodPage({ project, id }: { project: Project; id: string }) {
   const slug = project.slug;
@@ -80,6 +81,22 @@ export function VodPage({ project, id }: { project: Project; id: string }) {
                 <dd>{v.peakViewers} viewers at once</dd>
               </>
             )}
+            {v.clipOf && (
+              <>
+                <dt>Clip of</dt>
+                <dd>
+                  {'vodId' in v.clipOf ? (
+                    <Link href={`${base}/${encodeURIComponent(v.clipOf.vodId)}`}>
+                      a VOD, {seconds(v.clipOf.startSec)} to {seconds(v.clipOf.endSec)}
+                    </Link>
+                  ) : (
+                    <Link href={`/p/${encodeURIComponent(slug)}/streams/${encodeURIComponent(v.clipOf.streamId)}`}>
+                      a live stream, {dateTime(v.clipOf.start)} to {dateTime(v.clipOf.end)}
+                    </Link>
+                  )}
+                </dd>
+              </>
+            )}
             {v.streamId && (
               <>
                 <dt>Recorded from</dt>
@@ -109,6 +126,8 @@ export function VodPage({ project, id }: { project: Project; id: string }) {
           )}
         </section>
       </div>
+      <VodDownloads project={project} vod={v} onChanged={(next) => vod.setData(() => next)} />
+      <VodClip project={project} vod={v} />
       {v.renditions.length > 0 && (
         <section class="card" aria-labelledby="renditions-title">
           <h2 id="renditions-title">Renditions</h2>

@@ -129,10 +129,11 @@ pub(super) async fn update(app: &ApiState, project_id: &str, id: &str, body: Upd
     Ok(row)
 }
 
-/// 400 naming `mp4` when a new VOD asks for downloads it cannot have (encrypted media).
+/// 409 when a new VOD asks for downloads it cannot have: encrypted media (`drmEnabled`, or a
+/// clip of an encrypted source), which the body's schema cannot rule out.
 pub(super) fn check_create(mp4: Option<bool>, encrypted: bool) -> ApiResult<()> {
     if mp4 == Some(true) && encrypted {
-        return Err(ApiError::invalid("mp4", "cannot be true for encrypted (drmEnabled) media"));
+        return Err(ApiError::conflict("mp4 cannot be true for encrypted (drmEnabled) media"));
     }
     Ok(())
 }
