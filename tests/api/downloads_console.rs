@@ -74,3 +74,53 @@ async fn the_vod_page_offers_downloads_and_makes_a_clip() {
     let problems = b.accessibility_problems().await;
     assert!(problems.is_empty(), "the clip's page: {problems:?}");
 }
+
+/// The last seconds of a live stream's DVR window, clipped from its page: the clip's page opens
+/// and completes, its record naming the stream and its length the seconds asked for.
+#[tokio::test]
+async fn the_stream_page_clips_the_dvr_window() {
+    let t = spawn_app(Backend::Sqlite).await;
+    let body = json!({"name": "match", "dvrEnabled": true, "dvrDuration": 120, "qualities": ["240p"]});
+    let created: serde_json::Value =
+        t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
+    let id = created["_id"].as_str().expect("id").to_string();
+    let _push = crate::support::ffmpeg_push(
+        created["ingestUrl"].as_str().expect("ingestUrl"),
+        "testsrc=size=320x240:rate=30",
+        60,
+        &[],
+    );
+    // 20 s of closed segments: the clip asks for the 10 s that end 8 s before now.
+    let hls = created["playbackUrls"]["hls"].as_str().expect("hls").to_string();
+    let first = std::sync::Mutex::new(None::<chrono::DateTime<chrono::Utc>>);
+    crate::support::eventually("20 s of DVR", Duration::from_secs(60), || async {
+        let master = t.client.get(&hls).send().await.ok()?.text().await.ok()?;
+        let uri = master.lines().find(|l| l.contains("/240p/index.m3u8"))?;
+        let rung = format!("{}/{uri}", hls.trim_end_matches("/master.m3u8"));
+        let text = t.client.get(rung).send().await.ok()?.text().await.ok()?;
+        let newest: chrono::DateTime<chrono::Utc> =
+            text.lines().rev().find_map(|l| l.strip_prefix("#EXT-X-PROGRAM-DATE-TIME:")?.parse().ok())?;
+        let first = *first.lock().expect("lock").get_or_insert(newest);
+        ((newest - first).num_milliseconds() >= 20_000).then_some(())
+    })
+    .await;
+
+    let b = Browser::start(1280).await;
+    b.goto(&t.url("/")).await;
+    b.fill(&testid("login-email"), &t.email).await;
+    b.fill(&testid("login-password"), &t.password).await;
+    b.click(&testid("login-submit")).await;
+    b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
+    b.goto(&t.url(&format!("/p/{}/streams/{id}", t.slug))).await;
+    b.find_within(&testid("stream-clip-submit"), Duration::from_secs(15)).await;
+    b.fill("#stream-clip-seconds", "10").await;
+    b.click(&testid("stream-clip-submit")).await;
+    b.wait_shown(&testid("vod-status"), Duration::from_secs(30), |s| s == "complete").await;
+    let path = b.client.current_url().await.expect("url").path().to_string();
+    let v = crate::vod::get_vod(&t, path.rsplit('/').next().expect("an id")).await;
+    assert_eq!(v["clipOf"]["streamId"], id.as_str(), "{v}");
+    let duration = v["duration"].as_f64().expect("duration");
+    println!("a 10-s clip of the DVR window from the stream page: {duration:.3} s");
+    // Cut at the rung's parts at either end.
+    assert!((9.0..=11.5).contains(&duration), "{v}");
+}
