@@ -13,7 +13,7 @@
 //! - **MP4 download**: `PATCH {mp4: true}` to `downloadsStatus` `ready`; the peer is
 //!   `ffmpeg -i <master.m3u8> -map 0 -c copy -movflags +faststart` into an MP4.
 //!
-//! The source is the painted `vod-frames-640x360-30fps-Ss.mp4` fixture (S = `BENCH_SOURCE_SECONDS`,
+//! The source is the `vod-testsrc2-640x360-30fps-Ss.mp4` fixture (S = `BENCH_SOURCE_SECONDS`,
 //! default 660), transcoded once to one 360p rung (800k) and AAC. Knobs: `BENCH_ROUNDS` (default
 //! 3; medians are printed), `BENCH_THUMBS` (cold thumbnails per round, default 10). The process
 //! is the one `cargo bench` builds (`--profile dev` for a quick run; the figures are then a
@@ -86,10 +86,9 @@ async fn segments(sluice: &Sluice, master: &str) -> Vec<Vec<(f64, u64)>> {
         for line in text.lines() {
             if let Some(d) = line.strip_prefix("#EXTINF:") {
                 length = d.trim_end_matches(',').parse().unwrap_or(0.0);
-            } else if line.ends_with(".m4s") {
-                let r = sluice.client.head(format!("{dir}/{line}")).send().await.expect("segment");
-                let bytes = r.headers().get("content-length").and_then(|v| v.to_str().ok()?.parse().ok());
-                listed.push((length, bytes.unwrap_or(0)));
+            } else if line.split('?').next().is_some_and(|f| f.ends_with(".m4s")) {
+                let r = sluice.client.get(format!("{dir}/{line}")).send().await.expect("segment");
+                listed.push((length, r.bytes().await.expect("segment").len() as u64));
             }
         }
         out.push(listed);
@@ -127,7 +126,7 @@ fn main() {
             std::thread::available_parallelism().map_or(0, |n| n.get()),
             common::load1()
         );
-        let file = common::clip(&format!("vod-frames-640x360-30fps-{seconds}s.mp4"));
+        let file = common::clip(&format!("vod-testsrc2-640x360-30fps-{seconds}s.mp4"));
         let ladder = json!([{"name": "360p", "width": 640, "height": 360, "videoBitrate": "800k"}]);
         let body = json!({"name": "source", "ladder": ladder});
         let (_, created) = api(&sluice, reqwest::Method::POST, "/vod", Some(body)).await;
