@@ -388,12 +388,11 @@ impl Db {
     }
 
     /// Turns MP4 downloads of VOD `id` on or off (off forgets what was made, and its job); what
-    /// was made stays when they were on already.
+    /// was made stays when they were on already, and why they failed goes (on again tries again).
     pub async fn set_vod_mp4(conn: &mut AnyConnection, id: &str, on: bool, now: i64) -> Result<(), DbError> {
         sqlx::query(
             "UPDATE vods SET downloads = CASE WHEN $1 = 1 AND mp4 = 1 THEN downloads ELSE NULL END, \
-             downloads_error = CASE WHEN $1 = 1 AND mp4 = 1 THEN downloads_error ELSE NULL END, \
-             mp4 = $1, updated_at = $2 WHERE id = $3",
+             downloads_error = NULL, mp4 = $1, updated_at = $2 WHERE id = $3",
         )
         .bind(i64::from(on))
         .bind(now)

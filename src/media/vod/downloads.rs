@@ -31,6 +31,9 @@ use crate::store::Db;
 /// Renewed between renditions; a remux of a rendition takes seconds per hour of video.
 const LEASE: Duration = Duration::from_secs(600);
 const MAX_ATTEMPTS: i64 = 3;
+/// The wait before the second attempt; ten times as long before the third, so that an outage of
+/// the store or the database fails the downloads only after 11 minutes (CONTRACT: Faults).
+const RETRY_FIRST: Duration = Duration::from_secs(60);
 /// How long one remux may take.
 const REMUX_DEADLINE: Duration = Duration::from_secs(1800);
 /// The slowest the store may take a download in: 1 MB/s, after a minute's grace.
@@ -87,7 +90,8 @@ async fn run(app: &Transcoder, job: LeasedJob) {
         }
         Err(e) => {
             tracing::warn!(vod = %id, error = %e, attempt = job.attempts, "downloads attempt failed; will retry");
-            app.db.retry_job_at(&lease, &id, now_ms() + 10_000, true).await.map_err(Into::into)
+            let wait = RETRY_FIRST.as_millis() as i64 * 10i64.pow(job.attempts.clamp(1, 3) as u32 - 1);
+            app.db.retry_job_at(&lease, &id, now_ms() + wait, true).await.map_err(Into::into)
         }
     };
     if let Err(e) = ended {
