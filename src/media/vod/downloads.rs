@@ -61,7 +61,11 @@ async fn run(app: &Transcoder, job: LeasedJob) {
     let id = job.vod_id.clone();
     let work = app.work_dir.join(format!("{id}-mp4"));
     let started = std::time::Instant::now();
-    let outcome = body(app, &lease, &id, &work).await;
+    // A process that died in each attempt (its lease lapsed) never reached the count below.
+    let outcome = match job.attempts > MAX_ATTEMPTS {
+        true => Err(JobError::Unstored(format!("the worker stopped in each of {MAX_ATTEMPTS} attempts"))),
+        false => body(app, &lease, &id, &work).await,
+    };
     let _ = tokio::fs::remove_dir_all(&work).await;
     let ended = match outcome {
         Ok(Outcome::Made(made)) => {
