@@ -295,6 +295,14 @@ async fn a_clip_of_a_recording_is_cut_at_its_parts() {
     assert!((done["duration"].as_f64().expect("duration") - 30.0).abs() <= 0.5, "{done}");
     assert!((30.0..=32.5).contains(&master_duration), "master: {master_duration}");
     assert!(took < 10.0, "complete within 10 s: {took:.2}");
+
+    // hls.js plays the clip to its end, `source` starting before the rung notwithstanding.
+    let last = crate::support::player::Player::play_to_the_end(&format!("{base}/master.m3u8"), 29.0).await;
+    let events = &last.events;
+    let playing = events.iter().position(|e| e == "video playing").expect("playing");
+    let stalls: Vec<&String> = events[playing..].iter().filter(|e| e.starts_with("video waiting")).collect();
+    println!("hls.js played the clip to {:.3} s; events {events:?}", last.current_time);
+    assert!(stalls.is_empty(), "stalled after it started playing: {events:?}");
 }
 
 /// The segments of a live media playlist: `(date, seconds, uri, map)`.
