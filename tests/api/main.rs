@@ -17,6 +17,7 @@ mod downloads_console;
 mod errors;
 mod events;
 mod faults;
+mod faults_stills;
 mod faults_store;
 mod http_hostile;
 mod lifecycle;
