@@ -321,7 +321,9 @@ impl VodApi {
     ///
     /// With `clip`, the VOD is cut out of another instead (no upload; `upload` is null): 404
     /// when `clip.vodId` is not a VOD of the project, 409 when it is not complete or archived,
-    /// 400 naming the field when the range is not inside it. `mp4: true` with encrypted media
+    /// 400 naming the field when the range is not inside it. `clip.streamId` instants outside the
+    /// live DVR window (on this node) that one of the stream's complete recordings holds make a
+    /// clip of that recording (`clipOf` names it, with seconds). `mp4: true` with encrypted media
     /// (`drmEnabled`, or a clip of an encrypted source) is 409.
     #[oai(path = "/v1/projects/:slug/vod", method = "post", operation_id = "createVod")]
     async fn create(

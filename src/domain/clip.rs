@@ -30,13 +30,14 @@ pub struct ClipOfVod {
     pub end_sec: f64,
 }
 
-/// A clip of a live stream's DVR window, by wall-clock instants (as `EXT-X-PROGRAM-DATE-TIME`
-/// gives them).
+/// A clip of a live stream's DVR window, or of one of its complete recordings, by wall-clock
+/// instants (as `EXT-X-PROGRAM-DATE-TIME` gives them). A range in a recording makes a clip of
+/// that recording: the record's `clipOf` then names it, with seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Object)]
 #[serde(rename_all = "camelCase")]
 #[oai(rename_all = "camelCase")]
 pub struct ClipOfStream {
-    /// The live stream whose DVR window holds the range (on the node holding its push).
+    /// The stream whose DVR window (on the node holding its push) or recording holds the range.
     pub stream_id: String,
     /// ISO 8601. The clip starts at the last keyframe at or before it.
     pub start: String,
@@ -118,6 +119,32 @@ pub fn cut(chunks: &[Chunk], from: f64, to: f64) -> Option<Range<usize>> {
     (first < end).then_some(first..end)
 }
 
+/// Where instant `at` (ms) lies on a recording's timeline, in seconds from its start, given its
+/// segments in order as (the wall-clock time of the first frame in ms, if known, and seconds).
+/// An instant in a pause of the recording (a publisher away) maps to the start of the segment
+/// after it. `None` when it lies before the first dated segment or after the last one ends
+/// (each by more than [`END_SLACK`]), or when no segment is dated.
+pub fn seconds_at(segments: &[(Option<i64>, f64)], at: i64) -> Option<f64> {
+    let slack = (END_SLACK * 1000.0) as i64;
+    let mut start = 0.0;
+    let mut last_end: Option<i64> = None;
+    for &(date, length) in segments {
+        if let Some(d) = date {
+            let end = d + (length * 1000.0).round() as i64;
+            if at < d {
+                // Before this segment: in the pause before it, or before the recording began.
+                return (last_end.is_some() || at >= d - slack).then_some(start);
+            }
+            if at < end {
+                return Some(start + (at - d) as f64 / 1000.0);
+            }
+            last_end = Some(end);
+        }
+        start += length;
+    }
+    last_end.filter(|end| at <= end + slack).map(|_| start)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +208,24 @@ mod tests {
         assert_eq!(stream.instants(), None);
         let stream = ClipOfStream { end: "2026-12-06T09:02:00Z".into(), ..stream };
         assert_eq!(stream.instants().map(|(a, _)| a), Some(t("2026-12-06T09:01:00.250Z")));
+    }
+
+    #[test]
+    fn instants_map_onto_a_recordings_timeline() {
+        let t = 1_796_000_000_000;
+        // 2-s segments from t, a 5-s pause of the publisher after the second, then 2 more.
+        let segments =
+            [(Some(t), 2.0), (Some(t + 2000), 2.0), (Some(t + 9000), 2.0), (Some(t + 11_000), 2.0)];
+        assert_eq!(seconds_at(&segments, t), Some(0.0));
+        assert_eq!(seconds_at(&segments, t + 2500), Some(2.5));
+        assert_eq!(seconds_at(&segments, t + 6000), Some(4.0), "in the pause: the next segment");
+        assert_eq!(seconds_at(&segments, t + 9500), Some(4.5));
+        assert_eq!(seconds_at(&segments, t + 13_000), Some(8.0), "the very end");
+        assert_eq!(seconds_at(&segments, t + 13_040), Some(8.0), "within the slack");
+        assert_eq!(seconds_at(&segments, t + 13_100), None, "after it");
+        assert_eq!(seconds_at(&segments, t - 100), None, "before it");
+        assert_eq!(seconds_at(&[(None, 2.0)], t), None, "no date");
+        // Undated segments count their length.
+        assert_eq!(seconds_at(&[(None, 2.0), (Some(t), 2.0)], t + 500), Some(2.5));
     }
 }

@@ -32,6 +32,8 @@ pub struct RecordedSegmentRow {
     pub duration: f64,
     pub bytes: i64,
     pub lost: i64,
+    /// The wall-clock time of its first frame (ms), as the live playlist stated it.
+    pub pdt: Option<i64>,
 }
 
 const COLUMNS: &str =
@@ -78,8 +80,8 @@ impl Db {
         }
         for s in rows {
             sqlx::query(
-                "INSERT INTO recording_segments (recording_id, rendition, idx, generation, duration, bytes, lost) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (recording_id, rendition, idx) DO NOTHING",
+                "INSERT INTO recording_segments (recording_id, rendition, idx, generation, duration, bytes, lost, pdt) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (recording_id, rendition, idx) DO NOTHING",
             )
             .bind(id)
             .bind(&s.rendition)
@@ -88,6 +90,7 @@ impl Db {
             .bind(s.duration)
             .bind(s.bytes)
             .bind(s.lost)
+            .bind(s.pdt)
             .execute(&mut *tx)
             .await?;
         }
@@ -104,7 +107,7 @@ impl Db {
     /// A recording's segments, by rendition and position.
     pub async fn recorded_segments(&self, id: &str) -> Result<Vec<RecordedSegmentRow>, DbError> {
         sqlx::query_as(
-            "SELECT rendition, idx, generation, duration, bytes, lost FROM recording_segments \
+            "SELECT rendition, idx, generation, duration, bytes, lost, pdt FROM recording_segments \
              WHERE recording_id = $1 ORDER BY rendition, idx",
         )
         .bind(id)

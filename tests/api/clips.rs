@@ -267,9 +267,9 @@ async fn a_clip_of_a_recording_is_cut_at_its_parts() {
         list["items"].as_array()?.first().filter(|v| v["status"] == "complete").cloned()
     })
     .await;
-    let base =
+    let recording_base =
         recording["playbackUrl"].as_str().expect("playbackUrl").trim_end_matches("/master.m3u8").to_string();
-    let start_frame = painted_frame(&first_frame(&format!("{base}/240p/index.m3u8")));
+    let start_frame = painted_frame(&first_frame(&format!("{recording_base}/240p/index.m3u8")));
 
     // From 11 s: a rung part starts there, but the source's keyframe before is at 10 s.
     let (done, took) = clip(&sluice, &recording, (11.0, 41.0)).await;
@@ -295,6 +295,37 @@ async fn a_clip_of_a_recording_is_cut_at_its_parts() {
     assert!((done["duration"].as_f64().expect("duration") - 30.0).abs() <= 0.5, "{done}");
     assert!((30.0..=32.5).contains(&master_duration), "master: {master_duration}");
     assert!(took < 10.0, "complete within 10 s: {took:.2}");
+
+    // By instants, once the push has ended: the recording's playlists date its segments, and the
+    // clip is that recording's range in seconds.
+    let recorded =
+        sluice.client.get(format!("{}/240p/index.m3u8", recording_base)).send().await.expect("get");
+    let recorded = recorded.text().await.expect("text");
+    let began: chrono::DateTime<chrono::Utc> = recorded
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-PROGRAM-DATE-TIME:")?.parse().ok())
+        .unwrap_or_else(|| panic!("the recording's playlist is dated:\n{recorded}"));
+    let at =
+        |s: i64| (began + chrono::Duration::seconds(s)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let body = json!({"name": "by instants", "clip": {"streamId": stream, "start": at(11), "end": at(41)}});
+    let (status, created) = api(&sluice, reqwest::Method::POST, "/vod", Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    let of = &created["vod"]["clipOf"];
+    assert_eq!(of["vodId"], recording["_id"], "{created}");
+    assert!((of["startSec"].as_f64().expect("startSec") - 11.0).abs() < 0.01, "{created}");
+    let by_instants =
+        finished(&sluice, created["vod"]["_id"].as_str().expect("id"), Duration::from_secs(60)).await;
+    let url =
+        by_instants["playbackUrl"].as_str().expect("playbackUrl").replace("/master.m3u8", "/240p/index.m3u8");
+    let first = painted_frame(&first_frame(&url));
+    println!(
+        "a clip by instants of the ended push: clipOf {of}, 240p from frame {first} (asked {})",
+        start_frame + 330
+    );
+    assert!(first.abs_diff(start_frame + 330) <= 7, "the 240p rendition starts at 11 s");
+    let late = json!({"name": "late", "clip": {"streamId": stream, "start": at(100), "end": at(110)}});
+    let (status, e) = api(&sluice, reqwest::Method::POST, "/vod", Some(late)).await;
+    assert_eq!(status, 409, "neither the live window nor a recording holds it: {e}");
 
     // hls.js plays the clip to its end, `source` starting before the rung notwithstanding.
     let last = crate::support::player::Player::play_to_the_end(&format!("{base}/master.m3u8"), 29.0).await;

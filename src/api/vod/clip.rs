@@ -1,15 +1,19 @@
 //! `POST /vod` with `clip` (CONTRACT: Clips, downloads, thumbnails): the clip's record, queued
 //! with its job at once; the clip workers cut it (`media::vod::clip`). A clip of a VOD may be
 //! cut by any node; a clip of a live stream's DVR window is asked of the node holding the push,
-//! and cut there.
+//! and cut there. Instants of a stream that lie in one of its complete recordings instead make
+//! a clip of that recording, by seconds.
 
 use crate::api::body::Fields;
 use crate::api::error::{ApiError, ApiResult};
 use crate::api::ApiState;
-use crate::domain::clip::{window_problem, ClipOf, ClipOfStream, ClipOfVod};
+use crate::domain::clip::{seconds_at, window_problem, ClipOf, ClipOfStream, ClipOfVod};
 use crate::domain::new_id;
 use crate::domain::time::now_ms;
 use crate::domain::vod::VodStatus;
+use crate::media::hls::master::read_variants;
+use crate::media::hls::vod as hls;
+use crate::storage::vod_prefix;
 use crate::store::vods::{JobKind, VodRow};
 use crate::store::Db;
 
@@ -49,10 +53,23 @@ pub(super) async fn create(
     clip: ClipOf,
     (drm, mp4): (Option<bool>, Option<bool>),
 ) -> ApiResult<VodRow> {
-    // A DVR window is cut by the node that holds it.
-    let (node, (signed, encrypted)) = match &clip {
-        ClipOf::Vod(c) => (None, of_vod(app, project_id, c).await?),
-        ClipOf::Stream(c) => (Some(app.streams.node_id().to_string()), of_stream(app, project_id, c).await?),
+    // A DVR window is cut by the node that holds it. Instants outside it may lie in one of the
+    // stream's recordings: the clip is then that recording's range in seconds.
+    let (clip, node, (signed, encrypted)) = match clip {
+        ClipOf::Vod(c) => {
+            let flags = of_vod(app, project_id, &c).await?;
+            (ClipOf::Vod(c), None, flags)
+        }
+        ClipOf::Stream(c) => match of_stream(app, project_id, &c).await {
+            Ok(flags) => (ClipOf::Stream(c), Some(app.streams.node_id().to_string()), flags),
+            Err(live) => match in_recording(app, project_id, &c).await? {
+                Some(range) => {
+                    let flags = of_vod(app, project_id, &range).await?;
+                    (ClipOf::Vod(range), None, flags)
+                }
+                None => return Err(live),
+            },
+        },
     };
     let encrypted = encrypted || drm.unwrap_or(false);
     super::downloads::check_create(mp4, encrypted)?;
@@ -96,6 +113,45 @@ async fn of_vod(app: &ApiState, project_id: &str, clip: &ClipOfVod) -> ApiResult
     Ok((source.signed_playback == 1, source.drm_enabled == 1))
 }
 
+/// How long a read of a recording's playlists may take.
+const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The range of `clip`'s instants in one of the stream's complete recordings, in seconds of its
+/// timeline (its playlists' `EXT-X-PROGRAM-DATE-TIME`), if one holds both.
+async fn in_recording(app: &ApiState, project_id: &str, clip: &ClipOfStream) -> ApiResult<Option<ClipOfVod>> {
+    let Some((start, end)) = clip.instants() else { return Ok(None) };
+    let (start, end) = (start.timestamp_millis(), end.timestamp_millis());
+    let complete = Some(VodStatus::Complete.as_str());
+    let recordings = app.db.list_vods(project_id, complete, Some(&clip.stream_id), false, 0, 100).await?;
+    // Those that ran over the range (a recording's record is created as its session starts).
+    let candidates = recordings.items.into_iter().filter(|v| {
+        let ran = v.created_at - 60_000..=v.completed_at.unwrap_or(v.updated_at) + 60_000;
+        ran.contains(&start) && ran.contains(&end)
+    });
+    for vod in candidates {
+        let prefix = vod_prefix(&vod.id);
+        let Some(master) = read_text(app, &format!("{prefix}/master.m3u8")).await? else { continue };
+        let Some((uri, _, _)) = read_variants(&master).into_iter().next() else { continue };
+        let Some(playlist) = read_text(app, &format!("{prefix}/{uri}")).await? else { continue };
+        let Some(listed) = hls::read(&playlist) else { continue };
+        let dated: Vec<(Option<i64>, f64)> = listed.iter().map(|l| (l.date, l.duration)).collect();
+        if let (Some(from), Some(to)) = (seconds_at(&dated, start), seconds_at(&dated, end)) {
+            let ms = |s: f64| (s * 1000.0).round() / 1000.0;
+            return Ok(Some(ClipOfVod { vod_id: vod.id, start_sec: ms(from), end_sec: ms(to) }));
+        }
+    }
+    Ok(None)
+}
+
+/// A text object of the store, or `None` when it is not there; 503 when the store fails.
+async fn read_text(app: &ApiState, key: &str) -> ApiResult<Option<String>> {
+    match tokio::time::timeout(READ_DEADLINE, app.storage.get(key, None)).await {
+        Ok(Ok(b)) => Ok(b.map(|b| String::from_utf8_lossy(&b).into_owned())),
+        Ok(Err(e)) => Err(ApiError::unavailable(format!("storage: {e}"))),
+        Err(_) => Err(ApiError::unavailable("storage: no answer in time")),
+    }
+}
+
 /// A live stream's range: the stream's DVR window, held by this node, holds it. Whether the
 /// stream plays signed and is encrypted.
 async fn of_stream(app: &ApiState, project_id: &str, clip: &ClipOfStream) -> ApiResult<(bool, bool)> {
@@ -106,8 +162,9 @@ async fn of_stream(app: &ApiState, project_id: &str, clip: &ClipOfStream) -> Api
         .ok_or_else(|| ApiError::not_found("clip.streamId names no stream of this project"))?;
     let Some(channel) = app.channels.get(&clip.stream_id) else {
         return Err(ApiError::conflict(
-            "clip.streamId names a stream whose DVR window is not on this node: it is not live, or \
-             another node holds its push (ask that node's API)",
+            "clip.streamId names a stream whose DVR window is not on this node (it is not live, or \
+             another node holds its push: ask that node's API), and none of its complete \
+             recordings holds the range",
         ));
     };
     if app.settings.transcode_workers == 0 {

@@ -411,7 +411,14 @@ impl Channel {
         let bytes = whole.then(|| Stored::join(&parts));
         if let (Some(recorder), Some(bytes)) = (recorder, &bytes) {
             let info = RenditionInfo { name: name.to_string(), kind: r.kind.clone(), codec: r.codec.clone() };
-            recorder.record(Record::Segment { info, generation, duration, data: bytes.clone() });
+            let date = r
+                .playlist
+                .segments()
+                .next_back()
+                .filter(|s| s.msn == msn)
+                .and_then(|s| s.program_date_time)
+                .map(|d| d.timestamp_millis());
+            recorder.record(Record::Segment { info, generation, duration, date, data: bytes.clone() });
         }
         let bytes = match (&self.config.key, bytes) {
             (Some(key), Some(bytes)) => Some(Bytes::from(key.encrypt(msn, &bytes))),

@@ -25,8 +25,19 @@ pub struct RenditionInfo {
 
 /// What the channel hands the recording.
 pub enum Record {
-    Init { rendition: String, generation: u32, data: Bytes },
-    Segment { info: RenditionInfo, generation: u32, duration: f64, data: Bytes },
+    Init {
+        rendition: String,
+        generation: u32,
+        data: Bytes,
+    },
+    /// `date`: the wall-clock time of its first frame (ms), as the live playlist states it.
+    Segment {
+        info: RenditionInfo,
+        generation: u32,
+        duration: f64,
+        date: Option<i64>,
+        data: Bytes,
+    },
 }
 
 /// An output fed by the channel. `record` is called under the channel's lock: it must not wait

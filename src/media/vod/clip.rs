@@ -419,8 +419,10 @@ async fn cut_rendition(
             put_patiently(app, id, format!("{to}/{name}/{init}"), bytes.clone(), stop.clone()).await?;
         }
     }
-    let listed: Vec<Listed> =
-        out.iter().map(|(init, uri, d, gap, _)| Listed { init, uri, duration: *d, gap: *gap }).collect();
+    let listed: Vec<Listed> = out
+        .iter()
+        .map(|(init, uri, d, gap, _)| Listed { init, uri, duration: *d, gap: *gap, date: None })
+        .collect();
     let key_uri = clip_key.map(|_| hls::KEY_URI);
     let playlist = hls::media_playlist(listed.first().map(|l| l.init), &listed, key_uri);
     put_patiently(app, id, format!("{to}/{name}/index.m3u8"), playlist.into(), stop).await?;

@@ -43,6 +43,7 @@ impl Recordings {
                         s.rendition,
                         segment_uri(s.idx as u64)
                     )),
+                date: s.pdt,
             };
             by_rendition.entry(s.rendition).or_default().push(r);
         }

@@ -198,7 +198,7 @@ impl Recordings {
                         unstored_inits.push((object, data));
                     }
                 }
-                Record::Segment { info, generation, duration, data } => {
+                Record::Segment { info, generation, duration, date, data } => {
                     let idx = *next.entry(info.name.clone()).or_default();
                     let stored = match key {
                         Some(key) => Bytes::from(key.encrypt(idx, &data)),
@@ -218,6 +218,7 @@ impl Recordings {
                         duration,
                         bytes,
                         lost: i64::from(lost),
+                        pdt: date,
                     };
                     next.insert(info.name.clone(), idx + 1);
                     pending.push((row, info));

@@ -16,6 +16,8 @@ pub struct Recorded {
     pub bytes: u64,
     /// Not in storage: listed as a gap.
     pub lost: bool,
+    /// The wall-clock time of its first frame (ms), as the live playlist stated it.
+    pub date: Option<i64>,
 }
 
 pub fn init_uri(generation: u32) -> String {
@@ -33,7 +35,7 @@ pub fn media_playlist(segments: &[Recorded], key_uri: Option<&str>) -> String {
     let listed: Vec<Listed> = segments
         .iter()
         .zip(&uris)
-        .map(|(s, (init, uri))| Listed { init, uri, duration: s.duration, gap: s.lost })
+        .map(|(s, (init, uri))| Listed { init, uri, duration: s.duration, gap: s.lost, date: s.date })
         .collect();
     write_playlist(None, &listed, key_uri)
 }
@@ -48,7 +50,7 @@ mod tests {
     use super::*;
 
     fn seg(idx: u64, generation: u32, duration: f64) -> Recorded {
-        Recorded { idx, generation, duration, bytes: 250_000, lost: false }
+        Recorded { idx, generation, duration, bytes: 250_000, lost: false, date: None }
     }
 
     #[test]
