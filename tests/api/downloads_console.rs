@@ -75,12 +75,13 @@ async fn the_vod_page_offers_downloads_and_makes_a_clip() {
     assert!(problems.is_empty(), "the clip's page: {problems:?}");
 }
 
-/// The last seconds of a live stream's DVR window, clipped from its page: the clip's page opens
-/// and completes, its record naming the stream and its length the seconds asked for.
+/// A live stream's DVR window clipped from its page: the preview scrubbed back, the start and the
+/// end marked on it 5 s of playing apart; the clip's page opens and completes, its record naming
+/// the stream and its length the marked one.
 #[tokio::test]
-async fn the_stream_page_clips_the_dvr_window() {
+async fn the_stream_page_clips_the_dvr_window_between_marks_on_the_preview() {
     let t = spawn_app(Backend::Sqlite).await;
-    let body = json!({"name": "match", "dvrEnabled": true, "dvrDuration": 120, "qualities": ["240p"]});
+    let body = json!({"name": "match", "dvrEnabled": true, "dvrDuration": 120, "qualities": ["240p"], "protocols": ["llhls"]});
     let created: serde_json::Value =
         t.post_json_with(&t.project_url("/streams"), &t.key, &body).await.json().await.expect("json");
     let id = created["_id"].as_str().expect("id").to_string();
@@ -90,7 +91,7 @@ async fn the_stream_page_clips_the_dvr_window() {
         60,
         &[],
     );
-    // 20 s of closed segments: the clip asks for the 10 s that end 8 s before now.
+    // 20 s in the DVR window.
     let hls = created["playbackUrls"]["hls"].as_str().expect("hls").to_string();
     let first = std::sync::Mutex::new(None::<chrono::DateTime<chrono::Utc>>);
     crate::support::eventually("20 s of DVR", Duration::from_secs(60), || async {
@@ -112,15 +113,46 @@ async fn the_stream_page_clips_the_dvr_window() {
     b.click(&testid("login-submit")).await;
     b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
     b.goto(&t.url(&format!("/p/{}/streams/{id}", t.slug))).await;
-    b.find_within(&testid("stream-clip-submit"), Duration::from_secs(15)).await;
-    b.fill("#stream-clip-seconds", "10").await;
+    b.find_within(&testid("stream-clip-mark-start"), Duration::from_secs(30)).await;
+    let current = || async {
+        b.run("return document.querySelector('[data-testid=preview]').currentTime;", Vec::new())
+            .await
+            .as_f64()
+            .unwrap_or(0.0)
+    };
+    crate::support::eventually("the preview playing", Duration::from_secs(30), || async {
+        (current().await > 2.0).then_some(())
+    })
+    .await;
+    // Scrubbed 12 s back, into closed segments.
+    b.run(
+        "const v = document.querySelector('[data-testid=preview]'); v.currentTime = v.currentTime - 12;",
+        Vec::new(),
+    )
+    .await;
+    let back = crate::support::eventually("the preview playing again", Duration::from_secs(20), || async {
+        let playing = b
+            .run("const v = document.querySelector('[data-testid=preview]'); return !v.seeking && !v.paused && v.readyState >= 3;", Vec::new())
+            .await;
+        (playing == json!(true)).then_some(())
+    });
+    back.await;
+    let from = current().await;
+    b.click(&testid("stream-clip-mark-start")).await;
+    crate::support::eventually("5 s played", Duration::from_secs(20), || async {
+        (current().await >= from + 5.0).then_some(())
+    })
+    .await;
+    b.click(&testid("stream-clip-mark-end")).await;
+    let marks = b.shown(&testid("stream-clip-marks")).await;
+    assert!(!marks.contains("not marked"), "{marks}");
     b.click(&testid("stream-clip-submit")).await;
     b.wait_shown(&testid("vod-status"), Duration::from_secs(30), |s| s == "complete").await;
     let path = b.client.current_url().await.expect("url").path().to_string();
     let v = crate::vod::get_vod(&t, path.rsplit('/').next().expect("an id")).await;
     assert_eq!(v["clipOf"]["streamId"], id.as_str(), "{v}");
     let duration = v["duration"].as_f64().expect("duration");
-    println!("a 10-s clip of the DVR window from the stream page: {duration:.3} s");
+    println!("a clip between marks 5 s apart on the preview: {duration:.3} s ({marks})");
     // Cut at the rung's parts at either end.
-    assert!((9.0..=11.5).contains(&duration), "{v}");
+    assert!((4.0..=6.5).contains(&duration), "{v}");
 }

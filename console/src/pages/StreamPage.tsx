@@ -11,6 +11,7 @@ import { Link } from '../lib/router';
 import { canWrite } from '../lib/session';
 import { StreamActions } from './stream/StreamActions';
 import { StreamClip } from './stream/StreamClip';
+import type { Playback } from '../preview/Player';
 import { StreamConnect } from './stream/StreamConnect';
 import { StreamHealth } from './stream/StreamHealth';
 import { StreamPreview } from './stream/StreamPreview';
@@ -29,6 +30,8 @@ export function StreamPage({ project, id }: { project: Project; id: string }) {
   // as long as this page is open.
   const [creds, setCreds] = useState<StreamWithCredentials | undefined>(() => takeOver(id));
   const [actionError, setActionError] = useState<ApiError | undefined>(undefined);
+  // The preview's playback: its position marks a clip of the DVR window.
+  const [preview, setPreview] = useState<Playback | null>(null);
   const stream = useAsync<Stream>(() => call(api.getStream({ path: { slug, id } })), [slug, id]);
 
   const reread = () => {
@@ -83,7 +86,7 @@ export function StreamPage({ project, id }: { project: Project; id: string }) {
       <ErrorAlert error={actionError} />
       <div class="columns">
         <div>
-          <StreamPreview project={project} stream={s} />
+          <StreamPreview project={project} stream={s} onPlayback={setPreview} />
           <StreamHealth stream={s} />
         </div>
         <div>
@@ -94,7 +97,7 @@ export function StreamPage({ project, id }: { project: Project; id: string }) {
         <StreamActions project={project} stream={s} onChanged={onChanged} onError={setActionError} />
       )}
       <StreamTicket project={project} stream={s} />
-      {!deleted && <StreamClip project={project} stream={s} />}
+      {!deleted && <StreamClip project={project} stream={s} preview={preview} />}
       {!deleted && <StreamSlate project={project} stream={s} />}
       {!deleted && <StreamSimulcast project={project} stream={s} />}
       <section class="card" aria-labelledby="settings-title">

@@ -4,9 +4,24 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 
 import type { Playback } from './hls';
 
+export type { Playback };
+
 export type Source = { kind: 'whep'; url: string } | { kind: 'hls'; url: string; live: boolean };
 
-export function Player({ source, label, testid, poster }: { source: Source; label: string; testid?: string; poster?: string | undefined }) {
+export function Player({
+  source,
+  label,
+  testid,
+  poster,
+  onPlayback,
+}: {
+  source: Source;
+  label: string;
+  testid?: string;
+  poster?: string | undefined;
+  /** Told of the playback once it runs, and of null when it stops. */
+  onPlayback?: (p: Playback | null) => void;
+}) {
   const video = useRef<HTMLVideoElement>(null);
   const [state, setState] = useState<{ text: string; bad: boolean }>({ text: 'starting…', bad: false });
   const key = `${source.kind} ${source.url}`;
@@ -24,13 +39,17 @@ export function Player({ source, label, testid, poster }: { source: Source; labe
     started.then(
       (p) => {
         if (cancelled) p.stop();
-        else playback = p;
+        else {
+          playback = p;
+          onPlayback?.(p);
+        }
       },
       (e: unknown) => onState(`could not start: ${e instanceof Error ? e.message : String(e)}`, true),
     );
     return () => {
       cancelled = true;
       playback?.stop();
+      onPlayback?.(null);
     };
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [key]);

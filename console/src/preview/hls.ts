@@ -6,6 +6,8 @@ import { startAtEdge } from './startAtEdge';
 
 export interface Playback {
   stop: () => void;
+  /** The wall-clock time (ms) of the frame on screen, from the playlist's dates; null when unknown. */
+  playingDate?: () => number | null;
 }
 
 /**
@@ -50,5 +52,6 @@ export function playHls(video: HTMLVideoElement, url: string, live: boolean, onS
       undoEdge();
       hls.destroy();
     },
+    playingDate: () => hls.playingDate?.getTime() ?? null,
   };
 }

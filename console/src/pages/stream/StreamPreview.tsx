@@ -3,13 +3,22 @@ import { useEffect, useState } from 'preact/hooks';
 import { api, type Project, type Stream } from '../../api/client';
 import { type ApiError, asApiError, call } from '../../api/errors';
 import { ErrorAlert } from '../../components/ui';
-import { Player, type Source } from '../../preview/Player';
+import { type Playback, Player, type Source } from '../../preview/Player';
 
 /**
  * The live preview: WHEP when the stream offers WebRTC, else LL-HLS started at the live edge.
  * A signed stream is previewed through a short playback ticket.
  */
-export function StreamPreview({ project, stream }: { project: Project; stream: Stream }) {
+export function StreamPreview({
+  project,
+  stream,
+  onPlayback,
+}: {
+  project: Project;
+  stream: Stream;
+  /** Told of the preview's playback (its position, for a clip of the DVR window). */
+  onPlayback?: (p: Playback | null) => void;
+}) {
   const live = stream.status === 'live';
   const whep = stream.protocols.includes('webrtc');
   const [source, setSource] = useState<Source | null>(null);
@@ -48,7 +57,7 @@ export function StreamPreview({ project, stream }: { project: Project; stream: S
       <h2 id="preview-title">Preview</h2>
       <ErrorAlert error={error} />
       {live && source ? (
-        <Player source={source} label={`Live preview of ${stream.name}`} testid="preview" />
+        <Player source={source} label={`Live preview of ${stream.name}`} testid="preview" onPlayback={onPlayback} />
       ) : (
         <figure class="player idle">
           <video data-testid="preview" aria-label={`Live preview of ${stream.name}`} muted playsInline controls />
