@@ -109,13 +109,6 @@ async fn audit(b: &Browser, page: &str, found: &mut Vec<String>) {
     }
 }
 
-async fn sign_in(b: &Browser, email: &str, password: &str) {
-    b.fill(&testid("login-email"), email).await;
-    b.fill(&testid("login-password"), password).await;
-    b.click(&testid("login-submit")).await;
-    b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
-}
-
 async fn stream_status(t: &Served, id: &str) -> String {
     let s: Value = t.get_with(&t.project_url(&format!("/streams/{id}")), &t.key).await.json().await.unwrap();
     s["status"].as_str().unwrap_or_default().to_string()
@@ -343,7 +336,7 @@ async fn the_console_drives_a_project_from_sign_in_to_a_live_preview() {
         .unwrap();
     assert_eq!(accepted.status(), 200);
     b.goto(&t.url("/")).await;
-    sign_in(&b, "viewer@console.test", "viewer-password-1").await;
+    b.sign_in("viewer@console.test", "viewer-password-1").await;
     b.find(&row).await;
     for control in ["stream-new", "nav-api-keys", "nav-members"] {
         assert!(!b.exists(&testid(control)).await, "a viewer sees no {control}");
@@ -419,7 +412,7 @@ async fn a_thousand_streams_list_in_pages() {
     .expect("1,000 copies");
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    sign_in(&b, &t.email, &t.password).await;
+    b.sign_in(&t.email, &t.password).await;
     b.goto(&t.url("/login")).await;
     let started = Instant::now();
     b.goto(&t.url("/p/demo/streams")).await;
@@ -451,7 +444,7 @@ async fn the_event_log_followed_in_the_browser_across_a_restart_misses_and_repea
     };
     let b = Browser::start(1024).await;
     b.goto(&t.url("/")).await;
-    sign_in(&b, &t.email, &t.password).await;
+    b.sign_in(&t.email, &t.password).await;
     let names: Vec<&str> = sluice::events::EventName::ALL.iter().map(|e| e.as_str()).collect();
     b.run(
         "window.__seen = []; const log = new EventSource('/v1/projects/demo/events');\
@@ -491,7 +484,7 @@ async fn an_upload_that_drops_resumes_from_the_servers_offset() {
     let t = spawn_app(Backend::Sqlite).await;
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    sign_in(&b, &t.email, &t.password).await;
+    b.sign_in(&t.email, &t.password).await;
     b.click(&testid("nav-vod")).await;
     let file = clip(&vod_clip_name(Some(("testsrc2", "1280x720", 30)), 20)).canonicalize().expect("the clip");
     let size = std::fs::metadata(&file).expect("the clip").len();
@@ -544,7 +537,7 @@ async fn the_stream_page_shows_the_backup_encoder_and_replaces_the_slate() {
     let t = spawn_app(Backend::Sqlite).await;
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    sign_in(&b, &t.email, &t.password).await;
+    b.sign_in(&t.email, &t.password).await;
     b.click(&testid("stream-new")).await;
     b.fill(&testid("stream-name"), "backed-up").await;
     b.click(&testid("stream-save")).await;

@@ -24,10 +24,7 @@ async fn the_vod_page_offers_downloads_and_makes_a_clip() {
 
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    b.fill(&testid("login-email"), &t.email).await;
-    b.fill(&testid("login-password"), &t.password).await;
-    b.click(&testid("login-submit")).await;
-    b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
+    b.sign_in(&t.email, &t.password).await;
     b.goto(&t.url(&format!("/p/{}/vod/{id}", t.slug))).await;
 
     // Downloads on: the links appear once made.
@@ -108,10 +105,7 @@ async fn the_stream_page_clips_the_dvr_window_between_marks_on_the_preview() {
 
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    b.fill(&testid("login-email"), &t.email).await;
-    b.fill(&testid("login-password"), &t.password).await;
-    b.click(&testid("login-submit")).await;
-    b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
+    b.sign_in(&t.email, &t.password).await;
     b.goto(&t.url(&format!("/p/{}/streams/{id}", t.slug))).await;
     b.find_within(&testid("stream-clip-mark-start"), Duration::from_secs(30)).await;
     let current = || async {

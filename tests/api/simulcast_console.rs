@@ -17,10 +17,7 @@ async fn the_stream_page_adds_watches_and_removes_a_simulcast_target() {
     let nginx = NginxRtmp::start(dir.path(), free_port());
     let b = Browser::start(1280).await;
     b.goto(&t.url("/")).await;
-    b.fill(&testid("login-email"), &t.email).await;
-    b.fill(&testid("login-password"), &t.password).await;
-    b.click(&testid("login-submit")).await;
-    b.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
+    b.sign_in(&t.email, &t.password).await;
     b.click(&testid("stream-new")).await;
     b.fill(&testid("stream-name"), "simulcast").await;
     b.click(&testid("stream-save")).await;

@@ -26,6 +26,15 @@ pub fn testid(id: &str) -> String {
 }
 
 impl Browser {
+    /// Signs in on the console's sign-in form (already on the page) and waits for the signed-in
+    /// navigation.
+    pub async fn sign_in(&self, email: &str, password: &str) {
+        self.fill(&testid("login-email"), email).await;
+        self.fill(&testid("login-password"), password).await;
+        self.click(&testid("login-submit")).await;
+        self.find_within(&testid("nav-streams"), Duration::from_secs(15)).await;
+    }
+
     /// A headless Chromium at `width`×900 (autoplay allowed, for the previews).
     pub async fn start(width: u32) -> Browser {
         let port = free_port();
