@@ -65,6 +65,10 @@
 //! 2-core machine is 200 %. Other work on the machine counts against the servers: look at
 //! `machine` and `load1`, and run it on an idle machine.
 //!
+//! Before the ramps, **quality** (`live_capacity/quality.rs`): the sample pushed once to a
+//! Sluice ladder stream and to ffmpeg's ladder side by side, each rung's SSIM against the sample
+//! scaled to the rung, and the CPU each used over the push (`BENCH_QUALITY=0` leaves it out).
+//!
 //! Knobs: `BENCH_LADDER_STEPS` (default "1,2,3,4,5,6"), `BENCH_FFMPEG_STEPS` (default: the
 //! ladder steps), `BENCH_PASS_STEPS` (default "4,8,16,32,48,64"),
 //! `BENCH_NGINX_STEPS` (default: the passthrough steps), `BENCH_WINDOW` seconds (default 20).
@@ -82,6 +86,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "live_capacity/quality.rs"]
+mod quality;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
@@ -823,8 +829,9 @@ async fn nginx_step(nginx: &Nginx, number: usize, file: &Path, n: usize, window:
 /// encodes: 720p at 2.8 Mbit/s and 480p at 1.4 Mbit/s with x264 `veryfast` `zerolatency`, a 1-s
 /// VBV buffer and a keyframe every 8 frames (Sluice's rungs get one at every part, 7 or 8 frames
 /// at 30 fps with the default 200-ms parts: 8 a segment against ffmpeg's 7.5), the source video
-/// and the AAC copied; HLS (2-s MPEG-TS segments) into `dir` as `<name>_<variant>.m3u8`.
-fn ffmpeg_ladder(port: u16, name: &str, dir: &Path) -> Proc {
+/// and the AAC copied; HLS (2-s MPEG-TS segments) into `dir` as `<name>_<variant>.m3u8`, the
+/// newest 5 of them, or every one with `keep`.
+fn ffmpeg_ladder(port: u16, name: &str, dir: &Path, keep: bool) -> Proc {
     let mut cmd = std::process::Command::new("ffmpeg");
     cmd.args(["-loglevel", "error", "-nostdin", "-listen", "1", "-i"])
         .arg(format!("rtmp://127.0.0.1:{port}/live/{name}"))
@@ -838,8 +845,12 @@ fn ffmpeg_ladder(port: u16, name: &str, dir: &Path) -> Proc {
             .args([&opt("b"), &format!("{kbps}k"), &opt("maxrate"), &format!("{kbps}k")])
             .args([&opt("bufsize"), &format!("{kbps}k")]);
     }
-    cmd.args(["-c:v:2", "copy", "-c:a", "copy"])
-        .args(["-f", "hls", "-hls_time", "2", "-hls_list_size", "5", "-hls_flags", "delete_segments"])
+    // Frames as they come (an RTMP push's millisecond timestamps would otherwise make ffmpeg's
+    // constant-rate output drop a frame and repeat the one before now and then).
+    cmd.args(["-fps_mode", "passthrough", "-c:v:2", "copy", "-c:a", "copy"])
+        .args(["-f", "hls", "-hls_time", "2"])
+        .args(if keep { ["-hls_list_size", "0"] } else { ["-hls_list_size", "5"] })
+        .args(if keep { &[][..] } else { &["-hls_flags", "delete_segments"][..] })
         .args([
             "-var_stream_map",
             "v:0,agroup:aud,name:720p v:1,agroup:aud,name:480p v:2,agroup:aud,name:source a:0,agroup:aud,name:audio",
@@ -858,7 +869,7 @@ async fn ffmpeg_step(dir: &Path, number: usize, file: &Path, n: usize, window: D
     let names: Vec<String> = (0..n).map(|i| format!("ff{number}-{i}")).collect();
     let ports: Vec<u16> = names.iter().map(|_| free_port()).collect();
     let mut encoders: Vec<Proc> =
-        names.iter().zip(&ports).map(|(name, port)| ffmpeg_ladder(*port, name, dir)).collect();
+        names.iter().zip(&ports).map(|(name, port)| ffmpeg_ladder(*port, name, dir, false)).collect();
     if !settle(Duration::from_secs(10), async || ports.iter().all(|p| listening(*p))).await {
         return Step::not_run(n, "the ffmpeg transcoders did not listen within 10 s".into());
     }
@@ -1022,6 +1033,11 @@ fn main() {
         println!("base: the ladder and passthrough ramps also run on {}", bin.display());
     }
 
+    // Quality first, on an idle machine: one push to each, side by side.
+    let quality = (std::env::var("BENCH_QUALITY").as_deref() != Ok("0")).then(|| {
+        eprintln!("quality: one push of the sample to a Sluice ladder and to ffmpeg's");
+        rt.block_on(quality::measure(&sluice, &file, &out.join("live_capacity-quality")))
+    });
     eprintln!("ladder ramp {ladder_steps:?}, passthrough {pass_steps:?}, nginx {nginx_steps:?}");
     let (mut created, mut base_created) = (0, 0);
     // The ladder (and the base's) and ffmpeg doing it alternate step by step, as passthrough
@@ -1106,6 +1122,9 @@ fn main() {
         ramps.next().unwrap_or_default(),
     );
 
+    if let Some(q) = &quality {
+        quality::print(q);
+    }
     println!();
     table("Sluice ladder 720p+480p (renditions 720p, 480p [x264], source, audio):", &ladder, &ladder_steps);
     table(

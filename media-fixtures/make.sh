@@ -7,6 +7,7 @@
 #                                 (VIDEO a lavfi source, or painted=WxH:R for painted frames)
 #                                 (FLV for RTMP; PUSH_FORMAT=mpegts for SRT)
 #   make.sh loop FILE URL         a publisher of a file: FILE in real time, looping, not re-encoded
+#   make.sh once FILE URL         FILE once, in real time, not re-encoded (then the push ends)
 #   make.sh rush FILE URL         the same without -re (a common mistake): FILE looping, sent as
 #                                 fast as the server reads it
 #   make.sh check [NAME...]       makes the clips twice, in two fresh caches, and fails unless
@@ -122,6 +123,10 @@ case "$cmd" in
         format=flv
         [[ $2 == srt://* ]] && format=mpegts
         exec ffmpeg -nostdin -loglevel quiet -re -stream_loop -1 -i "$1" -c copy -f "$format" "$2"
+        ;;
+    once)
+        [[ $# -eq 2 ]] || die "once needs FILE URL"
+        exec ffmpeg -nostdin -loglevel quiet -re -i "$1" -c copy -f flv "$2"
         ;;
     rush)
         [[ $# -eq 2 ]] || die "rush needs FILE URL"

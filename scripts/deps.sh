@@ -30,6 +30,7 @@ runtime_packages=(
     gstreamer1.0-tools
     libgstrtspserver-1.0-0
     libsrt1.5-gnutls
+    libswscale6
     # GIO's TLS (rtmp2sink's RTMPS to simulcast targets verifies against the system's CAs).
     glib-networking
 )
@@ -42,6 +43,8 @@ build_packages=(
     libgstreamer-plugins-bad1.0-dev
     libgstrtspserver-1.0-dev
     libsrt-gnutls-dev
+    # The ladder's scaler (src/media/gst/scale.rs) links FFmpeg's libswscale.
+    libswscale-dev
     libssl-dev
     curl
     nodejs

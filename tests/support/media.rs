@@ -84,6 +84,11 @@ pub fn push_file(file: &Path, url: &str) -> Killed {
     file_publisher("loop", file, url)
 }
 
+/// A publisher of `file` once, in real time, without re-encoding: the push ends with the file.
+pub fn push_file_once(file: &Path, url: &str) -> Killed {
+    file_publisher("once", file, url)
+}
+
 /// [`push_file`] without `-re`: `file`, looping, sent as fast as the server reads it (a
 /// publisher's common mistake).
 pub fn rush_file(file: &Path, url: &str) -> Killed {

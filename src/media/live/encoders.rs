@@ -111,14 +111,33 @@ impl Descriptions {
 
     /// The rung description with its placeholders filled: `{keyint}` is twice the segment in
     /// frames, so the encoder's own keyframes never come between the forced ones;
-    /// `{colorimetry}` is the source's ([`crate::media::gst::colorimetry_of`]).
+    /// `{colorimetry}` is the source's ([`crate::media::gst::colorimetry_of`]); `{threads}`
+    /// is [`threads`].
     fn rung(&self, r: &Rung, keyint: u32, colorimetry: &str) -> String {
         self.rung
             .replace("{colorimetry}", colorimetry)
+            .replace("{threads}", &threads(r.height).to_string())
             .replace("{width}", &r.width.to_string())
             .replace("{height}", &r.height.to_string())
             .replace("{kbps}", &r.video_kbps.to_string())
             .replace("{keyint}", &keyint.to_string())
+    }
+
+    /// The decoder description with `{threads}` filled for a source `height` lines high.
+    fn decoder(&self, height: u32) -> String {
+        self.decoder.replace("{threads}", &threads(height).to_string())
+    }
+}
+
+/// The threads of a decoder or an x264 rung for a picture `height` lines high: one up to 1080p
+/// (no frames handed between threads, no slices that cost bits; one core decodes a 1080p60
+/// push, or encodes a 1080p60 rung at the built-in settings, several times over), the codec's
+/// own choice above (0: every core; a 2160p rung needs them).
+fn threads(height: u32) -> u32 {
+    if height <= 1080 {
+        1
+    } else {
+        0
     }
 }
 
@@ -127,6 +146,8 @@ impl Descriptions {
 pub(super) struct Spec {
     pub rungs: Vec<Rung>,
     pub descriptions: Descriptions,
+    /// The source's height, for the decoder's threads.
+    pub height: u32,
     pub colorimetry: String,
     pub segment: f64,
     pub plan: Plan,
@@ -248,7 +269,7 @@ impl Encoders {
     fn build(spec: Spec, name: &str) -> Result<Encoders, String> {
         let mut desc = format!(
             "appsrc name=src format=time is-live=false do-timestamp=false block=false max-bytes=0 ! {} ! tee name=raw\n",
-            spec.descriptions.decoder.trim()
+            spec.descriptions.decoder(spec.height).trim()
         );
         for r in &spec.rungs {
             desc.push_str(&format!(

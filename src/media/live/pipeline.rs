@@ -50,7 +50,7 @@ pub struct LiveOutput {
 /// Blocking (it builds bins and starts them): [`crate::media::ingest::pipeline::IngestPipeline::start`] calls
 /// it on a blocking thread; the video branches are attached on a streaming thread.
 pub fn attach(pipeline: &gst::Pipeline, out: LiveOutput, wall: WallBase) -> Result<(), String> {
-    crate::media::gst::register_fmp4()?;
+    crate::media::gst::register_builtin()?;
     let out = Arc::new(out);
     let audio_tee = pipeline.by_name("audio").ok_or("ingest pipeline has no audio tee")?;
     let video_tee = pipeline.by_name("video").ok_or("ingest pipeline has no video tee")?;
@@ -144,6 +144,7 @@ fn attach_video(
         let spec = Spec {
             rungs: rungs.clone(),
             descriptions: out.descriptions.clone(),
+            height: source.height,
             colorimetry: source.colorimetry.clone(),
             segment,
             plan,

@@ -285,7 +285,7 @@ struct Built {
 /// Builds the pipeline of `job` (blocking: see the module's documentation).
 fn build(job: &Job) -> Result<Built, Failure> {
     gst::init().map_err(|e| Failure::Media(format!("GStreamer: {e}")))?;
-    crate::media::gst::register_fmp4().map_err(Failure::Media)?;
+    crate::media::gst::register_builtin().map_err(Failure::Media)?;
     if job.rungs.is_empty() {
         return Err(Failure::Media("no rendition to produce".into()));
     }

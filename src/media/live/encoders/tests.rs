@@ -21,3 +21,27 @@ fn a_frame_belongs_to_the_latest_push_that_started_at_or_before_it() {
     assert_eq!(of(&t, 5_100_000_000), Some(1), "the second push from its first frame on");
     assert_eq!(of(&t, 60_000_000_000), Some(1));
 }
+
+#[test]
+fn the_built_in_descriptions_fill_every_placeholder_and_thread_by_size() {
+    let d = Descriptions::load(None);
+    let rung =
+        |height| Rung { name: format!("{height}p"), width: height * 16 / 9, height, video_kbps: 1_400 };
+    let has = |d: &str, t: &str| d.split_whitespace().any(|w| w == t);
+    let small = d.rung(&rung(720), 120, "bt709");
+    assert!(!small.contains('{'), "{small}");
+    assert!(has(&small, "threads=1") && small.contains("width=1280,height=720"), "{small}");
+    assert!(has(&small, "bitrate=1400") && has(&small, "key-int-max=120"), "{small}");
+    let large = d.rung(&rung(2160), 120, "bt709");
+    assert!(has(&large, "threads=0"), "x264 threads its own way above 1080p: {large}");
+    // It parses, as the encoders put it between elements: every element and property named is
+    // there.
+    crate::media::gst::init().expect("GStreamer");
+    crate::media::gst::register_builtin().expect("built-in elements");
+    gstreamer::parse::bin_from_description(&format!("{} ! h264parse", small.trim()), true)
+        .expect("the rung description parses");
+    let decoder = d.decoder(720);
+    assert!(has(&decoder, "max-threads=1") && !decoder.contains('{'), "{decoder}");
+    assert!(has(&d.decoder(2160), "max-threads=0"), "{}", d.decoder(2160));
+    gstreamer::parse::bin_from_description(&decoder, true).expect("the decoder description parses");
+}

@@ -1,8 +1,10 @@
-//! GStreamer set-up and what every pipeline of media shares: one `gst::init`, the fMP4 muxers
-//! registered once, a pipeline that stops when dropped, operators' pipeline descriptions, and
-//! what caps say of colorimetry and frame rate.
+//! GStreamer set-up and what every pipeline of media shares: one `gst::init`, the built-in
+//! elements registered once (`cmafmux`, `sluicescale`), a pipeline that stops when dropped,
+//! operators' pipeline descriptions, and what caps say of colorimetry and frame rate.
 
 use std::sync::OnceLock;
+
+mod scale;
 
 /// Initialises GStreamer once.
 pub fn init() -> Result<(), String> {
@@ -10,10 +12,15 @@ pub fn init() -> Result<(), String> {
     INIT.get_or_init(|| gstreamer::init().map_err(|e| format!("GStreamer: {e}"))).clone()
 }
 
-/// Registers the CMAF/fMP4 muxers of gst-plugins-rs (`cmafmux`), built in, once.
-pub(crate) fn register_fmp4() -> Result<(), String> {
+/// Registers the built-in elements once: the CMAF/fMP4 muxers of gst-plugins-rs (`cmafmux`) and
+/// the ladder's scaler ([`scale`], `sluicescale`).
+pub(crate) fn register_builtin() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
-    DONE.get_or_init(|| gstfmp4::plugin_register_static().map_err(|e| format!("fmp4 plugin: {e}"))).clone()
+    DONE.get_or_init(|| {
+        gstfmp4::plugin_register_static().map_err(|e| format!("fmp4 plugin: {e}"))?;
+        scale::register().map_err(|e| format!("sluicescale: {e}"))
+    })
+    .clone()
 }
 
 /// A started pipeline that is set to NULL when this goes: GStreamer must never dispose of a
