@@ -114,8 +114,18 @@ async fn the_stream_page_clips_the_dvr_window_between_marks_on_the_preview() {
             .as_f64()
             .unwrap_or(0.0)
     };
-    crate::support::eventually("the preview playing", Duration::from_secs(30), || async {
-        (current().await > 2.0).then_some(())
+    let playing = || async {
+        let playing = b
+            .run("const v = document.querySelector('[data-testid=preview]'); return !v.seeking && !v.paused && v.readyState >= 3;", Vec::new())
+            .await;
+        (playing == json!(true)).then_some(())
+    };
+    // Playing, and so past its start at the edge (which seeks a paused preview to the edge: a
+    // scrub before it would be undone).
+    crate::support::eventually("the preview playing", Duration::from_secs(30), playing).await;
+    let started = current().await;
+    crate::support::eventually("a second played", Duration::from_secs(10), || async {
+        (current().await >= started + 1.0).then_some(())
     })
     .await;
     // Scrubbed 12 s back, into closed segments.
@@ -124,13 +134,7 @@ async fn the_stream_page_clips_the_dvr_window_between_marks_on_the_preview() {
         Vec::new(),
     )
     .await;
-    let back = crate::support::eventually("the preview playing again", Duration::from_secs(20), || async {
-        let playing = b
-            .run("const v = document.querySelector('[data-testid=preview]'); return !v.seeking && !v.paused && v.readyState >= 3;", Vec::new())
-            .await;
-        (playing == json!(true)).then_some(())
-    });
-    back.await;
+    crate::support::eventually("the preview playing again", Duration::from_secs(20), playing).await;
     let from = current().await;
     b.click(&testid("stream-clip-mark-start")).await;
     crate::support::eventually("5 s played", Duration::from_secs(20), || async {
@@ -141,6 +145,18 @@ async fn the_stream_page_clips_the_dvr_window_between_marks_on_the_preview() {
     let marks = b.shown(&testid("stream-clip-marks")).await;
     assert!(!marks.contains("not marked"), "{marks}");
     b.click(&testid("stream-clip-submit")).await;
+    // The VOD's page, or the form's refusal said.
+    crate::support::eventually("the clip's page or an error", Duration::from_secs(30), || async {
+        let alert = b
+            .run(
+                "const a = document.querySelector('[role=alert]'); return a ? a.textContent : null;",
+                Vec::new(),
+            )
+            .await;
+        assert!(alert.is_null(), "the clip was refused: {alert} ({marks})");
+        b.exists(&testid("vod-status")).await.then_some(())
+    })
+    .await;
     b.wait_shown(&testid("vod-status"), Duration::from_secs(30), |s| s == "complete").await;
     let path = b.client.current_url().await.expect("url").path().to_string();
     let v = crate::vod::get_vod(&t, path.rsplit('/').next().expect("an id")).await;
