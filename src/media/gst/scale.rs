@@ -284,13 +284,17 @@ mod imp {
             let held = self.context.lock().unwrap_or_else(|p| p.into_inner());
             let Some((context, swap)) = held.as_ref() else { return Err(gst::FlowError::NotNegotiated) };
             let n = inframe.n_planes() as usize;
-            let in_strides = inframe.plane_stride().to_vec();
+            let in_strides = inframe.plane_stride();
             let (src, src_stride) = planes(n, *swap, |i| {
                 let data = inframe.plane_data(i as u32).ok()?;
                 Some((data.as_ptr().cast_mut(), *in_strides.get(i)?))
             })
             .ok_or(gst::FlowError::Error)?;
-            let out_strides = outframe.plane_stride().to_vec();
+            // Copied out (no allocation on this per-frame path): the planes are borrowed mutably.
+            let mut out_strides = [0; 4];
+            for (to, from) in out_strides.iter_mut().zip(outframe.plane_stride()) {
+                *to = *from;
+            }
             let (dst, dst_stride) = planes(n, *swap, |i| {
                 let data = outframe.plane_data_mut(i as u32).ok()?;
                 Some((data.as_mut_ptr(), *out_strides.get(i)?))

@@ -225,7 +225,7 @@ mod tests {
         mux: &str,
     ) {
         gst::init().expect("GStreamer");
-        crate::media::gst::register_builtin().expect("the fmp4 plugin");
+        crate::media::gst::register_builtin().expect("the built-in elements");
         assert!(cuts.len() >= 5, "cuts at {cuts:?}");
         let desc = format!("{mux} name=m manual-split=true ! appsink name=out sync=false buffer-list=true");
         let bin = gst::parse::bin_from_description(&desc, false).expect("the test bin builds");
