@@ -5,7 +5,7 @@
 //! (`support/llhls_check.rs`, written from RFC 8216bis) before and after its publisher
 //! reconnects; and ffmpeg, GStreamer's `hlsdemux2` and VLC playing its master for 20 s.
 //!
-//! On demand (`-- --ignored`; issue 51 is open): the web players people use, each pinned by
+//! Then the web players people use, each pinned by
 //! `tests/player/package-lock.json` and run in headless Chromium (`tests/player/matrix.html`),
 //! one at a time, three runs each, about 30 s across a rendition switch (the player grows from
 //! 320x180 to 1280x720, as a viewer going full screen, and its ABR moves up) and a publisher
@@ -181,14 +181,12 @@ async fn live_playlists_pass_the_strict_check_and_plain_players_play() {
 /// low-latency player, hls.js included, stalled with a quarter of a second buffered when they
 /// ran together.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 51: still fails now and then (docs/live-hls.md, \"The matrix on 2026-12-06\")"]
 async fn hls_js_and_shaka_play_the_live_ladder_without_a_stall() {
     matrix(true).await;
 }
 
 /// video.js (VHS), LL-HLS on and off, as the test above.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 51: with the test above (docs/live-hls.md, Players)"]
 async fn video_js_plays_the_live_ladder_without_a_stall() {
     matrix(false).await;
 }
@@ -216,6 +214,7 @@ async fn matrix(default: bool) {
             let playing =
                 player.wait_matrix("the player playing", Duration::from_secs(40), |r| r["playing"] == true);
             if let Err(e) = std::panic::AssertUnwindSafe(playing).catch_unwind().await {
+                write_log(web, &player, run);
                 let e = e.downcast_ref::<String>().cloned().unwrap_or_else(|| format!("{e:?}"));
                 failed.push(format!(
                     "{} (run {run}) did not start: {}",
@@ -310,13 +309,7 @@ fn judge(web: &Web, player: &Player, run: usize, window: Option<(f64, f64)>) -> 
     let (away, back) = window.unwrap_or((f64::MAX, f64::MAX));
     let reports = player.matrix_reports();
     let last = reports.last().cloned().unwrap_or(Value::Null);
-    if let Ok(dir) = std::env::var("SLUICE_TEST_PLAYER_LOGS") {
-        let name: String =
-            web.options.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        let lines: Vec<&str> =
-            last["log"].as_array().map(|l| l.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-        let _ = std::fs::write(format!("{dir}/{name}-{run}.log"), lines.join("\n"));
-    }
+    write_log(web, player, run);
     let context = || {
         let mut brief = last.clone();
         brief["log"] = Value::Null;
@@ -379,6 +372,17 @@ fn judge(web: &Web, player: &Player, run: usize, window: Option<(f64, f64)>) -> 
         if switched { " (switched)" } else { "" },
         errors.len() + last["stalls"].as_array().map_or(0, Vec::len),
     )
+}
+
+/// Writes the player's own log of its run to `$SLUICE_TEST_PLAYER_LOGS/<options>-<run>.log`, when
+/// that is set.
+fn write_log(web: &Web, player: &Player, run: usize) {
+    let Ok(dir) = std::env::var("SLUICE_TEST_PLAYER_LOGS") else { return };
+    let last = player.matrix_reports().last().cloned().unwrap_or(Value::Null);
+    let name: String = web.options.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let lines: Vec<&str> =
+        last["log"].as_array().map(|l| l.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let _ = std::fs::write(format!("{dir}/{name}-{run}.log"), lines.join("\n"));
 }
 
 /// The media playlists of the master at `master_url`, by name (`source`, `240p`, `audio`).
