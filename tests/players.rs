@@ -5,12 +5,11 @@
 //! (`support/llhls_check.rs`, written from RFC 8216bis) before and after its publisher
 //! reconnects; and ffmpeg, GStreamer's `hlsdemux2` and VLC playing its master for 20 s.
 //!
-//! Then the web players people use, each pinned by
-//! `tests/player/package-lock.json` and run in headless Chromium (`tests/player/matrix.html`),
-//! one at a time, three runs each, about 30 s across a rendition switch (the player grows from
-//! 320x180 to 1280x720, as a viewer going full screen, and its ABR moves up) and a publisher
-//! reconnect (away 1 s: the slate fills it); none may report an error or stall, and the
-//! low-latency ones must play within 2 s of the publisher.
+//! Then the web players people use, each pinned by `tests/player/package-lock.json` and run in
+//! headless Chromium (`tests/player/matrix.html`), one at a time, three runs each, about 30 s
+//! across a rendition switch (the player grows from 320x180 to 1280x720, as a viewer going full
+//! screen, and its ABR moves up) and a publisher reconnect (away 1 s: the slate fills it); none
+//! may report an error or stall, and the low-latency ones must play within 2 s of the publisher.
 //!
 //! A binary of its own, so that its players have the machine to themselves: the API tests run
 //! many pushes at once, and a starved player stalls whatever the stream.
