@@ -213,7 +213,7 @@ async fn matrix(default: bool) {
             let playing =
                 player.wait_matrix("the player playing", Duration::from_secs(40), |r| r["playing"] == true);
             if let Err(e) = std::panic::AssertUnwindSafe(playing).catch_unwind().await {
-                write_log(web, &player, run);
+                write_log(web, &player.matrix_reports().last().cloned().unwrap_or(Value::Null), run);
                 let e = e.downcast_ref::<String>().cloned().unwrap_or_else(|| format!("{e:?}"));
                 failed.push(format!(
                     "{} (run {run}) did not start: {}",
@@ -308,7 +308,7 @@ fn judge(web: &Web, player: &Player, run: usize, window: Option<(f64, f64)>) -> 
     let (away, back) = window.unwrap_or((f64::MAX, f64::MAX));
     let reports = player.matrix_reports();
     let last = reports.last().cloned().unwrap_or(Value::Null);
-    write_log(web, player, run);
+    write_log(web, &last, run);
     let context = || {
         let mut brief = last.clone();
         brief["log"] = Value::Null;
@@ -373,11 +373,10 @@ fn judge(web: &Web, player: &Player, run: usize, window: Option<(f64, f64)>) -> 
     )
 }
 
-/// Writes the player's own log of its run to `$SLUICE_TEST_PLAYER_LOGS/<options>-<run>.log`, when
-/// that is set.
-fn write_log(web: &Web, player: &Player, run: usize) {
+/// Writes the player's own log of its run (in its `last` report) to
+/// `$SLUICE_TEST_PLAYER_LOGS/<options>-<run>.log`, when that is set.
+fn write_log(web: &Web, last: &Value, run: usize) {
     let Ok(dir) = std::env::var("SLUICE_TEST_PLAYER_LOGS") else { return };
-    let last = player.matrix_reports().last().cloned().unwrap_or(Value::Null);
     let name: String = web.options.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let lines: Vec<&str> =
         last["log"].as_array().map(|l| l.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
